@@ -1,0 +1,26 @@
+//! Criterion benchmarks of the call path, for regression tracking: a call through the node next
+//! to the same call on the runtime alone.
+
+use bytes::Bytes;
+use criterion::{Criterion, criterion_group, criterion_main};
+use mote_bench::Fixture;
+
+fn call_path(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let fixture = Fixture::start(&rt, 1).unwrap();
+    let body = Bytes::from_static(&[b'x'; 64]);
+    let mut group = c.benchmark_group("call_path");
+    group.bench_function("runtime_only", |b| {
+        b.iter(|| fixture.call_runtime(&body).unwrap())
+    });
+    group.bench_function("node", |b| {
+        b.iter(|| rt.block_on(fixture.call_node(body.clone())).unwrap())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, call_path);
+criterion_main!(benches);

@@ -1,0 +1,81 @@
+//! mote's benchmarks, shared by `mote bench` (distributions and throughput, printed and as JSON)
+//! and `cargo bench` (criterion, for regression tracking).
+//!
+//! Every benchmark runs a baseline side by side in the same process and reports ratios, so the
+//! numbers mean something on a noisy shared machine.
+//!
+//! - [`Fixture`]: a real node (runtime, embedded state, executors) in a temporary directory, with
+//!   the `echo` example deployed, plus a second runtime for the no-dispatch baseline.
+//! - [`call_path`]: latency of one call through the node versus the runtime alone, and
+//!   throughput of the node with several callers.
+
+pub mod call_path;
+
+use bytes::Bytes;
+use mote_node::{ExecutorsConfig, Node};
+use mote_runtime::{Function, Runtime, RuntimeConfig};
+use mote_state::{EmbeddedStore, ModuleBlobs};
+use mote_types::{FunctionName, Limits};
+use std::sync::Arc;
+
+/// A node with `echo` deployed, and the same function compiled in a separate runtime.
+pub struct Fixture {
+    /// The node under test.
+    pub node: Arc<Node>,
+    /// A runtime outside the node, for the baseline that skips dispatch.
+    pub runtime: Runtime,
+    /// `echo` compiled in `runtime`.
+    pub echo: Arc<Function>,
+    _dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    /// The name the benchmarks call.
+    pub const FUNCTION: &'static str = "echo";
+
+    /// Starts a node with `cores` executors on `rt`.
+    pub fn start(rt: &tokio::runtime::Runtime, cores: usize) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let node = rt.block_on(async {
+            let runtime = Runtime::new(RuntimeConfig::new(dir.path().join("artifacts"), cores))?;
+            let store = EmbeddedStore::open(&dir.path().join("state.redb"))?;
+            let blobs = ModuleBlobs::open(&dir.path().join("modules"))?;
+            let node = Node::start(
+                Arc::new(runtime),
+                Arc::new(store),
+                blobs,
+                ExecutorsConfig::new(cores),
+            )
+            .await?;
+            node.deploy(
+                FunctionName::new(Self::FUNCTION)?,
+                Bytes::from_static(mote_guests::ECHO.wasm),
+                Limits::default(),
+            )
+            .await?;
+            anyhow::Ok(Arc::new(node))
+        })?;
+        let runtime = Runtime::new(RuntimeConfig::new(dir.path().join("baseline"), 1))?;
+        let echo = runtime.compile(mote_guests::ECHO.wasm)?;
+        Ok(Self {
+            node,
+            runtime,
+            echo,
+            _dir: dir,
+        })
+    }
+
+    /// One call through the node: queue, executor, fresh instance, reply.
+    pub async fn call_node(&self, body: Bytes) -> anyhow::Result<Vec<u8>> {
+        Ok(self.node.invoke(Self::FUNCTION, body).await?)
+    }
+
+    /// One call on the current thread, no node: fresh instance and call only.
+    pub fn call_runtime(&self, body: &[u8]) -> anyhow::Result<Vec<u8>> {
+        let name: Arc<str> = Arc::from(Self::FUNCTION);
+        Ok(self
+            .runtime
+            .call(&self.echo, &name, Limits::default(), body)?
+            .body)
+    }
+}

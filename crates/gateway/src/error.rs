@@ -1,0 +1,122 @@
+//! The one table from errors to HTTP responses. Every error body is `{"error": "..."}` with a
+//! message that names the thing and the fix.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use mote_node::{DeployError, InvokeError};
+use mote_runtime::CallError;
+use mote_types::{LimitsError, NameError};
+
+/// An error the API returns.
+#[derive(Debug)]
+pub enum ApiError {
+    /// A malformed request: bad name, bad parameters, unreadable body.
+    BadRequest(String),
+    /// No such route.
+    NoRoute,
+    /// No such function.
+    FunctionNotFound(String),
+    /// A body over its limit.
+    TooLarge {
+        /// What was too large.
+        what: &'static str,
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// Deploying failed.
+    Deploy(DeployError),
+    /// Invoking failed.
+    Invoke(InvokeError),
+}
+
+impl ApiError {
+    fn status(&self) -> StatusCode {
+        match self {
+            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::NoRoute | Self::FunctionNotFound(_) => StatusCode::NOT_FOUND,
+            Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Deploy(e) => match e {
+                DeployError::Compile(_) | DeployError::MemoryTooSmall { .. } => {
+                    StatusCode::BAD_REQUEST
+                }
+                DeployError::NotFound(_) => StatusCode::NOT_FOUND,
+                DeployError::State(_)
+                | DeployError::CorruptRecord { .. }
+                | DeployError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            },
+            Self::Invoke(e) => match e {
+                InvokeError::NotFound(_) => StatusCode::NOT_FOUND,
+                InvokeError::QueueFull { .. } | InvokeError::ShuttingDown => {
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
+                InvokeError::Call(CallError::Timeout { .. }) => StatusCode::GATEWAY_TIMEOUT,
+                InvokeError::Call(CallError::Instantiate(_)) => StatusCode::SERVICE_UNAVAILABLE,
+                InvokeError::Call(_) | InvokeError::Internal(_) => {
+                    StatusCode::INTERNAL_SERVER_ERROR
+                }
+            },
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            Self::BadRequest(m) => m.clone(),
+            Self::NoRoute => {
+                "no such route; the API is under /v1/functions and /v1/invoke, plus /healthz and /metrics".into()
+            }
+            Self::FunctionNotFound(name) => {
+                format!("function `{name}` is not deployed; list functions with GET /v1/functions")
+            }
+            Self::TooLarge { what, limit } => {
+                format!("{what} is larger than the limit of {limit} bytes")
+            }
+            Self::Deploy(e) => e.to_string(),
+            Self::Invoke(e) => e.to_string(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() {
+            tracing::warn!(status = status.as_u16(), error = %self.message(), "request failed");
+        }
+        let mut response = (
+            status,
+            axum::Json(serde_json::json!({ "error": self.message() })),
+        )
+            .into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        response
+    }
+}
+
+impl From<NameError> for ApiError {
+    fn from(e: NameError) -> Self {
+        Self::BadRequest(e.to_string())
+    }
+}
+
+impl From<LimitsError> for ApiError {
+    fn from(e: LimitsError) -> Self {
+        Self::BadRequest(e.to_string())
+    }
+}
+
+impl From<DeployError> for ApiError {
+    fn from(e: DeployError) -> Self {
+        Self::Deploy(e)
+    }
+}
+
+impl From<InvokeError> for ApiError {
+    fn from(e: InvokeError) -> Self {
+        Self::Invoke(e)
+    }
+}

@@ -1,0 +1,69 @@
+//! Write mote functions in Rust.
+//!
+//! A function is a plain `fn(&[u8]) -> Vec<u8>`; [`handler!`] exports it under the mote ABI v1
+//! (`mote_alloc`, `mote_handle`, see `docs/abi.md`). [`log`] writes a line to the platform's log.
+//!
+//! ```ignore
+//! fn greet(body: &[u8]) -> Vec<u8> {
+//!     mote_sdk::log("greeting someone");
+//!     format!("Hello, {}!", String::from_utf8_lossy(body)).into_bytes()
+//! }
+//! mote_sdk::handler!(greet);
+//! ```
+//!
+//! mote runs every call in a fresh instance and throws it away afterwards, so the SDK never frees
+//! the request or response buffers: the whole linear memory is discarded with the instance.
+
+/// Exports `f: fn(&[u8]) -> Vec<u8>` as this module's mote ABI v1 handler.
+#[macro_export]
+macro_rules! handler {
+    ($f:path) => {
+        #[unsafe(no_mangle)]
+        pub extern "C" fn mote_alloc(len: i32) -> i32 {
+            $crate::__private::alloc(len)
+        }
+
+        #[unsafe(no_mangle)]
+        pub extern "C" fn mote_handle(ptr: i32, len: i32) -> i64 {
+            $crate::__private::handle(ptr, len, $f)
+        }
+    };
+}
+
+/// Appends `line` to the function's log on the platform.
+pub fn log(line: &str) {
+    #[cfg(target_family = "wasm")]
+    {
+        #[link(wasm_import_module = "mote")]
+        unsafe extern "C" {
+            #[link_name = "log"]
+            fn mote_log(ptr: i32, len: i32);
+        }
+        // SAFETY: the host only reads `len` bytes at `ptr`, which are valid for this call.
+        unsafe { mote_log(line.as_ptr() as i32, line.len() as i32) }
+    }
+    #[cfg(not(target_family = "wasm"))]
+    eprintln!("{line}");
+}
+
+#[doc(hidden)]
+pub mod __private {
+    /// Returns a buffer of `len` bytes for the host to write the request into.
+    pub fn alloc(len: i32) -> i32 {
+        // Leaked on purpose: the instance, and with it this memory, ends with the call.
+        let mut buf = core::mem::ManuallyDrop::new(Vec::<u8>::with_capacity(len.max(0) as usize));
+        buf.as_mut_ptr() as usize as i32
+    }
+
+    /// Runs `f` on the request at `ptr..ptr+len` and returns the packed response location.
+    pub fn handle(ptr: i32, len: i32, f: fn(&[u8]) -> Vec<u8>) -> i64 {
+        let input: &[u8] = if len <= 0 {
+            &[]
+        } else {
+            // SAFETY: the host wrote exactly `len` bytes at `ptr`, a buffer from `alloc(len)`.
+            unsafe { core::slice::from_raw_parts(ptr as usize as *const u8, len as usize) }
+        };
+        let out = f(input).leak();
+        (((out.as_ptr() as usize as u64) << 32) | out.len() as u64) as i64
+    }
+}

@@ -1,0 +1,65 @@
+//! Errors of the node's two paths. Each says which function and what to do; the gateway maps
+//! each variant to exactly one HTTP status.
+
+use mote_runtime::{CallError, CompileError};
+use mote_state::StateError;
+
+/// Deploying, removing or loading a function failed. Stored state is unchanged.
+#[derive(Debug, thiserror::Error)]
+pub enum DeployError {
+    /// The module was rejected.
+    #[error(transparent)]
+    Compile(#[from] CompileError),
+    /// The module's initial memory is larger than the function's memory limit.
+    #[error(
+        "module's memory starts at {needed_mb} MiB, above memory_mb={limit_mb}; deploy with memory_mb={needed_mb} or more"
+    )]
+    MemoryTooSmall {
+        /// MiB the module needs to instantiate.
+        needed_mb: u64,
+        /// The requested limit.
+        limit_mb: u32,
+    },
+    /// No function has this name.
+    #[error("function `{0}` is not deployed")]
+    NotFound(String),
+    /// The state store failed; the deploy did not happen.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// A stored record could not be decoded.
+    #[error("stored record {key} is corrupt: {message}")]
+    CorruptRecord {
+        /// The record's key.
+        key: String,
+        /// The decoding error.
+        message: String,
+    },
+    /// A background task failed unexpectedly.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// A call could not be made or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum InvokeError {
+    /// No function has this name.
+    #[error("function `{0}` is not deployed; list functions with GET /v1/functions")]
+    NotFound(String),
+    /// The node's queue is full.
+    #[error("node is overloaded: {waiting} calls are already waiting (limit {limit}); retry later")]
+    QueueFull {
+        /// Calls waiting.
+        waiting: usize,
+        /// The configured limit.
+        limit: usize,
+    },
+    /// The node is shutting down.
+    #[error("node is shutting down")]
+    ShuttingDown,
+    /// The call ran and failed.
+    #[error(transparent)]
+    Call(#[from] CallError),
+    /// The host failed while running the call (a bug in mote, not in the function).
+    #[error("internal error while running the call: {0}")]
+    Internal(String),
+}

@@ -1,0 +1,163 @@
+//! The node's Prometheus metrics. Per-function handles are resolved once at deploy time and kept
+//! in [`crate::Deployed`], so recording a call is a few atomic operations, not a label lookup.
+
+use mote_runtime::CallError;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// How a call ended, as counted in `mote_invocations_total`.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum Outcome {
+    Ok,
+    Trap,
+    Timeout,
+    MemoryLimit,
+    Exit,
+    AbiError,
+    Rejected,
+    Cancelled,
+    Internal,
+}
+
+impl Outcome {
+    /// Every outcome, in index order.
+    pub const ALL: [Outcome; 9] = [
+        Self::Ok,
+        Self::Trap,
+        Self::Timeout,
+        Self::MemoryLimit,
+        Self::Exit,
+        Self::AbiError,
+        Self::Rejected,
+        Self::Cancelled,
+        Self::Internal,
+    ];
+
+    /// The label value, in Prometheus' snake_case convention.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Trap => "trap",
+            Self::Timeout => "timeout",
+            Self::MemoryLimit => "memory_limit",
+            Self::Exit => "exit",
+            Self::AbiError => "abi_error",
+            Self::Rejected => "rejected",
+            Self::Cancelled => "cancelled",
+            Self::Internal => "internal",
+        }
+    }
+
+    /// The outcome of a failed call.
+    pub fn of(e: &CallError) -> Self {
+        match e {
+            CallError::Trap { .. } => Self::Trap,
+            CallError::Timeout { .. } => Self::Timeout,
+            CallError::MemoryLimit { .. } => Self::MemoryLimit,
+            CallError::Exit { .. } => Self::Exit,
+            CallError::Abi(_) | CallError::ResponseTooLarge { .. } => Self::AbiError,
+            CallError::Instantiate(_) => Self::Internal,
+        }
+    }
+}
+
+impl EncodeLabelValue for Outcome {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
+        std::fmt::Write::write_str(encoder, self.as_str())
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct InvocationLabels {
+    pub function: String,
+    pub outcome: Outcome,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct FunctionLabels {
+    pub function: String,
+}
+
+type HistogramFamily = Family<FunctionLabels, Histogram, fn() -> Histogram>;
+
+/// Every metric a node exports.
+pub struct NodeMetrics {
+    registry: Registry,
+    pub(crate) invocations: Family<InvocationLabels, Counter>,
+    pub(crate) duration: HistogramFamily,
+    pub(crate) queue_length: Gauge,
+    pub(crate) busy_executors: Gauge,
+    pub(crate) executors: Gauge,
+    pub(crate) functions: Gauge,
+}
+
+fn duration_histogram() -> Histogram {
+    // 10 µs to ~40 s: mote's calls run for microseconds to seconds.
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        1e-5, 4.0, 12,
+    ))
+}
+
+impl NodeMetrics {
+    pub(crate) fn new() -> Self {
+        let mut registry = Registry::with_prefix("mote");
+        let invocations = Family::<InvocationLabels, Counter>::default();
+        let duration: HistogramFamily = Family::new_with_constructor(duration_histogram);
+        let queue_length = Gauge::default();
+        let busy_executors = Gauge::default();
+        let executors = Gauge::default();
+        let functions = Gauge::default();
+        registry.register(
+            "invocations",
+            "Calls by function and outcome",
+            invocations.clone(),
+        );
+        registry.register(
+            "call_duration_seconds",
+            "Time calls spent running on an executor, by function (queueing excluded)",
+            duration.clone(),
+        );
+        registry.register(
+            "queue_length",
+            "Calls waiting for an executor",
+            queue_length.clone(),
+        );
+        registry.register(
+            "executors_busy",
+            "Executors running a call",
+            busy_executors.clone(),
+        );
+        registry.register(
+            "executors",
+            "Executor threads (one per core)",
+            executors.clone(),
+        );
+        registry.register(
+            "functions_deployed",
+            "Functions deployed on this node",
+            functions.clone(),
+        );
+        Self {
+            registry,
+            invocations,
+            duration,
+            queue_length,
+            busy_executors,
+            executors,
+            functions,
+        }
+    }
+
+    /// Renders every metric in the Prometheus text format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}

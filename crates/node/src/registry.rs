@@ -1,0 +1,257 @@
+//! The functions deployed on a node: persisted in the state store, resident in memory.
+//!
+//! Invariants:
+//! - A function is in the resident table only after its module blob and its record are durable,
+//!   so anything a caller can invoke survives a restart.
+//! - Changes (deploy, remove) are serialised by `changes`; the resident table is replaced
+//!   wholesale (copy-on-write) so the call path reads it without a lock.
+//! - A module blob and its compiled artefact are deleted only when no record refers to them.
+
+use crate::error::DeployError;
+use crate::metrics::{FunctionLabels, InvocationLabels, NodeMetrics, Outcome};
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use mote_runtime::{Function, Runtime};
+use mote_state::{ModuleBlobs, StateStore};
+use mote_types::{FunctionName, FunctionRecord, Limits};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::Histogram;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// Where function records live in the state store.
+const RECORD_PREFIX: &str = "/mote/functions/";
+
+/// A deployed function, resident and ready to call.
+pub struct Deployed {
+    record: FunctionRecord,
+    name: Arc<str>,
+    function: Arc<Function>,
+    outcomes: [Counter; Outcome::ALL.len()],
+    duration: Histogram,
+}
+
+impl Deployed {
+    fn new(record: FunctionRecord, function: Arc<Function>, metrics: &NodeMetrics) -> Self {
+        let function_label = record.name.to_string();
+        let outcomes = Outcome::ALL.map(|outcome| {
+            let labels = InvocationLabels {
+                function: function_label.clone(),
+                outcome,
+            };
+            metrics.invocations.get_or_create(&labels).clone()
+        });
+        let duration = metrics
+            .duration
+            .get_or_create(&FunctionLabels {
+                function: function_label,
+            })
+            .clone();
+        Self {
+            name: record.name.as_str().into(),
+            record,
+            function,
+            outcomes,
+            duration,
+        }
+    }
+
+    /// The stored record.
+    pub fn record(&self) -> &FunctionRecord {
+        &self.record
+    }
+
+    /// The function's name.
+    pub fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    /// The compiled function.
+    pub fn function(&self) -> &Function {
+        &self.function
+    }
+
+    pub(crate) fn count(&self, outcome: Outcome) {
+        self.outcomes[outcome as usize].inc();
+    }
+
+    pub(crate) fn observe_duration(&self, elapsed: Duration) {
+        self.duration.observe(elapsed.as_secs_f64());
+    }
+}
+
+type Table = HashMap<FunctionName, Arc<Deployed>>;
+
+/// The node's deployed functions.
+pub struct Registry {
+    runtime: Arc<Runtime>,
+    store: Arc<dyn StateStore>,
+    blobs: ModuleBlobs,
+    metrics: Arc<NodeMetrics>,
+    table: ArcSwap<Table>,
+    changes: tokio::sync::Mutex<()>,
+}
+
+impl Registry {
+    pub(crate) fn new(
+        runtime: Arc<Runtime>,
+        store: Arc<dyn StateStore>,
+        blobs: ModuleBlobs,
+        metrics: Arc<NodeMetrics>,
+    ) -> Self {
+        Self {
+            runtime,
+            store,
+            blobs,
+            metrics,
+            table: ArcSwap::from_pointee(Table::new()),
+            changes: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Looks up a deployed function without locking.
+    pub fn get(&self, name: &str) -> Option<Arc<Deployed>> {
+        self.table.load().get(name).cloned()
+    }
+
+    /// Every deployed function's record, by name.
+    pub fn list(&self) -> Vec<FunctionRecord> {
+        let mut records: Vec<_> = self
+            .table
+            .load()
+            .values()
+            .map(|f| f.record.clone())
+            .collect();
+        records.sort_by(|a, b| a.name.cmp(&b.name));
+        records
+    }
+
+    /// Loads every stored function into memory. A function that cannot be loaded is logged and
+    /// left out; its record stays in the store untouched.
+    pub(crate) async fn load_all(&self) -> Result<(), DeployError> {
+        let _changes = self.changes.lock().await;
+        let mut table = Table::new();
+        for (key, value) in self.store.list(RECORD_PREFIX).await? {
+            let record: FunctionRecord =
+                serde_json::from_slice(&value).map_err(|e| DeployError::CorruptRecord {
+                    key: key.clone(),
+                    message: e.to_string(),
+                })?;
+            let (runtime, blobs, sha) = (
+                self.runtime.clone(),
+                self.blobs.clone(),
+                record.sha256.clone(),
+            );
+            let loaded =
+                tokio::task::spawn_blocking(move || runtime.load(&sha, || blobs.get(&sha)))
+                    .await
+                    .map_err(|e| DeployError::Internal(e.to_string()))?;
+            match loaded {
+                Ok(function) => {
+                    let deployed = Deployed::new(record, function, &self.metrics);
+                    table.insert(deployed.record.name.clone(), Arc::new(deployed));
+                }
+                Err(e) => {
+                    tracing::error!(function = %record.name, error = %e, "cannot load function; it stays stored but is not callable")
+                }
+            }
+        }
+        self.metrics.functions.set(table.len() as i64);
+        self.table.store(Arc::new(table));
+        Ok(())
+    }
+
+    pub(crate) async fn deploy(
+        &self,
+        name: FunctionName,
+        wasm: Bytes,
+        limits: Limits,
+    ) -> Result<FunctionRecord, DeployError> {
+        let _changes = self.changes.lock().await;
+        let (runtime, bytes) = (self.runtime.clone(), wasm.clone());
+        let function = tokio::task::spawn_blocking(move || runtime.compile(&bytes))
+            .await
+            .map_err(|e| DeployError::Internal(e.to_string()))??;
+        let needed = function.min_memory_bytes();
+        if needed > limits.memory_bytes() as u64 {
+            return Err(DeployError::MemoryTooSmall {
+                needed_mb: needed.div_ceil(1 << 20),
+                limit_mb: limits.memory_mb,
+            });
+        }
+        let size_bytes = wasm.len() as u64;
+        let blobs = self.blobs.clone();
+        tokio::task::spawn_blocking(move || blobs.put(&wasm))
+            .await
+            .map_err(|e| DeployError::Internal(e.to_string()))??;
+        let record = FunctionRecord {
+            name: name.clone(),
+            sha256: function.sha256().to_owned(),
+            kind: function.kind(),
+            limits,
+            size_bytes,
+            deployed_at_ms: SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+        };
+        let json = serde_json::to_vec(&record).expect("a record always serialises");
+        self.store.put(&record_key(&name), json).await?;
+        let deployed = Arc::new(Deployed::new(record.clone(), function, &self.metrics));
+        let mut table = Table::clone(&self.table.load());
+        let replaced = table.insert(name, deployed);
+        self.publish(table);
+        if let Some(old) = replaced {
+            self.collect_unused(&old.record.sha256);
+        }
+        Ok(record)
+    }
+
+    pub(crate) async fn remove(&self, name: &str) -> Result<FunctionRecord, DeployError> {
+        let _changes = self.changes.lock().await;
+        let Some(deployed) = self.get(name) else {
+            return Err(DeployError::NotFound(name.to_owned()));
+        };
+        self.store
+            .delete(&record_key(&deployed.record.name))
+            .await?;
+        let mut table = Table::clone(&self.table.load());
+        table.remove(name);
+        self.publish(table);
+        let labels = FunctionLabels {
+            function: name.to_owned(),
+        };
+        self.metrics.duration.remove(&labels);
+        for outcome in Outcome::ALL {
+            self.metrics.invocations.remove(&InvocationLabels {
+                function: name.to_owned(),
+                outcome,
+            });
+        }
+        self.collect_unused(&deployed.record.sha256);
+        Ok(deployed.record.clone())
+    }
+
+    fn publish(&self, table: Table) {
+        self.metrics.functions.set(table.len() as i64);
+        self.table.store(Arc::new(table));
+    }
+
+    /// Deletes a module's blob and artefact if no deployed function uses it any more.
+    fn collect_unused(&self, sha256: &str) {
+        if self
+            .table
+            .load()
+            .values()
+            .all(|f| f.record.sha256 != sha256)
+        {
+            self.blobs.remove(sha256);
+            self.runtime.forget(sha256);
+        }
+    }
+}
+
+fn record_key(name: &FunctionName) -> String {
+    format!("{RECORD_PREFIX}{name}")
+}

@@ -1,0 +1,217 @@
+//! The wasmtime engine, its configuration, the linker with mote's host functions, and the epoch
+//! ticker that gives timeouts their resolution.
+
+use crate::artifact::ArtifactCache;
+use crate::call::{self, CallState};
+use crate::error::{CompileError, RuntimeError};
+use crate::function::Function;
+use mote_types::abi;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, Linker, PoolingAllocationConfig};
+
+/// How the runtime is set up. [`RuntimeConfig::new`] gives production defaults.
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    /// Where compiled artefacts are cached.
+    pub artifact_dir: PathBuf,
+    /// Instance slots in the pooling allocator: the most instances alive at once.
+    pub instance_slots: u32,
+    /// The most memory any function may be given, in MiB; the pool reserves address space for it.
+    pub max_memory_mb: u32,
+    /// The period of the epoch ticker, which bounds how far a call can overrun its deadline.
+    pub epoch_tick: Duration,
+    /// The largest response a call may return, in bytes.
+    pub max_response_bytes: usize,
+}
+
+impl RuntimeConfig {
+    /// Defaults sized for `executors` concurrent calls, caching artefacts under `artifact_dir`.
+    pub fn new(artifact_dir: impl Into<PathBuf>, executors: usize) -> Self {
+        Self {
+            artifact_dir: artifact_dir.into(),
+            // Spare slots beyond one per executor let the pool keep recently used modules' memory
+            // images mapped (slot affinity), which makes re-instantiation cheaper.
+            instance_slots: (executors as u32).saturating_mul(16).clamp(64, 1000),
+            max_memory_mb: mote_types::Limits::MAX_MEMORY_MB,
+            epoch_tick: Duration::from_micros(500),
+            max_response_bytes: 16 << 20,
+        }
+    }
+}
+
+/// The engine, linker and caches shared by every call on a node.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<CallState>,
+    artifacts: ArtifactCache,
+    config: RuntimeConfig,
+    _ticker: EpochTicker,
+}
+
+impl Runtime {
+    /// Builds the engine and starts the epoch ticker.
+    pub fn new(config: RuntimeConfig) -> Result<Self, RuntimeError> {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_core_instances(config.instance_slots)
+            .total_memories(config.instance_slots)
+            .total_tables(config.instance_slots)
+            .max_memory_size((config.max_memory_mb as usize) << 20)
+            // Reset small memories by rewriting them in place instead of unmapping, which is
+            // cheaper than page faults on the next call.
+            .linear_memory_keep_resident(64 << 10)
+            .table_keep_resident(16 << 10);
+        let mut wasm = Config::new();
+        wasm.epoch_interruption(true)
+            .memory_init_cow(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&wasm).map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
+        let mut linker = Linker::new(&engine);
+        call::add_host_functions(&mut linker)
+            .map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
+        let artifacts = ArtifactCache::open(&config.artifact_dir, &engine)?;
+        let ticker = EpochTicker::start(engine.clone(), config.epoch_tick);
+        Ok(Self {
+            engine,
+            linker,
+            artifacts,
+            config,
+            _ticker: ticker,
+        })
+    }
+
+    /// Compiles and links `wasm`, detecting its guest kind. The compiled artefact is cached on
+    /// disk under the module's sha256, so compiling the same bytes again (a redeploy, a restart)
+    /// loads it instead. Nothing is written unless the module is accepted.
+    pub fn compile(&self, wasm: &[u8]) -> Result<Arc<Function>, CompileError> {
+        let sha256 = ArtifactCache::digest(wasm);
+        let module = match self.artifacts.load(&self.engine, &sha256) {
+            Some(module) => module,
+            None => {
+                check_header(wasm)?;
+                let module = wasmtime::Module::from_binary(&self.engine, wasm)
+                    .map_err(|e| CompileError::Invalid(format!("{e:#}")))?;
+                let function = Function::link(&self.linker, module.clone(), sha256.clone())?;
+                self.artifacts.store(&sha256, &module)?;
+                return Ok(Arc::new(function));
+            }
+        };
+        Ok(Arc::new(Function::link(&self.linker, module, sha256)?))
+    }
+
+    /// Loads a function whose module was accepted before, from its cached artefact if there is
+    /// one, otherwise by compiling the bytes `read_wasm` returns.
+    pub fn load(
+        &self,
+        sha256: &str,
+        read_wasm: impl FnOnce() -> std::io::Result<Vec<u8>>,
+    ) -> Result<Arc<Function>, CompileError> {
+        match self.artifacts.load(&self.engine, sha256) {
+            Some(module) => Ok(Arc::new(Function::link(
+                &self.linker,
+                module,
+                sha256.to_owned(),
+            )?)),
+            None => {
+                let wasm = read_wasm().map_err(|e| {
+                    CompileError::Invalid(format!("cannot read stored module {sha256}: {e}"))
+                })?;
+                self.compile(&wasm)
+            }
+        }
+    }
+
+    /// Removes the cached artefact of a module no function uses any more.
+    pub fn forget(&self, sha256: &str) {
+        self.artifacts.remove(sha256);
+    }
+
+    /// The largest response a call may return.
+    pub fn max_response_bytes(&self) -> usize {
+        self.config.max_response_bytes
+    }
+
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+}
+
+/// Rejects bytes that are not a core WebAssembly module with a message that says what they are.
+fn check_header(wasm: &[u8]) -> Result<(), CompileError> {
+    const MAGIC: &[u8] = b"\0asm";
+    if !wasm.starts_with(MAGIC) {
+        let shown: String = wasm.iter().take(4).map(|b| format!("{b:02x}")).collect();
+        return Err(CompileError::NotWasm(if wasm.is_empty() {
+            "the body is empty; send the module's bytes".to_owned()
+        } else {
+            format!("expected the magic bytes 0061736d (\"\\0asm\"), found {shown}")
+        }));
+    }
+    // Bytes 4..8 are the version; components set the layer field (bytes 6..8) to 1.
+    if wasm.len() >= 8 && wasm[6..8] == [1, 0] {
+        return Err(CompileError::Component);
+    }
+    Ok(())
+}
+
+/// A thread that advances the engine's epoch at a fixed period. Each running call checks its
+/// wall-clock deadline when the epoch moves, so a guest in a tight loop is stopped within one
+/// period of its deadline. Stops when dropped.
+pub struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    /// Starts ticking `engine` every `period`.
+    pub fn start(engine: Engine, period: Duration) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("mote-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(period);
+                    engine.increment_epoch();
+                }
+            })
+            .expect("spawning the epoch ticker thread");
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Names of the host functions, for error messages and docs.
+pub(crate) const PROVIDED_MODULES: [&str; 2] = [abi::IMPORT_MODULE, abi::WASI_P1_MODULE];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_check_names_what_it_found() {
+        let e = check_header(b"hello world").unwrap_err().to_string();
+        assert!(e.contains("68656c6c"), "{e}");
+        assert!(check_header(b"").unwrap_err().to_string().contains("empty"));
+        let component = [0, b'a', b's', b'm', 0x0d, 0, 1, 0];
+        assert!(matches!(
+            check_header(&component),
+            Err(CompileError::Component)
+        ));
+        assert!(check_header(&[0, b'a', b's', b'm', 1, 0, 0, 0]).is_ok());
+    }
+}

@@ -1,0 +1,122 @@
+//! Typed errors of the runtime. Every message names the thing that failed and, where there is
+//! one, what the user can do about it; the gateway maps each variant to one HTTP status.
+
+use std::path::PathBuf;
+
+/// The runtime could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// wasmtime rejected the engine configuration.
+    #[error("cannot configure the WebAssembly engine: {0}")]
+    Engine(String),
+    /// The artifact cache directory is unusable.
+    #[error("cannot use artifact cache directory {path}: {source}")]
+    CacheDir {
+        /// The directory.
+        path: PathBuf,
+        /// The underlying I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// A module was rejected at deploy time. Nothing is stored when this is returned.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    /// The bytes are not a WebAssembly binary at all.
+    #[error("not a WebAssembly module: {0}")]
+    NotWasm(String),
+    /// The bytes are a WebAssembly component, which mote does not run yet.
+    #[error(
+        "this is a WebAssembly component; mote runs core modules (build for wasm32-wasip1, or wasm32-unknown-unknown with the mote ABI)"
+    )]
+    Component,
+    /// The module failed validation or compilation.
+    #[error("invalid WebAssembly module: {0}")]
+    Invalid(String),
+    /// The module exports neither guest kind's entry points.
+    #[error(
+        "module exports neither `mote_handle` (mote ABI v1, with `mote_alloc` and `memory`) nor `_start` (WASI command); found exports: [{found}]"
+    )]
+    NoEntryPoint {
+        /// The module's exports, comma-separated.
+        found: String,
+    },
+    /// A mote ABI export is missing or has the wrong type.
+    #[error("mote ABI v1 export `{name}` {problem}; expected {expected}")]
+    BadExport {
+        /// The export's name.
+        name: &'static str,
+        /// What is wrong with it.
+        problem: String,
+        /// The expected type.
+        expected: &'static str,
+    },
+    /// The module imports something the platform does not provide.
+    #[error(
+        "module imports `{module}`.`{name}`, which mote does not provide; mote provides `mote`.`log` and WASI preview1 (`wasi_snapshot_preview1`)"
+    )]
+    UnknownImport {
+        /// The import's module.
+        module: String,
+        /// The import's name.
+        name: String,
+    },
+    /// The module's imports exist but do not link (for example a type mismatch).
+    #[error("module does not link: {0}")]
+    Link(String),
+    /// The compiled artefact could not be written to the cache.
+    #[error("cannot write compiled artefact {path}: {source}")]
+    Cache {
+        /// The artefact path.
+        path: PathBuf,
+        /// The underlying I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// A call failed. The platform and other calls are unaffected; the instance is gone.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The guest trapped (unreachable, out-of-bounds access, stack overflow, ...).
+    #[error("{message}")]
+    Trap {
+        /// The trap and the top of the wasm backtrace.
+        message: String,
+    },
+    /// The call ran past its wall-clock limit and was stopped.
+    #[error("call exceeded its timeout of {timeout_ms} ms and was stopped")]
+    Timeout {
+        /// The limit that was exceeded.
+        timeout_ms: u64,
+    },
+    /// The guest hit its memory limit and could not continue.
+    #[error(
+        "function exceeded its memory limit of {memory_mb} MiB ({detail}); redeploy with a larger memory_mb if it needs more"
+    )]
+    MemoryLimit {
+        /// The limit.
+        memory_mb: u32,
+        /// What failed when the limit was hit.
+        detail: String,
+    },
+    /// A WASI command exited with a non-zero status.
+    #[error("function exited with status {code}{stderr}")]
+    Exit {
+        /// The exit status.
+        code: i32,
+        /// The tail of stderr, prefixed with `: ` when there is any.
+        stderr: String,
+    },
+    /// The guest broke the mote ABI (for example returned a response outside its memory).
+    #[error("function broke the mote ABI: {0}")]
+    Abi(String),
+    /// The response was larger than the platform allows.
+    #[error("function's response is larger than the {limit} byte limit")]
+    ResponseTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// No instance could be created (the instance pool is exhausted or the OS refused memory).
+    #[error("cannot instantiate function: {0}")]
+    Instantiate(String),
+}

@@ -1,0 +1,217 @@
+//! A deployed module made ready to run: guest kind detected, exports checked and resolved to
+//! indices once, imports linked into an `InstancePre`. Everything that can be decided at deploy
+//! time is decided here, so the call path only instantiates and calls.
+
+use crate::call::CallState;
+use crate::engine::PROVIDED_MODULES;
+use crate::error::CompileError;
+use mote_types::{GuestKind, abi};
+use wasmtime::{ExternType, FuncType, InstancePre, Linker, Module, ModuleExport, ValType};
+
+/// A compiled, linked function, shared by every executor that runs it.
+pub struct Function {
+    pub(crate) sha256: String,
+    pub(crate) kind: GuestKind,
+    pub(crate) pre: InstancePre<CallState>,
+    pub(crate) entry: Entry,
+    pub(crate) imports_wasi: bool,
+    min_memory_bytes: u64,
+}
+
+/// The exports a call uses, resolved at deploy time.
+pub(crate) enum Entry {
+    MoteAbi {
+        memory: ModuleExport,
+        alloc: ModuleExport,
+        handle: ModuleExport,
+        /// A WASI reactor's `_initialize`, run once per instance before the handler.
+        initialize: Option<ModuleExport>,
+    },
+    WasiCommand {
+        start: ModuleExport,
+    },
+}
+
+impl Function {
+    pub(crate) fn link(
+        linker: &Linker<CallState>,
+        module: Module,
+        sha256: String,
+    ) -> Result<Self, CompileError> {
+        let (kind, entry) = detect(&module)?;
+        if let Some(import) = module
+            .imports()
+            .find(|i| !PROVIDED_MODULES.contains(&i.module()))
+        {
+            return Err(CompileError::UnknownImport {
+                module: import.module().to_owned(),
+                name: import.name().to_owned(),
+            });
+        }
+        let imports_wasi = module.imports().any(|i| i.module() == abi::WASI_P1_MODULE);
+        let min_memory_bytes = module
+            .exports()
+            .find_map(|e| match e.ty() {
+                ExternType::Memory(m) => Some(m.minimum().saturating_mul(m.page_size())),
+                _ => None,
+            })
+            .unwrap_or(0);
+        let pre = linker.instantiate_pre(&module).map_err(|e| {
+            let msg = format!("{e:#}");
+            match unknown_import_in(&msg) {
+                Some((module, name)) => CompileError::UnknownImport { module, name },
+                None => CompileError::Link(msg),
+            }
+        })?;
+        Ok(Self {
+            sha256,
+            kind,
+            pre,
+            entry,
+            imports_wasi,
+            min_memory_bytes,
+        })
+    }
+
+    /// Lowercase hex sha256 of the module's bytes.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
+    /// The detected guest kind.
+    pub fn kind(&self) -> GuestKind {
+        self.kind
+    }
+
+    /// The initial size of the module's exported memory, which must fit its memory limit.
+    pub fn min_memory_bytes(&self) -> u64 {
+        self.min_memory_bytes
+    }
+}
+
+/// wasmtime reports an import that exists in a provided module but not by that name as
+/// "unknown import: `module::name` has not been defined".
+fn unknown_import_in(msg: &str) -> Option<(String, String)> {
+    let rest = msg.split("unknown import: `").nth(1)?;
+    let path = rest.split('`').next()?;
+    let (module, name) = path.split_once("::")?;
+    Some((module.to_owned(), name.to_owned()))
+}
+
+fn detect(module: &Module) -> Result<(GuestKind, Entry), CompileError> {
+    if module.get_export(abi::EXPORT_HANDLE).is_some() {
+        let handle = export_func(
+            module,
+            abi::EXPORT_HANDLE,
+            &[ValType::I32, ValType::I32],
+            &[ValType::I64],
+            "(func (param i32 i32) (result i64))",
+        )?;
+        let alloc = export_func(
+            module,
+            abi::EXPORT_ALLOC,
+            &[ValType::I32],
+            &[ValType::I32],
+            "(func (param i32) (result i32))",
+        )?;
+        let memory = match module.get_export(abi::EXPORT_MEMORY) {
+            Some(ExternType::Memory(m)) if !m.is_64() => index(module, abi::EXPORT_MEMORY),
+            Some(ExternType::Memory(_)) => {
+                return Err(bad_export(
+                    abi::EXPORT_MEMORY,
+                    "is a 64-bit memory",
+                    "a 32-bit memory",
+                ));
+            }
+            Some(_) => {
+                return Err(bad_export(
+                    abi::EXPORT_MEMORY,
+                    "is not a memory",
+                    "a 32-bit memory",
+                ));
+            }
+            None => {
+                return Err(bad_export(
+                    abi::EXPORT_MEMORY,
+                    "is missing",
+                    "a 32-bit memory",
+                ));
+            }
+        };
+        let initialize = match module.get_export(abi::EXPORT_INITIALIZE) {
+            Some(_) => Some(export_func(
+                module,
+                abi::EXPORT_INITIALIZE,
+                &[],
+                &[],
+                "(func)",
+            )?),
+            None => None,
+        };
+        return Ok((
+            GuestKind::MoteAbiV1,
+            Entry::MoteAbi {
+                memory,
+                alloc,
+                handle,
+                initialize,
+            },
+        ));
+    }
+    if module.get_export(abi::EXPORT_START).is_some() {
+        let start = export_func(module, abi::EXPORT_START, &[], &[], "(func)")?;
+        return Ok((GuestKind::WasiCommand, Entry::WasiCommand { start }));
+    }
+    let found: Vec<&str> = module.exports().map(|e| e.name()).collect();
+    Err(CompileError::NoEntryPoint {
+        found: found.join(", "),
+    })
+}
+
+fn export_func(
+    module: &Module,
+    name: &'static str,
+    params: &[ValType],
+    results: &[ValType],
+    expected: &'static str,
+) -> Result<ModuleExport, CompileError> {
+    match module.get_export(name) {
+        Some(ExternType::Func(f)) if signature_is(&f, params, results) => Ok(index(module, name)),
+        Some(ExternType::Func(f)) => Err(bad_export(name, &format!("has type {f}"), expected)),
+        Some(_) => Err(bad_export(name, "is not a function", expected)),
+        None => Err(bad_export(name, "is missing", expected)),
+    }
+}
+
+fn signature_is(f: &FuncType, params: &[ValType], results: &[ValType]) -> bool {
+    let same = |a: &mut dyn ExactSizeIterator<Item = ValType>, b: &[ValType]| {
+        a.len() == b.len() && a.zip(b).all(|(x, y)| ValType::eq(&x, y))
+    };
+    same(&mut f.params(), params) && same(&mut f.results(), results)
+}
+
+fn index(module: &Module, name: &str) -> ModuleExport {
+    module
+        .get_export_index(name)
+        .expect("get_export found this export a moment ago")
+}
+
+fn bad_export(name: &'static str, problem: &str, expected: &'static str) -> CompileError {
+    CompileError::BadExport {
+        name,
+        problem: problem.to_owned(),
+        expected,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_wasmtime_unknown_import_message() {
+        let msg = "unknown import: `mote::nope` has not been defined";
+        assert_eq!(unknown_import_in(msg), Some(("mote".into(), "nope".into())));
+        assert_eq!(unknown_import_in("something else"), None);
+    }
+}

@@ -1,0 +1,28 @@
+//! mote's WebAssembly runtime: compiles modules, keeps them ready to instantiate, and runs one call
+//! in a fresh instance under limits the guest cannot escape. This is the only crate that imports
+//! wasmtime; everything above it sees [`Runtime`], [`Function`] and typed errors.
+//!
+//! - [`Runtime`] owns the wasmtime `Engine` (pooling allocator with copy-on-write memory images,
+//!   epoch interruption), the `Linker` with the host functions, the [`ArtifactCache`] of compiled
+//!   modules on disk, and the [`EpochTicker`] thread that drives timeouts.
+//! - [`Function`] is a compiled, linked module ready to instantiate (`InstancePre`), with its
+//!   detected [`GuestKind`](mote_types::GuestKind) and export handles resolved once at deploy.
+//! - [`Runtime::call`] runs one call: new `Store`, fresh instance, call, copy out the response.
+//!   It blocks the calling thread, which is meant to be one of the node's executor threads.
+//!
+//! Per call the guest gets: a linear memory capped by `memory_mb` (enforced by a
+//! `ResourceLimiter`), a wall-clock deadline (epoch interruption plus a clock check in the epoch
+//! callback, so the overshoot is bounded by one tick), WASI preview1 with no files, sockets,
+//! environment or arguments beyond the function's name, and the `mote` host functions.
+
+mod artifact;
+mod call;
+mod engine;
+mod error;
+mod function;
+
+pub use artifact::ArtifactCache;
+pub use call::CallOutput;
+pub use engine::{EpochTicker, Runtime, RuntimeConfig};
+pub use error::{CallError, CompileError, RuntimeError};
+pub use function::Function;

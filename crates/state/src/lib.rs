@@ -1,0 +1,50 @@
+//! Where mote's control-plane state lives.
+//!
+//! - [`StateStore`]: a small key-value interface shaped like etcd's (get, put, delete, prefix
+//!   list over string keys), so that the etcd-API store, or a real etcd, can stand behind it.
+//! - [`EmbeddedStore`]: the single-machine implementation, a redb database file, where every
+//!   acknowledged write is durable (redb commits with fsync).
+//! - [`ModuleBlobs`]: module bytes, content-addressed by sha256 in a directory. Modules are kept
+//!   out of the key-value store because they are large and immutable; records point to them.
+
+mod blobs;
+mod embedded;
+
+pub use blobs::ModuleBlobs;
+pub use embedded::EmbeddedStore;
+
+use async_trait::async_trait;
+
+/// A key-value store for control-plane records.
+#[async_trait]
+pub trait StateStore: Send + Sync + 'static {
+    /// The value at `key`, if any.
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StateError>;
+    /// Sets `key` to `value`; durable when this returns.
+    async fn put(&self, key: &str, value: Vec<u8>) -> Result<(), StateError>;
+    /// Removes `key`; returns whether it existed.
+    async fn delete(&self, key: &str) -> Result<bool, StateError>;
+    /// Every key starting with `prefix` and its value, in key order.
+    async fn list(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StateError>;
+}
+
+/// A state operation failed. The store is unchanged by a failed write.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The store's backing storage failed.
+    #[error("state store {path}: {message}")]
+    Storage {
+        /// Where the store lives.
+        path: String,
+        /// What failed.
+        message: String,
+    },
+    /// A blob could not be read or written.
+    #[error("module blob {path}: {source}")]
+    Blob {
+        /// The blob's path.
+        path: String,
+        /// The underlying I/O error.
+        source: std::io::Error,
+    },
+}

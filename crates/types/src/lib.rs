@@ -1,0 +1,16 @@
+//! The vocabulary every mote crate shares, with no I/O and no heavy dependencies.
+//!
+//! - [`FunctionName`]: a validated function name, safe to use in URLs, metric labels and store keys.
+//! - [`Limits`]: what one call of a function may consume (time, memory), with the platform defaults.
+//! - [`GuestKind`]: which calling convention a module follows, detected from its exports.
+//! - [`FunctionRecord`]: the persisted description of a deployed function.
+//! - [`abi`]: the names and signatures of the mote guest ABI, shared by the host and the guest SDK.
+
+pub mod abi;
+mod limits;
+mod name;
+mod record;
+
+pub use limits::{Limits, LimitsError};
+pub use name::{FunctionName, NameError};
+pub use record::{FunctionRecord, GuestKind};

@@ -1,0 +1,214 @@
+//! The client commands (`deploy`, `invoke`, `ls`, `rm`): each makes one HTTP request to a running
+//! platform and prints the result for a human, or the server's error message on failure.
+
+use anyhow::{Context, bail};
+use clap::Args;
+use serde::Deserialize;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where the platform is.
+#[derive(Args)]
+pub struct Server {
+    /// URL of a running mote platform.
+    #[arg(
+        long,
+        default_value = "http://127.0.0.1:8080",
+        env = "MOTE_SERVER",
+        global = true
+    )]
+    server: String,
+}
+
+/// Options of `mote deploy`.
+#[derive(Args)]
+pub struct DeployArgs {
+    /// Name to deploy under: a-z, 0-9, '-' and '_', up to 63 characters.
+    name: String,
+    /// The WebAssembly module (.wasm): a mote ABI module or a WASI command.
+    file: PathBuf,
+    /// Wall-clock limit per call, in milliseconds [server default: 10000].
+    #[arg(long)]
+    timeout_ms: Option<u64>,
+    /// Memory limit per call, in MiB [server default: 128].
+    #[arg(long)]
+    memory_mb: Option<u32>,
+    #[command(flatten)]
+    server: Server,
+}
+
+/// Options of `mote invoke`.
+#[derive(Args)]
+pub struct InvokeArgs {
+    /// The function to call.
+    name: String,
+    /// Request body: literal text, `@FILE` to send a file, or `-` to send stdin.
+    #[arg(long, short = 'd', default_value = "")]
+    data: String,
+    #[command(flatten)]
+    server: Server,
+}
+
+/// Options of `mote ls`.
+#[derive(Args)]
+pub struct LsArgs {
+    #[command(flatten)]
+    server: Server,
+}
+
+/// Options of `mote rm`.
+#[derive(Args)]
+pub struct RmArgs {
+    /// The function to remove.
+    name: String,
+    #[command(flatten)]
+    server: Server,
+}
+
+/// A function as the API describes it.
+#[derive(Deserialize)]
+struct FunctionInfo {
+    name: String,
+    sha256: String,
+    kind: String,
+    timeout_ms: u64,
+    memory_mb: u32,
+    size_bytes: u64,
+}
+
+#[derive(Deserialize)]
+struct FunctionList {
+    functions: Vec<FunctionInfo>,
+}
+
+/// `mote deploy NAME FILE`.
+pub fn deploy(args: DeployArgs) -> anyhow::Result<()> {
+    let wasm = std::fs::read(&args.file)
+        .with_context(|| format!("cannot read module {}", args.file.display()))?;
+    let mut url = format!("{}/v1/functions/{}", base(&args.server), args.name);
+    let params: Vec<String> = [
+        args.timeout_ms.map(|v| format!("timeout_ms={v}")),
+        args.memory_mb.map(|v| format!("memory_mb={v}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !params.is_empty() {
+        url = format!("{url}?{}", params.join("&"));
+    }
+    let body = request(&args.server, agent().put(&url).send(&wasm[..]))?;
+    let f: FunctionInfo = serde_json::from_slice(&body).context("unexpected deploy response")?;
+    println!(
+        "deployed {} ({}, {} bytes, sha256 {}, timeout {} ms, memory {} MiB)",
+        f.name,
+        f.kind,
+        f.size_bytes,
+        &f.sha256[..12.min(f.sha256.len())],
+        f.timeout_ms,
+        f.memory_mb
+    );
+    Ok(())
+}
+
+/// `mote invoke NAME`.
+pub fn invoke(args: InvokeArgs) -> anyhow::Result<()> {
+    let input = match args.data.as_str() {
+        "-" => {
+            let mut buf = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut buf)
+                .context("cannot read stdin")?;
+            buf
+        }
+        d if d.starts_with('@') => {
+            std::fs::read(&d[1..]).with_context(|| format!("cannot read {}", &d[1..]))?
+        }
+        d => d.as_bytes().to_vec(),
+    };
+    let url = format!("{}/v1/invoke/{}", base(&args.server), args.name);
+    let body = request(&args.server, agent().post(&url).send(&input[..]))?;
+    std::io::stdout().write_all(&body)?;
+    Ok(())
+}
+
+/// `mote ls`.
+pub fn ls(args: LsArgs) -> anyhow::Result<()> {
+    let url = format!("{}/v1/functions", base(&args.server));
+    let body = request(&args.server, agent().get(&url).call())?;
+    let list: FunctionList = serde_json::from_slice(&body).context("unexpected list response")?;
+    if list.functions.is_empty() {
+        println!("no functions deployed; deploy one with `mote deploy NAME FILE.wasm`");
+        return Ok(());
+    }
+    println!(
+        "{:<24} {:<13} {:>10} {:>8} {:>9}  SHA256",
+        "NAME", "KIND", "SIZE", "TIMEOUT", "MEMORY"
+    );
+    for f in list.functions {
+        println!(
+            "{:<24} {:<13} {:>10} {:>6}ms {:>6}MiB  {}",
+            f.name,
+            f.kind,
+            f.size_bytes,
+            f.timeout_ms,
+            f.memory_mb,
+            &f.sha256[..12.min(f.sha256.len())]
+        );
+    }
+    Ok(())
+}
+
+/// `mote rm NAME`.
+pub fn rm(args: RmArgs) -> anyhow::Result<()> {
+    let url = format!("{}/v1/functions/{}", base(&args.server), args.name);
+    request(&args.server, agent().delete(&url).call())?;
+    println!("removed {}", args.name);
+    Ok(())
+}
+
+fn base(server: &Server) -> &str {
+    server.server.trim_end_matches('/')
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(15 * 60)))
+        .build()
+        .into()
+}
+
+/// Reads a response, turning transport failures and error statuses into messages for humans.
+fn request(
+    server: &Server,
+    response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+) -> anyhow::Result<Vec<u8>> {
+    let mut response = response.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot reach mote at {}: {e}; is `mote up` running there?",
+            server.server
+        )
+    })?;
+    let status = response.status();
+    let body = response
+        .body_mut()
+        .with_config()
+        .limit(1 << 30)
+        .read_to_vec()
+        .context("reading the response")?;
+    if !status.is_success() {
+        #[derive(Deserialize)]
+        struct ApiError {
+            error: String,
+        }
+        match serde_json::from_slice::<ApiError>(&body) {
+            Ok(e) => bail!("{} ({})", e.error, status),
+            Err(_) => bail!(
+                "server answered {status}: {}",
+                String::from_utf8_lossy(&body)
+            ),
+        }
+    }
+    Ok(body)
+}

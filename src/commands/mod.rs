@@ -1,0 +1,6 @@
+//! One module per subcommand group.
+
+pub mod bench;
+pub mod client;
+pub mod platform;
+pub mod up;

@@ -1,0 +1,118 @@
+//! `mote up`: the whole platform in one process.
+
+use super::platform::{available_cores, start_node};
+use anyhow::Context;
+use bytes::Bytes;
+use clap::Args;
+use mote_gateway::GatewayConfig;
+use mote_node::ExecutorsConfig;
+use mote_types::{FunctionName, Limits};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Options of `mote up`.
+#[derive(Args)]
+pub struct UpArgs {
+    /// Address the HTTP API listens on.
+    #[arg(long, default_value = "127.0.0.1:8080", env = "MOTE_LISTEN")]
+    listen: SocketAddr,
+    /// Directory for the platform's state: function records, modules, compiled artefacts.
+    #[arg(long, default_value = "mote.data", env = "MOTE_DATA")]
+    data: PathBuf,
+    /// Executor cores calls may use, one running call per core [default: all cores].
+    #[arg(long)]
+    cores: Option<usize>,
+    /// Deploy the example functions (hello, echo, wc) at start-up.
+    #[arg(long)]
+    examples: bool,
+    /// Largest request body for an invocation, in MiB.
+    #[arg(long, default_value_t = 16)]
+    max_body_mb: usize,
+    /// Largest module for a deploy, in MiB.
+    #[arg(long, default_value_t = 64)]
+    max_module_mb: usize,
+    /// Most calls that may wait for a core; more are refused with 503.
+    #[arg(long, default_value_t = 100_000)]
+    max_queue: usize,
+    /// Log filter (tracing's EnvFilter syntax), e.g. `info` or `mote=debug`.
+    #[arg(long, default_value = "info", env = "MOTE_LOG")]
+    log: String,
+}
+
+/// Runs the platform until Ctrl-C or SIGTERM.
+pub fn run(args: UpArgs) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&args.log).context("bad --log filter")?,
+        )
+        .init();
+    let cores = args.cores.unwrap_or_else(available_cores);
+    anyhow::ensure!(cores > 0, "--cores must be at least 1");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("mote-gateway")
+        .build()?;
+    runtime.block_on(serve(args, cores))
+}
+
+async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
+    let mut executors = ExecutorsConfig::new(cores);
+    executors.max_queue = args.max_queue;
+    let node = start_node(&args.data, executors).await?;
+    if args.examples {
+        for example in mote_guests::ALL {
+            let name = FunctionName::new(example.name)?;
+            node.deploy(name, Bytes::from_static(example.wasm), Limits::default())
+                .await
+                .with_context(|| format!("deploying the example `{}`", example.name))?;
+        }
+    }
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on {} (choose another with --listen)",
+                args.listen
+            )
+        })?;
+    let addr = listener.local_addr()?;
+    let functions = node.list();
+    tracing::info!(
+        %addr,
+        cores,
+        data = %args.data.display(),
+        functions = functions.len(),
+        "mote is up"
+    );
+    println!(
+        "mote is up on http://{addr} with {cores} executor cores; state in {}",
+        args.data.display()
+    );
+    if args.examples {
+        println!("try:  curl -X POST --data-binary 'mote' http://{addr}/v1/invoke/hello");
+    }
+    let config = GatewayConfig {
+        max_body_bytes: args.max_body_mb << 20,
+        max_module_bytes: args.max_module_mb << 20,
+    };
+    mote_gateway::serve(listener, node, config, shutdown_signal()).await?;
+    tracing::info!("mote stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+}

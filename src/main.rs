@@ -1,0 +1,61 @@
+//! The `mote` binary: the single-machine platform (`mote up`), the client commands that talk to
+//! a running platform over HTTP, and the benchmarks. It only wires crates together and turns
+//! errors into exit codes; every capability lives in a crate under `crates/`.
+
+mod commands;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// mote: a serverless platform for WebAssembly functions that run for microseconds to seconds.
+///
+/// Start the platform with `mote up --examples`, then deploy and call functions:
+///
+///   mote deploy resize ./resize.wasm --timeout-ms 2000
+///   mote invoke resize --data @photo.jpg > small.jpg
+///   mote ls
+///
+/// A function is a WebAssembly module that either exports the mote ABI (`mote_handle`, see
+/// docs/abi.md) or is a WASI command (`_start`, request on stdin, response on stdout).
+#[derive(Parser)]
+#[command(name = "mote", version, verbatim_doc_comment)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the whole platform on this machine: HTTP gateway, node and state store.
+    Up(commands::up::UpArgs),
+    /// Deploy (or replace) a function from a .wasm file.
+    Deploy(commands::client::DeployArgs),
+    /// Call a function and write its response to stdout.
+    Invoke(commands::client::InvokeArgs),
+    /// List deployed functions.
+    Ls(commands::client::LsArgs),
+    /// Remove a function.
+    Rm(commands::client::RmArgs),
+    /// Measure the platform (see docs/benchmarks.md).
+    #[command(subcommand)]
+    Bench(commands::bench::BenchCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Up(args) => commands::up::run(args),
+        Command::Deploy(args) => commands::client::deploy(args),
+        Command::Invoke(args) => commands::client::invoke(args),
+        Command::Ls(args) => commands::client::ls(args),
+        Command::Rm(args) => commands::client::rm(args),
+        Command::Bench(cmd) => commands::bench::run(cmd),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! The happy paths of the HTTP API: deploy, invoke, list, get, remove, health and metrics.
+
+use crate::platform::Platform;
+
+#[test]
+fn deploy_invoke_list_get_remove() {
+    let p = Platform::start(&[]);
+    assert_eq!(p.get("/healthz").text(), "ok\n");
+
+    let d = p.deploy(
+        "hello",
+        mote_guests::HELLO.wasm,
+        "?timeout_ms=500&memory_mb=32",
+    );
+    assert_eq!(d["name"], "hello");
+    assert_eq!(d["kind"], "mote-abi-v1");
+    assert_eq!(d["timeout_ms"], 500);
+    assert_eq!(d["memory_mb"], 32);
+    assert_eq!(d["sha256"].as_str().unwrap().len(), 64);
+
+    let r = p.invoke("hello", b"mote");
+    assert_eq!((r.status, r.text().as_str()), (200, "Hello, mote!\n"));
+    let r = p.invoke("hello", b"");
+    assert_eq!(r.text(), "Hello, world!\n");
+
+    let wc = p.deploy("wc", mote_guests::WC.wasm, "");
+    assert_eq!(wc["kind"], "wasi-command");
+    let r = p.invoke("wc", b"one two\nthree\n");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.json(),
+        serde_json::json!({"lines": 2, "words": 3, "bytes": 14})
+    );
+
+    let list = p.get("/v1/functions").json();
+    let names: Vec<&str> = list["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["hello", "wc"]);
+    assert_eq!(p.get("/v1/functions/wc").json()["kind"], "wasi-command");
+
+    assert_eq!(p.delete("/v1/functions/wc").status, 200);
+    assert_eq!(p.get("/v1/functions/wc").status, 404);
+    assert_eq!(p.invoke("wc", b"x").status, 404);
+    assert_eq!(p.delete("/v1/functions/wc").status, 404);
+    assert_eq!(p.invoke("hello", b"again").text(), "Hello, again!\n");
+}
+
+#[test]
+fn redeploy_replaces_the_function() {
+    let p = Platform::start(&[]);
+    p.deploy("f", mote_guests::HELLO.wasm, "");
+    assert_eq!(p.invoke("f", b"x").text(), "Hello, x!\n");
+    let d = p.deploy("f", mote_guests::ECHO.wasm, "?timeout_ms=100");
+    assert_eq!(d["timeout_ms"], 100);
+    assert_eq!(p.invoke("f", b"x").text(), "x");
+    assert_eq!(
+        p.get("/v1/functions").json()["functions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn concurrent_calls_each_get_their_own_answer() {
+    let p = Platform::start(&["--cores", "2"]);
+    p.deploy("hello", mote_guests::HELLO.wasm, "");
+    std::thread::scope(|s| {
+        for t in 0..16 {
+            let p = &p;
+            s.spawn(move || {
+                for i in 0..25 {
+                    let name = format!("caller{t}-{i}");
+                    let r = p.invoke("hello", name.as_bytes());
+                    assert_eq!(r.status, 200);
+                    assert_eq!(r.text(), format!("Hello, {name}!\n"));
+                }
+            });
+        }
+    });
+    let metrics = p.get("/metrics").text();
+    assert!(
+        metrics.contains(r#"mote_invocations_total{function="hello",outcome="ok"} 400"#),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn metrics_describe_calls_queue_and_executors() {
+    let p = Platform::start(&["--cores", "1"]);
+    p.deploy("hello", mote_guests::HELLO.wasm, "");
+    p.deploy("trap", &crate::fixtures::trap(), "");
+    for _ in 0..3 {
+        assert_eq!(p.invoke("hello", b"m").status, 200);
+    }
+    assert_eq!(p.invoke("trap", b"").status, 500);
+    let m = p.get("/metrics").text();
+    for expected in [
+        r#"mote_invocations_total{function="hello",outcome="ok"} 3"#,
+        r#"mote_invocations_total{function="trap",outcome="trap"} 1"#,
+        r#"mote_call_duration_seconds_count{function="hello"} 3"#,
+        "mote_queue_length 0",
+        "mote_executors_busy 0",
+        "mote_executors 1",
+        "mote_functions_deployed 2",
+    ] {
+        assert!(m.contains(expected), "missing {expected:?} in\n{m}");
+    }
+}
+
+/// Reads a gauge's value from the metrics text.
+fn gauge(metrics: &str, name: &str) -> i64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no gauge {name} in\n{metrics}"))
+}
+
+#[test]
+fn one_running_call_per_core() {
+    // With one executor core, three slow calls sent together run one at a time: the node shows
+    // at most one busy executor and the others waiting in its queue.
+    let p = Platform::start(&["--cores", "1"]);
+    p.deploy("slow", &crate::fixtures::busy(150_000_000), "");
+    let (mut max_busy, mut max_queued) = (0, 0);
+    std::thread::scope(|s| {
+        let calls: Vec<_> = (0..3)
+            .map(|_| s.spawn(|| assert_eq!(p.invoke("slow", b"").status, 200)))
+            .collect();
+        while !calls.iter().all(|c| c.is_finished()) {
+            let m = p.get("/metrics").text();
+            max_busy = max_busy.max(gauge(&m, "mote_executors_busy"));
+            max_queued = max_queued.max(gauge(&m, "mote_queue_length"));
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    });
+    assert_eq!(
+        max_busy, 1,
+        "more calls ran at once than there are executor cores"
+    );
+    assert!(max_queued >= 1, "calls never waited for the busy core");
+}

@@ -1,0 +1,155 @@
+//! Starting and talking to a real `mote up` process.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A running `mote up`, killed when dropped.
+pub struct Platform {
+    child: Child,
+    pub url: String,
+    pub data: PathBuf,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// A response: status and body.
+pub struct Reply {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The `error` field of a JSON error body.
+    pub fn error(&self) -> String {
+        let v: serde_json::Value = serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("error body is not JSON ({e}): {}", self.text()));
+        v["error"]
+            .as_str()
+            .expect("error body has an `error` string")
+            .to_owned()
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", self.text()))
+    }
+}
+
+pub fn mote_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_mote")
+}
+
+impl Platform {
+    /// Starts `mote up` on a fresh data directory.
+    pub fn start(args: &[&str]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let mut p = Self::start_in(&data, args);
+        p._dir = Some(dir);
+        p
+    }
+
+    /// Starts `mote up` on `data` (which may hold state from an earlier run).
+    pub fn start_in(data: &Path, args: &[&str]) -> Self {
+        let mut child = Command::new(mote_bin())
+            .args(["up", "--listen", "127.0.0.1:0", "--log", "warn", "--data"])
+            .arg(data)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting mote up");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let url = loop {
+            let line = lines
+                .next()
+                .expect("mote up exited before it was up")
+                .expect("reading mote up's stdout");
+            if let Some(rest) = line.strip_prefix("mote is up on ") {
+                break rest.split_whitespace().next().unwrap().to_owned();
+            }
+        };
+        // Keep draining stdout so the child never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Self {
+            child,
+            url,
+            data: data.to_owned(),
+            _dir: None,
+        }
+    }
+
+    fn agent() -> ureq::Agent {
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .into()
+    }
+
+    fn finish(r: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Reply {
+        let mut r = r.expect("request reached the server");
+        let status = r.status().as_u16();
+        let body = r
+            .body_mut()
+            .with_config()
+            .limit(1 << 30)
+            .read_to_vec()
+            .unwrap();
+        Reply { status, body }
+    }
+
+    pub fn get(&self, path: &str) -> Reply {
+        Self::finish(Self::agent().get(format!("{}{path}", self.url)).call())
+    }
+
+    pub fn delete(&self, path: &str) -> Reply {
+        Self::finish(Self::agent().delete(format!("{}{path}", self.url)).call())
+    }
+
+    pub fn put(&self, path: &str, body: &[u8]) -> Reply {
+        Self::finish(Self::agent().put(format!("{}{path}", self.url)).send(body))
+    }
+
+    pub fn post(&self, path: &str, body: &[u8]) -> Reply {
+        Self::finish(Self::agent().post(format!("{}{path}", self.url)).send(body))
+    }
+
+    /// Deploys `wasm` as `name` with optional query string, asserting success.
+    pub fn deploy(&self, name: &str, wasm: &[u8], query: &str) -> serde_json::Value {
+        let r = self.put(&format!("/v1/functions/{name}{query}"), wasm);
+        assert_eq!(r.status, 201, "deploying {name}: {}", r.text());
+        r.json()
+    }
+
+    pub fn invoke(&self, name: &str, body: &[u8]) -> Reply {
+        self.post(&format!("/v1/invoke/{name}"), body)
+    }
+
+    /// Sends SIGKILL and waits.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Sends SIGTERM and waits for a clean exit.
+    pub fn stop(mut self) {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "mote up exited with {status} on SIGTERM");
+    }
+}
+
+impl Drop for Platform {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
