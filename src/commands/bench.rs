@@ -18,7 +18,10 @@ pub struct CallArgs {
     /// Calls per measured run.
     #[arg(long, default_value_t = 100_000)]
     calls: u64,
-    /// Executor cores [default: all].
+    /// Executor cores in the latency runs; the caller needs a core of its own.
+    #[arg(long, default_value_t = 1)]
+    latency_cores: usize,
+    /// Executor cores in the throughput run [default: all].
     #[arg(long)]
     cores: Option<usize>,
     /// Concurrent callers in the throughput run [default: 4 per core].
@@ -38,7 +41,8 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Call(args) => {
             let cores = args.cores.unwrap_or_else(available_cores);
             let config = CallPathConfig {
-                cores,
+                latency_cores: args.latency_cores.max(1),
+                throughput_cores: cores,
                 calls: args.calls,
                 concurrency: args.concurrency.unwrap_or(4 * cores).max(1),
                 body_bytes: args.body_bytes,

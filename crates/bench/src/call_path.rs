@@ -1,6 +1,10 @@
 //! The call-path benchmark: how long one call takes through the node (dispatch → queue →
 //! executor → fresh instance → call → reply) against the runtime alone (fresh instance → call on
 //! the caller's thread), and how many calls per second the node sustains per executor core.
+//!
+//! Latency is measured with one caller and one call at a time, so it is the path's own cost, not
+//! queueing. The node's executors run on `latency_cores` cores and the caller on its own core,
+//! as a dispatcher would: on a 2-core machine that means one executor.
 
 use crate::Fixture;
 use bytes::Bytes;
@@ -9,12 +13,17 @@ use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// How long a synchronous caller polls for its reply before blocking.
+const REPLY_SPIN: Duration = Duration::from_micros(200);
+
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct CallPathConfig {
-    /// Executor cores.
-    pub cores: usize,
-    /// Calls measured in each latency run.
+    /// Executor cores in the latency runs.
+    pub latency_cores: usize,
+    /// Executor cores in the throughput run.
+    pub throughput_cores: usize,
+    /// Calls measured in each run.
     pub calls: u64,
     /// Concurrent callers in the throughput run.
     pub concurrency: usize,
@@ -53,19 +62,23 @@ impl Latency {
 /// The results.
 #[derive(Clone, Debug, Serialize)]
 pub struct CallPathReport {
-    /// Executor cores.
-    pub cores: usize,
+    /// Executor cores in the latency runs.
+    pub latency_cores: usize,
+    /// Executor cores in the throughput run.
+    pub throughput_cores: usize,
     /// Request body size.
     pub body_bytes: usize,
-    /// One caller, one call at a time, through the node.
+    /// Through the node, from a synchronous caller that polls for its reply.
     pub node: Latency,
-    /// The same calls on the runtime alone (the baseline).
+    /// Through the node, from an async caller on tokio (what the HTTP gateway does).
+    pub node_async: Latency,
+    /// The same calls on the runtime alone, on the caller's thread (the baseline).
     pub runtime_only: Latency,
     /// `node.p50 / runtime_only.p50`: what dispatch costs on top of the call.
     pub dispatch_overhead_ratio_p50: f64,
-    /// Calls per second through the node with `concurrency` callers.
+    /// Calls per second through the node with `concurrency` async callers.
     pub node_calls_per_s: f64,
-    /// `node_calls_per_s / cores`.
+    /// `node_calls_per_s / throughput_cores`.
     pub node_calls_per_s_per_core: f64,
     /// Calls per second of the runtime alone on one thread (the baseline).
     pub runtime_only_calls_per_s: f64,
@@ -77,58 +90,68 @@ fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds")
 }
 
+/// Times `calls` sequential calls of `call` after a warm-up; returns the distribution and the
+/// calls per second.
+fn sequential(
+    calls: u64,
+    mut call: impl FnMut() -> anyhow::Result<Vec<u8>>,
+    expect_len: usize,
+) -> anyhow::Result<(Histogram<u64>, f64)> {
+    for _ in 0..(calls / 10).max(100) {
+        call()?;
+    }
+    let mut h = histogram();
+    let started = Instant::now();
+    for _ in 0..calls {
+        let t = Instant::now();
+        let out = call()?;
+        h.saturating_record(t.elapsed().as_nanos() as u64);
+        anyhow::ensure!(out.len() == expect_len, "echo returned {} bytes", out.len());
+    }
+    Ok((h, calls as f64 / started.elapsed().as_secs_f64()))
+}
+
 /// Runs the benchmark.
 pub fn run(config: &CallPathConfig) -> anyhow::Result<CallPathReport> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let fixture = Arc::new(Fixture::start(&rt, config.cores)?);
     let body = Bytes::from(vec![b'x'; config.body_bytes]);
-    let warmup = (config.calls / 10).max(100);
+    let len = body.len();
 
-    for _ in 0..warmup {
-        fixture.call_runtime(&body)?;
-    }
-    let mut runtime_only = histogram();
-    let started = Instant::now();
-    for _ in 0..config.calls {
-        let t = Instant::now();
-        let out = fixture.call_runtime(&body)?;
-        runtime_only.saturating_record(t.elapsed().as_nanos() as u64);
-        anyhow::ensure!(out.len() == body.len(), "echo returned {} bytes", out.len());
-    }
-    let runtime_only_calls_per_s = config.calls as f64 / started.elapsed().as_secs_f64();
+    let fixture = Arc::new(Fixture::start(&rt, config.latency_cores)?);
+    let (runtime_only, runtime_only_calls_per_s) =
+        sequential(config.calls, || fixture.call_runtime(&body), len)?;
+    let (node, _) = sequential(
+        config.calls,
+        || {
+            Ok(fixture
+                .node
+                .invoke_blocking(Fixture::FUNCTION, body.clone(), REPLY_SPIN)?)
+        },
+        len,
+    )?;
+    let (node_async, _) = sequential(
+        config.calls,
+        || rt.block_on(fixture.call_node(body.clone())),
+        len,
+    )?;
+    drop(fixture);
 
-    let node = rt.block_on({
-        let fixture = fixture.clone();
-        let body = body.clone();
-        let calls = config.calls;
-        async move {
-            for _ in 0..warmup {
-                fixture.call_node(body.clone()).await?;
-            }
-            let mut h = histogram();
-            for _ in 0..calls {
-                let t = Instant::now();
-                let out = fixture.call_node(body.clone()).await?;
-                h.saturating_record(t.elapsed().as_nanos() as u64);
-                anyhow::ensure!(out.len() == body.len(), "echo returned {} bytes", out.len());
-            }
-            anyhow::Ok(h)
-        }
-    })?;
-
-    let node_calls_per_s = rt.block_on(throughput(fixture.clone(), body, config))?;
+    let fixture = Arc::new(Fixture::start(&rt, config.throughput_cores)?);
+    let node_calls_per_s = rt.block_on(throughput(fixture, body, config))?;
     let node = Latency::of(&node);
     let runtime_only = Latency::of(&runtime_only);
     Ok(CallPathReport {
-        cores: config.cores,
+        latency_cores: config.latency_cores,
+        throughput_cores: config.throughput_cores,
         body_bytes: config.body_bytes,
         dispatch_overhead_ratio_p50: node.p50_us / runtime_only.p50_us,
         node,
+        node_async: Latency::of(&node_async),
         runtime_only,
         node_calls_per_s,
-        node_calls_per_s_per_core: node_calls_per_s / config.cores as f64,
+        node_calls_per_s_per_core: node_calls_per_s / config.throughput_cores as f64,
         runtime_only_calls_per_s,
         concurrency: config.concurrency,
     })
@@ -141,6 +164,9 @@ async fn throughput(
     config: &CallPathConfig,
 ) -> anyhow::Result<f64> {
     let per_caller = config.calls / config.concurrency as u64;
+    for _ in 0..1000 {
+        fixture.call_node(body.clone()).await?;
+    }
     let started = Instant::now();
     let callers: Vec<_> = (0..config.concurrency)
         .map(|_| {
@@ -165,26 +191,37 @@ impl CallPathReport {
     pub fn table(&self) -> String {
         let row = |name: &str, l: &Latency| {
             format!(
-                "{name:<34} {:>9.2} {:>9.2} {:>9.2} {:>9.2}\n",
+                "{name:<44} {:>8.2} {:>8.2} {:>8.2} {:>8.2}\n",
                 l.p50_us, l.p99_us, l.p999_us, l.mean_us
             )
         };
         let mut s = format!(
-            "call path, echo with a {} byte body, {} executor cores\n{:<34} {:>9} {:>9} {:>9} {:>9}\n",
-            self.body_bytes, self.cores, "latency (µs)", "p50", "p99", "p99.9", "mean"
+            "call path: echo, {} byte body; latency with {} executor core(s) and one caller\n",
+            self.body_bytes, self.latency_cores
         );
-        s += &row("node: dispatch..reply", &self.node);
-        s += &row("baseline: runtime only", &self.runtime_only);
         s += &format!(
-            "dispatch overhead (p50 ratio)      {:>9.2}x\n",
+            "{:<44} {:>8} {:>8} {:>8} {:>8}\n",
+            "latency (µs)", "p50", "p99", "p99.9", "mean"
+        );
+        s += &row("node: dispatch..reply, polling caller", &self.node);
+        s += &row("node: dispatch..reply, async caller", &self.node_async);
+        s += &row(
+            "baseline: runtime only (instance + call)",
+            &self.runtime_only,
+        );
+        s += &format!(
+            "dispatch overhead, p50 node / runtime only   {:>8.2}x\n",
             self.dispatch_overhead_ratio_p50
         );
         s += &format!(
-            "throughput: node, {} callers        {:>9.0} calls/s ({:.0} per core)\n",
-            self.concurrency, self.node_calls_per_s, self.node_calls_per_s_per_core
+            "throughput: node, {} cores, {} async callers {:>9.0} calls/s = {:.0} per core\n",
+            self.throughput_cores,
+            self.concurrency,
+            self.node_calls_per_s,
+            self.node_calls_per_s_per_core
         );
         s += &format!(
-            "baseline: runtime only, 1 thread   {:>9.0} calls/s\n",
+            "baseline: runtime only, one thread          {:>9.0} calls/s\n",
             self.runtime_only_calls_per_s
         );
         s

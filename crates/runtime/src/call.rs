@@ -41,7 +41,34 @@ pub(crate) struct CallState {
     timed_out: bool,
     function: Arc<str>,
     log_lines: u32,
-    wasi: Option<WasiP1Ctx>,
+    /// What a WASI command reads on stdin.
+    stdin: Bytes,
+    max_response_bytes: usize,
+    /// Created on the guest's first WASI call: most mote ABI guests import WASI (Rust's standard
+    /// library does) but never call it, and building a context costs more than the whole call.
+    wasi: Option<(WasiP1Ctx, Stdio)>,
+}
+
+impl CallState {
+    fn wasi(&mut self) -> &mut (WasiP1Ctx, Stdio) {
+        self.wasi.get_or_insert_with(|| {
+            let io = Stdio {
+                stdout: MemoryOutputPipe::new(self.max_response_bytes),
+                stderr: MemoryOutputPipe::new(STDERR_CAPACITY),
+            };
+            let ctx = wasmtime_wasi::WasiCtxBuilder::new()
+                .stdin(MemoryInputPipe::new(self.stdin.clone()))
+                .stdout(io.stdout.clone())
+                .stderr(io.stderr.clone())
+                .arg(self.function.as_ref())
+                .build_p1();
+            (ctx, io)
+        })
+    }
+
+    fn stdio(&mut self) -> &Stdio {
+        &self.wasi().1
+    }
 }
 
 /// Enforces the memory limit and remembers whether it had to say no, so a trap that follows can
@@ -91,22 +118,10 @@ impl Runtime {
         limits: Limits,
         input: &[u8],
     ) -> Result<CallOutput, CallError> {
-        let stdio = function.imports_wasi.then(|| Stdio {
-            stdout: MemoryOutputPipe::new(self.max_response_bytes()),
-            stderr: MemoryOutputPipe::new(STDERR_CAPACITY),
-        });
-        let wasi = stdio.as_ref().map(|io| {
-            let stdin = match function.entry {
-                Entry::WasiCommand { .. } => Bytes::copy_from_slice(input),
-                Entry::MoteAbi { .. } => Bytes::new(),
-            };
-            wasmtime_wasi::WasiCtxBuilder::new()
-                .stdin(MemoryInputPipe::new(stdin))
-                .stdout(io.stdout.clone())
-                .stderr(io.stderr.clone())
-                .arg(name.as_ref())
-                .build_p1()
-        });
+        let stdin = match function.entry {
+            Entry::WasiCommand { .. } => Bytes::copy_from_slice(input),
+            Entry::MoteAbi { .. } => Bytes::new(),
+        };
         let state = CallState {
             limiter: CallLimiter {
                 memory_limit: limits.memory_bytes(),
@@ -116,7 +131,9 @@ impl Runtime {
             timed_out: false,
             function: name.clone(),
             log_lines: 0,
-            wasi,
+            stdin,
+            max_response_bytes: self.max_response_bytes(),
+            wasi: None,
         };
         let mut store = Store::new(self.engine(), state);
         store.limiter(|s| &mut s.limiter);
@@ -130,17 +147,18 @@ impl Runtime {
             Ok(UpdateDeadline::Continue(1))
         });
 
-        let result = self.run_entry(function, &mut store, input, stdio.as_ref());
-        let stderr = stdio
-            .as_ref()
-            .map(|io| io.stderr.contents())
-            .unwrap_or_default();
-        if let Some(io) = &stdio {
-            log_output(name, &io.stderr.contents());
-            if matches!(function.entry, Entry::MoteAbi { .. }) {
-                log_output(name, &io.stdout.contents());
+        let result = self.run_entry(function, &mut store, input);
+        let stderr = match &store.data().wasi {
+            Some((_, io)) => {
+                let stderr = io.stderr.contents();
+                log_output(name, &stderr);
+                if matches!(function.entry, Entry::MoteAbi { .. }) {
+                    log_output(name, &io.stdout.contents());
+                }
+                stderr
             }
-        }
+            None => Bytes::new(),
+        };
         result.map_err(|e| match e {
             Failure::Call(e) => classify(e, store.data(), limits, &stderr),
             Failure::Known(e) => e,
@@ -152,7 +170,6 @@ impl Runtime {
         function: &Function,
         store: &mut Store<CallState>,
         input: &[u8],
-        stdio: Option<&Stdio>,
     ) -> Result<CallOutput, Failure> {
         let instance = match function.pre.instantiate(&mut *store) {
             Ok(instance) => instance,
@@ -235,7 +252,7 @@ impl Runtime {
                     match e.downcast_ref::<I32Exit>() {
                         Some(I32Exit(0)) => {}
                         Some(I32Exit(code)) => {
-                            let stderr = stdio.map(|io| io.stderr.contents()).unwrap_or_default();
+                            let stderr = store.data_mut().stdio().stderr.contents();
                             return Err(Failure::Known(CallError::Exit {
                                 code: *code,
                                 stderr: quote_tail(&stderr),
@@ -244,10 +261,7 @@ impl Runtime {
                         None => return Err(e.into()),
                     }
                 }
-                let stdout = stdio
-                    .expect("a WASI command imports WASI")
-                    .stdout
-                    .contents();
+                let stdout = store.data_mut().stdio().stdout.contents();
                 if stdout.len() >= self.max_response_bytes() {
                     return Err(Failure::Known(CallError::ResponseTooLarge {
                         limit: self.max_response_bytes(),
@@ -363,10 +377,229 @@ pub(crate) fn add_host_functions(linker: &mut Linker<CallState>) -> wasmtime::Re
             Ok(())
         },
     )?;
-    wasmtime_wasi::p1::add_to_linker_sync(linker, |s: &mut CallState| {
-        s.wasi
-            .as_mut()
-            .expect("a WASI context is created for every module that imports WASI")
-    })?;
+    wasmtime_wasi::p1::add_to_linker_sync(linker, |s: &mut CallState| &mut s.wasi().0)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RuntimeConfig;
+
+    fn runtime() -> (Runtime, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        (
+            Runtime::new(RuntimeConfig::new(dir.path(), 2)).unwrap(),
+            dir,
+        )
+    }
+
+    fn call(
+        rt: &Runtime,
+        wat_src: &str,
+        limits: Limits,
+        input: &[u8],
+    ) -> Result<Vec<u8>, CallError> {
+        let f = rt.compile(&wat::parse_str(wat_src).unwrap()).unwrap();
+        rt.call(&f, &Arc::from("test"), limits, input)
+            .map(|o| o.body)
+    }
+
+    /// A mote ABI module whose handler body is `body`; memory has one page.
+    fn abi(body: &str) -> String {
+        format!(
+            r#"(module (memory (export "memory") 1)
+                (global $calls (mut i32) (i32.const 0))
+                (func (export "mote_alloc") (param i32) (result i32) i32.const 1024)
+                (func (export "mote_handle") (param i32 i32) (result i64) {body}))"#
+        )
+    }
+
+    #[test]
+    fn echoes_through_guest_memory() {
+        let (rt, _d) = runtime();
+        let echo = abi(
+            "(i64.or (i64.shl (i64.extend_i32_u (local.get 0)) (i64.const 32)) (i64.extend_i32_u (local.get 1)))",
+        );
+        assert_eq!(
+            call(&rt, &echo, Limits::default(), b"ping").unwrap(),
+            b"ping"
+        );
+        assert_eq!(call(&rt, &echo, Limits::default(), b"").unwrap(), b"");
+    }
+
+    #[test]
+    fn every_call_gets_a_fresh_instance() {
+        // The handler bumps a global and a memory cell and reports both: with a fresh instance
+        // per call they are 1 every time.
+        let (rt, _d) = runtime();
+        let counter = abi(
+            r#"(global.set $calls (i32.add (global.get $calls) (i32.const 1)))
+               (i32.store8 (i32.const 0) (i32.add (i32.load8_u (i32.const 0)) (i32.const 1)))
+               (i32.store8 (i32.const 1) (global.get $calls))
+               i64.const 2"#,
+        );
+        let f = rt.compile(&wat::parse_str(&counter).unwrap()).unwrap();
+        for _ in 0..50 {
+            let out = rt
+                .call(&f, &Arc::from("c"), Limits::default(), b"")
+                .unwrap()
+                .body;
+            assert_eq!(out, [1, 1]);
+        }
+    }
+
+    #[test]
+    fn initialize_runs_before_the_handler() {
+        let (rt, _d) = runtime();
+        let src = r#"(module (memory (export "memory") 1)
+            (func (export "_initialize") (i32.store8 (i32.const 0) (i32.const 42)))
+            (func (export "mote_alloc") (param i32) (result i32) i32.const 1024)
+            (func (export "mote_handle") (param i32 i32) (result i64) i64.const 1))"#;
+        assert_eq!(call(&rt, src, Limits::default(), b"").unwrap(), [42]);
+    }
+
+    #[test]
+    fn timeouts_stop_loops_within_a_few_ticks() {
+        let (rt, _d) = runtime();
+        let spin = abi("(loop $l (br $l)) i64.const 0");
+        let limits = Limits {
+            timeout_ms: 20,
+            ..Limits::default()
+        };
+        let mut overshoots: Vec<Duration> = (0..5)
+            .map(|_| {
+                let t = Instant::now();
+                let err = call(&rt, &spin, limits, b"").unwrap_err();
+                assert!(
+                    matches!(err, CallError::Timeout { timeout_ms: 20 }),
+                    "{err}"
+                );
+                t.elapsed().saturating_sub(Duration::from_millis(20))
+            })
+            .collect();
+        overshoots.sort();
+        // The ticker runs every 0.5 ms; allow for a loaded machine, but not for a missed deadline.
+        assert!(
+            overshoots[2] < Duration::from_millis(5),
+            "median overshoot {:?}",
+            overshoots[2]
+        );
+    }
+
+    #[test]
+    fn memory_limit_fails_growth_and_names_itself_on_trap() {
+        let (rt, _d) = runtime();
+        let limits = Limits {
+            memory_mb: 2,
+            ..Limits::default()
+        };
+        // One page plus 31 more is exactly 2 MiB; one more page fails.
+        let grow = abi(
+            "(drop (memory.grow (i32.const 31))) (i32.store (i32.const 0) (memory.grow (i32.const 1))) i64.const 4",
+        );
+        assert_eq!(
+            call(&rt, &grow, limits, b"").unwrap(),
+            (-1i32).to_le_bytes()
+        );
+        let bomb = abi(
+            "(if (i32.lt_s (memory.grow (i32.const 64)) (i32.const 0)) (then unreachable)) i64.const 0",
+        );
+        let err = call(&rt, &bomb, limits, b"").unwrap_err();
+        assert!(
+            matches!(err, CallError::MemoryLimit { memory_mb: 2, .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn abi_violations_are_reported() {
+        let (rt, _d) = runtime();
+        let outside = abi("i64.const 0x0000fff000001000");
+        let err = call(&rt, &outside, Limits::default(), b"").unwrap_err();
+        assert!(matches!(err, CallError::Abi(_)), "{err}");
+        let bad_alloc = r#"(module (memory (export "memory") 1)
+            (func (export "mote_alloc") (param i32) (result i32) i32.const 65530)
+            (func (export "mote_handle") (param i32 i32) (result i64) i64.const 0))"#;
+        let err = call(&rt, bad_alloc, Limits::default(), b"0123456789").unwrap_err();
+        assert!(
+            err.to_string().contains("mote_alloc(10) returned 65530"),
+            "{err}"
+        );
+    }
+
+    /// A WASI command that reports the results of `probe` (an expression leaving an i32 errno or
+    /// count) as one byte on stdout.
+    fn wasi_probe(imports: &str, probe: &str) -> String {
+        format!(
+            r#"(module
+                {imports}
+                (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+                (memory (export "memory") 1)
+                (func (export "_start")
+                  (i32.store8 (i32.const 100) {probe})
+                  (i32.store (i32.const 0) (i32.const 100))
+                  (i32.store (i32.const 4) (i32.const 1))
+                  (drop (call $fd_write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))))"#
+        )
+    }
+
+    #[test]
+    fn wasi_guests_get_no_files_and_no_environment() {
+        let (rt, _d) = runtime();
+        // fd 3 would be the first preopened directory: there is none (EBADF = 8).
+        let prestat = wasi_probe(
+            r#"(import "wasi_snapshot_preview1" "fd_prestat_get" (func $prestat (param i32 i32) (result i32)))"#,
+            "(call $prestat (i32.const 3) (i32.const 200))",
+        );
+        assert_eq!(call(&rt, &prestat, Limits::default(), b"").unwrap(), [8]);
+        let environ = wasi_probe(
+            r#"(import "wasi_snapshot_preview1" "environ_sizes_get" (func $sizes (param i32 i32) (result i32)))"#,
+            "(block (result i32) (drop (call $sizes (i32.const 200) (i32.const 204))) (i32.load (i32.const 200)))",
+        );
+        assert_eq!(call(&rt, &environ, Limits::default(), b"").unwrap(), [0]);
+    }
+
+    #[test]
+    fn wasi_commands_read_stdin_and_exit_codes_are_errors() {
+        let (rt, _d) = runtime();
+        let cat = r#"(module
+            (import "wasi_snapshot_preview1" "fd_read" (func $fd_read (param i32 i32 i32 i32) (result i32)))
+            (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+            (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+            (memory (export "memory") 1)
+            (func (export "_start")
+              (i32.store (i32.const 0) (i32.const 100))
+              (i32.store (i32.const 4) (i32.const 1000))
+              (drop (call $fd_read (i32.const 0) (i32.const 0) (i32.const 1) (i32.const 8)))
+              (i32.store (i32.const 4) (i32.load (i32.const 8)))
+              (drop (call $fd_write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))
+              (if (i32.eq (i32.load8_u (i32.const 100)) (i32.const 33)) (then (call $exit (i32.const 7))))))"#;
+        assert_eq!(call(&rt, cat, Limits::default(), b"meow").unwrap(), b"meow");
+        let err = call(&rt, cat, Limits::default(), b"!").unwrap_err();
+        assert!(matches!(err, CallError::Exit { code: 7, .. }), "{err}");
+    }
+
+    #[test]
+    fn a_cached_artefact_is_loaded_instead_of_compiled() {
+        let dir = tempfile::tempdir().unwrap();
+        let wasm = wat::parse_str(abi("i64.const 0")).unwrap();
+        let sha = {
+            let rt = Runtime::new(RuntimeConfig::new(dir.path(), 1)).unwrap();
+            rt.compile(&wasm).unwrap().sha256().to_owned()
+        };
+        let rt = Runtime::new(RuntimeConfig::new(dir.path(), 1)).unwrap();
+        let f = rt
+            .load(&sha, || {
+                panic!("the module was recompiled instead of loaded from the cache")
+            })
+            .unwrap();
+        assert_eq!(f.kind(), mote_types::GuestKind::MoteAbiV1);
+        rt.forget(&sha);
+        let err = rt
+            .load(&sha, || Err(std::io::ErrorKind::NotFound.into()))
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains(&sha), "{err}");
+    }
 }

@@ -26,6 +26,9 @@ pub struct RuntimeConfig {
     pub epoch_tick: Duration,
     /// The largest response a call may return, in bytes.
     pub max_response_bytes: usize,
+    /// How many dirtied bytes of an instance's memory are reset in place between calls rather
+    /// than unmapped.
+    pub keep_resident_bytes: usize,
 }
 
 impl RuntimeConfig {
@@ -39,6 +42,7 @@ impl RuntimeConfig {
             max_memory_mb: mote_types::Limits::MAX_MEMORY_MB,
             epoch_tick: Duration::from_micros(500),
             max_response_bytes: 16 << 20,
+            keep_resident_bytes: 2 << 20,
         }
     }
 }
@@ -60,10 +64,14 @@ impl Runtime {
             .total_memories(config.instance_slots)
             .total_tables(config.instance_slots)
             .max_memory_size((config.max_memory_mb as usize) << 20)
-            // Reset small memories by rewriting them in place instead of unmapping, which is
-            // cheaper than page faults on the next call.
-            .linear_memory_keep_resident(64 << 10)
-            .table_keep_resident(16 << 10);
+            // Between calls, reset only the pages a call dirtied (found with the PAGEMAP_SCAN
+            // ioctl on Linux 6.7+) by rewriting them in place, up to this many bytes. Unmapping
+            // them instead (madvise) costs a TLB shoot-down on every core and a page fault per
+            // page on the next call; measured on the Rust `echo` guest it was 14 µs of a 16 µs
+            // call. Without PAGEMAP_SCAN, wasmtime falls back to resetting only the first bytes.
+            .pagemap_scan(wasmtime::Enabled::Auto)
+            .linear_memory_keep_resident(config.keep_resident_bytes)
+            .table_keep_resident(64 << 10);
         let mut wasm = Config::new();
         wasm.epoch_interruption(true)
             .memory_init_cow(true)

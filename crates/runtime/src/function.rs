@@ -14,7 +14,6 @@ pub struct Function {
     pub(crate) kind: GuestKind,
     pub(crate) pre: InstancePre<CallState>,
     pub(crate) entry: Entry,
-    pub(crate) imports_wasi: bool,
     min_memory_bytes: u64,
 }
 
@@ -48,7 +47,6 @@ impl Function {
                 name: import.name().to_owned(),
             });
         }
-        let imports_wasi = module.imports().any(|i| i.module() == abi::WASI_P1_MODULE);
         let min_memory_bytes = module
             .exports()
             .find_map(|e| match e.ty() {
@@ -68,7 +66,6 @@ impl Function {
             kind,
             pre,
             entry,
-            imports_wasi,
             min_memory_bytes,
         })
     }
