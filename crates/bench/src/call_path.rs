@@ -10,6 +10,8 @@ use crate::Fixture;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use serde::Serialize;
+use mote_runtime::CallError;
+use mote_types::Limits;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -84,6 +86,8 @@ pub struct CallPathReport {
     pub runtime_only_calls_per_s: f64,
     /// Concurrent callers in the throughput run.
     pub concurrency: usize,
+    /// How long past a 10 ms timeout an infinite loop ran before it was stopped.
+    pub timeout_overshoot: Latency,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -136,6 +140,7 @@ pub fn run(config: &CallPathConfig) -> anyhow::Result<CallPathReport> {
         || rt.block_on(fixture.call_node(body.clone())),
         len,
     )?;
+    let timeout_overshoot = timeout_overshoot(&fixture, 200)?;
     drop(fixture);
 
     let fixture = Arc::new(Fixture::start(&rt, config.throughput_cores)?);
@@ -154,7 +159,31 @@ pub fn run(config: &CallPathConfig) -> anyhow::Result<CallPathReport> {
         node_calls_per_s_per_core: node_calls_per_s / config.throughput_cores as f64,
         runtime_only_calls_per_s,
         concurrency: config.concurrency,
+        timeout_overshoot: Latency::of(&timeout_overshoot),
     })
+}
+
+/// Runs an infinite loop under a 10 ms timeout `runs` times and records how far past the
+/// deadline each was stopped.
+fn timeout_overshoot(fixture: &Fixture, runs: u32) -> anyhow::Result<Histogram<u64>> {
+    const SPIN: &str = r#"(module (memory (export "memory") 1)
+        (func (export "mote_alloc") (param i32) (result i32) i32.const 0)
+        (func (export "mote_handle") (param i32 i32) (result i64) (loop $l (br $l)) i64.const 0))"#;
+    let spin = fixture.runtime.compile(&wat::parse_str(SPIN)?)?;
+    let limits = Limits { timeout_ms: 10, ..Limits::default() };
+    let name: Arc<str> = Arc::from("spin");
+    let mut h = histogram();
+    for _ in 0..runs {
+        let t = Instant::now();
+        let result = fixture.runtime.call(&spin, &name, limits, b"");
+        let elapsed = t.elapsed();
+        anyhow::ensure!(
+            matches!(result, Err(CallError::Timeout { .. })),
+            "the loop was not stopped by its timeout: {result:?}"
+        );
+        h.saturating_record(elapsed.saturating_sub(Duration::from_millis(10)).as_nanos() as u64);
+    }
+    Ok(h)
 }
 
 /// Closed loop: `concurrency` callers share `calls` calls; returns calls per second.
@@ -224,6 +253,7 @@ impl CallPathReport {
             "baseline: runtime only, one thread          {:>9.0} calls/s\n",
             self.runtime_only_calls_per_s
         );
+        s += &row("timeout overshoot past 10 ms (µs)", &self.timeout_overshoot);
         s
     }
 }
