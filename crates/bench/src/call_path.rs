@@ -9,9 +9,9 @@
 use crate::Fixture;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
-use serde::Serialize;
 use mote_runtime::CallError;
 use mote_types::Limits;
+use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -170,7 +170,10 @@ fn timeout_overshoot(fixture: &Fixture, runs: u32) -> anyhow::Result<Histogram<u
         (func (export "mote_alloc") (param i32) (result i32) i32.const 0)
         (func (export "mote_handle") (param i32 i32) (result i64) (loop $l (br $l)) i64.const 0))"#;
     let spin = fixture.runtime.compile(&wat::parse_str(SPIN)?)?;
-    let limits = Limits { timeout_ms: 10, ..Limits::default() };
+    let limits = Limits {
+        timeout_ms: 10,
+        ..Limits::default()
+    };
     let name: Arc<str> = Arc::from("spin");
     let mut h = histogram();
     for _ in 0..runs {
