@@ -113,6 +113,7 @@ fn guest_failures_are_500_with_the_reason() {
     p.deploy("trap", &fixtures::trap(), "");
     p.deploy("exit3", &fixtures::wasi_exit3(), "");
     p.deploy("liar", &fixtures::bad_response(), "");
+    p.deploy("deep", &fixtures::stack_overflow(), "");
 
     let r = p.invoke("trap", b"");
     assert_eq!(r.status, 500);
@@ -129,6 +130,10 @@ fn guest_failures_are_500_with_the_reason() {
     let r = p.invoke("liar", b"");
     assert_eq!(r.status, 500);
     assert!(r.error().contains("outside its memory"), "{}", r.error());
+
+    let r = p.invoke("deep", b"");
+    assert_eq!(r.status, 500);
+    assert!(r.error().contains("call stack exhausted"), "{}", r.error());
 
     assert_eq!(p.invoke("hello", b"ok").text(), "Hello, ok!\n");
 }

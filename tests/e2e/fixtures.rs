@@ -110,3 +110,13 @@ pub fn unknown_import() -> Vec<u8> {
 pub fn big_initial_memory() -> Vec<u8> {
     abi(512, "i64.const 0")
 }
+
+/// Recurses without end until the wasm stack is exhausted.
+pub fn stack_overflow() -> Vec<u8> {
+    wasm(
+        r#"(module (memory (export "memory") 1)
+            (func $down (call $down))
+            (func (export "mote_alloc") (param i32) (result i32) i32.const 0)
+            (func (export "mote_handle") (param i32 i32) (result i64) (call $down) i64.const 0))"#,
+    )
+}

@@ -40,9 +40,9 @@ impl ApiError {
                     StatusCode::BAD_REQUEST
                 }
                 DeployError::NotFound(_) => StatusCode::NOT_FOUND,
-                DeployError::State(_)
-                | DeployError::CorruptRecord { .. }
-                | DeployError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                DeployError::State(_) | DeployError::Internal(_) => {
+                    StatusCode::INTERNAL_SERVER_ERROR
+                }
             },
             Self::Invoke(e) => match e {
                 InvokeError::NotFound(_) => StatusCode::NOT_FOUND,

@@ -26,14 +26,6 @@ pub enum DeployError {
     /// The state store failed; the deploy did not happen.
     #[error(transparent)]
     State(#[from] StateError),
-    /// A stored record could not be decoded.
-    #[error("stored record {key} is corrupt: {message}")]
-    CorruptRecord {
-        /// The record's key.
-        key: String,
-        /// The decoding error.
-        message: String,
-    },
     /// A background task failed unexpectedly.
     #[error("internal error: {0}")]
     Internal(String),

@@ -252,4 +252,28 @@ mod tests {
         assert_eq!(node.get("slow").unwrap(), before);
         assert!(node.invoke("slow", Bytes::new()).await.is_ok());
     }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_corrupt_record_is_skipped_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(node(dir.path(), ExecutorsConfig::new(1)).await);
+        let path = dir.path().join("state.redb");
+        {
+            let store = EmbeddedStore::open(&path).unwrap();
+            store
+                .put("/mote/functions/broken", b"{not json".to_vec())
+                .await
+                .unwrap();
+        }
+        let node = node(dir.path(), ExecutorsConfig::new(1)).await;
+        let names: Vec<_> = node
+            .list()
+            .into_iter()
+            .map(|r| r.name.to_string())
+            .collect();
+        assert_eq!(names, ["slow"]);
+        drop(node);
+        let store = EmbeddedStore::open(&path).unwrap();
+        assert!(store.get("/mote/functions/broken").await.unwrap().is_some());
+    }
 }

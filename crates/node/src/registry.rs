@@ -127,17 +127,20 @@ impl Registry {
         records
     }
 
-    /// Loads every stored function into memory. A function that cannot be loaded is logged and
-    /// left out; its record stays in the store untouched.
+    /// Loads every stored function into memory. A record that cannot be decoded, or a function
+    /// that cannot be loaded, is logged and left out, so one bad entry cannot keep the node
+    /// down; the record stays in the store untouched for the operator to inspect.
     pub(crate) async fn load_all(&self) -> Result<(), DeployError> {
         let _changes = self.changes.lock().await;
         let mut table = Table::new();
         for (key, value) in self.store.list(RECORD_PREFIX).await? {
-            let record: FunctionRecord =
-                serde_json::from_slice(&value).map_err(|e| DeployError::CorruptRecord {
-                    key: key.clone(),
-                    message: e.to_string(),
-                })?;
+            let record: FunctionRecord = match serde_json::from_slice(&value) {
+                Ok(record) => record,
+                Err(e) => {
+                    tracing::error!(%key, error = %e, "stored function record is corrupt; it stays stored but is not loaded");
+                    continue;
+                }
+            };
             let (runtime, blobs, sha) = (
                 self.runtime.clone(),
                 self.blobs.clone(),
