@@ -14,6 +14,7 @@ fn main() {
     let workspace = manifest_dir.join("wasm");
     let target_dir = out_dir.join("target");
     println!("cargo:rerun-if-changed={}", workspace.display());
+    ensure_target_installed();
 
     let mut cargo = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cargo
@@ -42,8 +43,7 @@ fn main() {
         .expect("running cargo to build the guest functions");
     assert!(
         status.success(),
-        "building the guest functions in {} failed; is the {TARGET} target installed? \
-         (rust-toolchain.toml lists it, so rustup installs it on first use)",
+        "building the guest functions in {} failed (see the compiler's output above)",
         workspace.display()
     );
     for name in EXAMPLES {
@@ -54,4 +54,32 @@ fn main() {
         std::fs::copy(&built, out_dir.join(format!("{name}.wasm")))
             .unwrap_or_else(|e| panic!("copying {}: {e}", built.display()));
     }
+}
+
+/// Installs the wasm target into the toolchain this build uses if it is missing, so a fresh
+/// machine needs nothing but rustup. (rustup installs a toolchain file's targets only when it
+/// installs the toolchain itself, not when the toolchain is already there.)
+fn ensure_target_installed() {
+    let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let output = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .expect("running rustc --print sysroot");
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+    if sysroot.join("lib").join("rustlib").join(TARGET).exists() {
+        return;
+    }
+    let toolchain = sysroot.file_name().map(|n| n.to_string_lossy().into_owned());
+    let mut rustup = Command::new("rustup");
+    rustup.args(["target", "add", TARGET]);
+    if let Some(toolchain) = &toolchain {
+        rustup.args(["--toolchain", toolchain]);
+    }
+    let installed = rustup.status().map(|s| s.success()).unwrap_or(false);
+    assert!(
+        installed,
+        "the {TARGET} target is not installed for {} and `rustup target add {TARGET}` failed; \
+         install it and build again",
+        sysroot.display()
+    );
 }
