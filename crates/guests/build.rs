@@ -69,7 +69,9 @@ fn ensure_target_installed() {
     if sysroot.join("lib").join("rustlib").join(TARGET).exists() {
         return;
     }
-    let toolchain = sysroot.file_name().map(|n| n.to_string_lossy().into_owned());
+    let toolchain = sysroot
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned());
     let mut rustup = Command::new("rustup");
     rustup.args(["target", "add", TARGET]);
     if let Some(toolchain) = &toolchain {

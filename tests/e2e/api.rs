@@ -32,14 +32,7 @@ fn deploy_invoke_list_get_remove() {
         serde_json::json!({"lines": 2, "words": 3, "bytes": 14})
     );
 
-    let list = p.get("/v1/functions").json();
-    let names: Vec<&str> = list["functions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["hello", "wc"]);
+    assert_eq!(p.function_names(), ["hello", "wc"]);
     assert_eq!(p.get("/v1/functions/wc").json()["kind"], "wasi-command");
 
     assert_eq!(p.delete("/v1/functions/wc").status, 200);
@@ -57,13 +50,7 @@ fn redeploy_replaces_the_function() {
     let d = p.deploy("f", mote_guests::ECHO.wasm, "?timeout_ms=100");
     assert_eq!(d["timeout_ms"], 100);
     assert_eq!(p.invoke("f", b"x").text(), "x");
-    assert_eq!(
-        p.get("/v1/functions").json()["functions"]
-            .as_array()
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(p.function_names(), ["f"]);
 }
 
 #[test]

@@ -128,6 +128,18 @@ impl Platform {
         r.json()
     }
 
+    /// The names `GET /v1/functions` lists, in its order.
+    pub fn function_names(&self) -> Vec<String> {
+        let list = self.get("/v1/functions").json();
+        let functions = list["functions"]
+            .as_array()
+            .expect("`functions` is an array");
+        functions
+            .iter()
+            .map(|f| f["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
     pub fn invoke(&self, name: &str, body: &[u8]) -> Reply {
         self.post(&format!("/v1/invoke/{name}"), body)
     }
