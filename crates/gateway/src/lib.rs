@@ -99,9 +99,9 @@ struct DeployParams {
     memory_mb: Option<u32>,
 }
 
-/// The body of a successful deploy.
+/// A function as the API shows it.
 #[derive(Debug, Serialize)]
-struct Deployed<'a> {
+struct FunctionView<'a> {
     name: &'a str,
     sha256: &'a str,
     kind: &'a str,
@@ -110,7 +110,7 @@ struct Deployed<'a> {
     size_bytes: u64,
 }
 
-impl<'a> From<&'a FunctionRecord> for Deployed<'a> {
+impl<'a> From<&'a FunctionRecord> for FunctionView<'a> {
     fn from(r: &'a FunctionRecord) -> Self {
         Self {
             name: r.name.as_str(),
@@ -135,12 +135,12 @@ async fn deploy(
     let limits = Limits::new(params.timeout_ms, params.memory_mb)?;
     let wasm = read_body(&headers, body, gw.config.max_module_bytes, "module").await?;
     let record = gw.node.deploy(name, wasm, limits).await?;
-    Ok((StatusCode::CREATED, axum::Json(Deployed::from(&record))).into_response())
+    Ok((StatusCode::CREATED, axum::Json(FunctionView::from(&record))).into_response())
 }
 
 async fn list_functions(State(gw): State<Gateway>) -> Response {
     let records = gw.node.list();
-    let functions: Vec<Deployed<'_>> = records.iter().map(Deployed::from).collect();
+    let functions: Vec<FunctionView<'_>> = records.iter().map(FunctionView::from).collect();
     axum::Json(serde_json::json!({ "functions": functions })).into_response()
 }
 
@@ -149,7 +149,7 @@ async fn get_function(
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
     let record = gw.node.get(&name).ok_or(ApiError::FunctionNotFound(name))?;
-    Ok(axum::Json(Deployed::from(&record)).into_response())
+    Ok(axum::Json(FunctionView::from(&record)).into_response())
 }
 
 async fn remove_function(
@@ -157,7 +157,7 @@ async fn remove_function(
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
     let record = gw.node.remove(&name).await?;
-    Ok(axum::Json(Deployed::from(&record)).into_response())
+    Ok(axum::Json(FunctionView::from(&record)).into_response())
 }
 
 async fn invoke(
