@@ -2,7 +2,7 @@
 //! by `mote up` and the in-process benchmarks so both run exactly the same parts.
 
 use anyhow::Context;
-use mote_node::{ExecutorsConfig, Node};
+use mote_node::{Executors, ExecutorsConfig, Node};
 use mote_runtime::{Runtime, RuntimeConfig};
 use mote_state::{EmbeddedStore, ModuleBlobs};
 use std::path::Path;
@@ -12,7 +12,8 @@ use std::sync::Arc;
 pub async fn start_node(data: &Path, executors: ExecutorsConfig) -> anyhow::Result<Arc<Node>> {
     std::fs::create_dir_all(data)
         .with_context(|| format!("cannot create data directory {}", data.display()))?;
-    let runtime = Runtime::new(RuntimeConfig::new(data.join("artifacts"), executors.cores))?;
+    let threads = Executors::threads_for(&executors);
+    let runtime = Runtime::new(RuntimeConfig::new(data.join("artifacts"), threads))?;
     let store = EmbeddedStore::open(&data.join("state.redb")).with_context(|| {
         format!(
             "cannot open the state in {} (is another `mote up` using it?)",
@@ -29,4 +30,22 @@ pub fn available_cores() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
+}
+
+/// OpenWhisk's default memory per action container; the baseline policy allows as many running
+/// calls as fit the machine's memory at this size, as OpenWhisk's invoker does.
+const BASELINE_CALL_MEMORY: u64 = 256 << 20;
+
+/// The baseline policy's cap on running calls: physical memory / 256 MiB, at least one per core,
+/// at most 256 (threads beyond that only measure the OS scheduler).
+pub fn baseline_cap(cores: usize) -> usize {
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map(|kib| kib * 1024)
+        .unwrap_or(4 << 30);
+    ((total / BASELINE_CALL_MEMORY) as usize).clamp(cores, 256)
 }

@@ -1,6 +1,6 @@
 //! `mote up`: the whole platform in one process.
 
-use super::platform::{available_cores, start_node};
+use super::platform::{available_cores, baseline_cap, start_node};
 use anyhow::Context;
 use bytes::Bytes;
 use clap::Args;
@@ -22,6 +22,16 @@ pub struct UpArgs {
     /// Executor cores calls may use, one running call per core [default: all cores].
     #[arg(long)]
     cores: Option<usize>,
+    /// Scheduling policy: fifo, sept, eect, rect, fc (Fair-Choice), or baseline (OpenWhisk-like:
+    /// calls start at once, more running calls than cores). See docs/benchmarks/scheduling.md.
+    #[arg(long, default_value = "fifo")]
+    policy: mote_sched::Policy,
+    /// Fair-Choice counts each function's calls over this many seconds (the paper's T).
+    #[arg(long, default_value_t = 60)]
+    fc_window_s: u64,
+    /// Under `--policy baseline`, the most calls running at once [default: memory / 256 MiB].
+    #[arg(long)]
+    baseline_cap: Option<usize>,
     /// Deploy the example functions (hello, echo, wc) at start-up.
     #[arg(long)]
     examples: bool,
@@ -58,8 +68,14 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
-    let mut executors = ExecutorsConfig::new(cores);
-    executors.max_queue = args.max_queue;
+    let executors = ExecutorsConfig {
+        policy: args.policy,
+        fc_window: std::time::Duration::from_secs(args.fc_window_s.max(1)),
+        baseline_cap: args.baseline_cap.unwrap_or_else(|| baseline_cap(cores)),
+        max_queue: args.max_queue,
+        ..ExecutorsConfig::new(cores)
+    };
+    let policy = executors.policy;
     let node = start_node(&args.data, executors).await?;
     if args.examples {
         for example in mote_guests::ALL {
@@ -82,12 +98,13 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
     tracing::info!(
         %addr,
         cores,
+        %policy,
         data = %args.data.display(),
         functions = functions.len(),
         "mote is up"
     );
     println!(
-        "mote is up on http://{addr} with {cores} executor cores; state in {}",
+        "mote is up on http://{addr} with {cores} executor cores, policy {policy}; state in {}",
         args.data.display()
     );
     if args.examples {

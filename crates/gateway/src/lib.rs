@@ -7,6 +7,7 @@
 //! - `PUT /v1/functions/{name}?timeout_ms=&memory_mb=` deploys the module in the body (201).
 //! - `GET /v1/functions`, `GET /v1/functions/{name}`, `DELETE /v1/functions/{name}`.
 //! - `POST /v1/invoke/{name}` runs the function with the body as input (200 with its output).
+//! - `GET /v1/node`: the scheduling policy, queue and each function's expected processing time.
 //! - `GET /healthz`, `GET /metrics` (Prometheus text format).
 
 mod error;
@@ -61,6 +62,7 @@ pub fn router(node: Arc<Node>, config: GatewayConfig) -> Router {
             put(deploy).get(get_function).delete(remove_function),
         )
         .route("/v1/invoke/{name}", post(invoke))
+        .route("/v1/node", get(node_status))
         .fallback(not_found)
         .with_state(Gateway { node, config })
 }
@@ -169,6 +171,10 @@ async fn invoke(
     let input = read_body(&headers, body, gw.config.max_body_bytes, "request body").await?;
     let output = gw.node.invoke(&name, input).await?;
     Ok(([(header::CONTENT_TYPE, "application/octet-stream")], output).into_response())
+}
+
+async fn node_status(State(gw): State<Gateway>) -> Response {
+    axum::Json(gw.node.schedule()).into_response()
 }
 
 async fn not_found() -> ApiError {

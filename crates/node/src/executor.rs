@@ -1,5 +1,7 @@
 //! The executors: one thread per core, each running at most one call at a time, fed from one
-//! policy-ordered queue. Guest code only ever runs on these threads.
+//! policy-ordered [`CallQueue`]. Guest code only ever runs on these threads. Under the
+//! `baseline` policy there are more threads than cores (a memory-derived cap), so calls start
+//! as they arrive and share cores through the OS, as OpenWhisk does by default.
 //!
 //! Invariants of the shared state:
 //! - `queue` holds every accepted call that has not started; `waiting` mirrors its length so
@@ -10,6 +12,8 @@
 //!   the lock, a push can never be missed by a sleeping executor.
 //! - Before sleeping an executor spins for `spin` on `waiting`, so back-to-back calls are picked
 //!   up without a futex wake-up.
+//! - A call's processing time (measured on the executor, queueing excluded) is recorded in the
+//!   queue's function history under the same lock hold that takes the executor's next call.
 
 use crate::error::InvokeError;
 use crate::metrics::{NodeMetrics, Outcome};
@@ -17,6 +21,7 @@ use crate::registry::Deployed;
 use bytes::Bytes;
 use mote_runtime::Runtime;
 use mote_sched::{CallQueue, Policy};
+use serde::Serialize;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -27,10 +32,14 @@ use tokio::sync::oneshot;
 /// How the executors are set up.
 #[derive(Clone, Debug)]
 pub struct ExecutorsConfig {
-    /// Executor threads, one per core calls may use.
+    /// Cores calls may use: one executor thread each (except under `baseline`).
     pub cores: usize,
     /// The order in which waiting calls run.
     pub policy: Policy,
+    /// Fair-Choice counts a function's calls over this window (the paper's T).
+    pub fc_window: Duration,
+    /// Under `baseline`, the most calls that run at once (one thread each, sharing the cores).
+    pub baseline_cap: usize,
     /// The most calls that may wait; more are refused with [`InvokeError::QueueFull`].
     pub max_queue: usize,
     /// How long an idle executor polls for work before it sleeps.
@@ -43,24 +52,73 @@ impl ExecutorsConfig {
         Self {
             cores: cores.max(1),
             policy: Policy::Fifo,
+            fc_window: Duration::from_secs(60),
+            baseline_cap: 4 * cores.max(1),
             max_queue: 100_000,
             spin: Duration::from_micros(50),
         }
     }
 }
 
-/// The reply to a call: its response body or why it failed.
-pub type Reply = Result<Vec<u8>, InvokeError>;
+/// The reply to a call: its response body or why it failed, and where its time went.
+#[derive(Debug)]
+pub struct Reply {
+    /// The response body, or why the call failed.
+    pub result: Result<Vec<u8>, InvokeError>,
+    /// Time from submission until an executor started it.
+    pub queued: Duration,
+    /// Time it ran on the executor (instantiate and call); zero if it never ran.
+    pub processing: Duration,
+}
+
+impl Reply {
+    fn unstarted(result: Result<Vec<u8>, InvokeError>) -> Self {
+        Self {
+            result,
+            queued: Duration::ZERO,
+            processing: Duration::ZERO,
+        }
+    }
+}
 
 /// A call waiting in the queue.
 struct Call {
     function: Arc<Deployed>,
     input: Bytes,
     reply: oneshot::Sender<Reply>,
+    arrival: Instant,
+}
+
+/// A function's scheduling state, for `GET /v1/node`.
+#[derive(Clone, Debug, Serialize)]
+pub struct FunctionSchedule {
+    /// The function.
+    pub name: String,
+    /// Mean of its last 10 processing times on this node, in milliseconds (0 before the first).
+    pub expected_ms: f64,
+    /// Its last processing times, oldest first, in milliseconds.
+    pub recent_ms: Vec<f64>,
+    /// Calls that arrived in the Fair-Choice window.
+    pub recent_calls: usize,
+}
+
+/// The queue's state, for `GET /v1/node`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScheduleSnapshot {
+    /// The running policy.
+    pub policy: &'static str,
+    /// Cores calls may use.
+    pub cores: usize,
+    /// Executor threads (more than cores only under `baseline`).
+    pub executor_threads: usize,
+    /// Calls waiting.
+    pub queue_length: usize,
+    /// Per-function state, for every function given.
+    pub functions: Vec<FunctionSchedule>,
 }
 
 struct Shared {
-    queue: Mutex<Box<dyn CallQueue<Call>>>,
+    queue: Mutex<CallQueue<Call>>,
     available: Condvar,
     waiting: AtomicUsize,
     sleepers: AtomicUsize,
@@ -68,6 +126,7 @@ struct Shared {
     runtime: Arc<Runtime>,
     metrics: Arc<NodeMetrics>,
     config: ExecutorsConfig,
+    threads: usize,
 }
 
 /// The node's executor threads and the queue in front of them. Stops and joins them when dropped;
@@ -78,15 +137,17 @@ pub struct Executors {
 }
 
 impl Executors {
-    /// Starts `config.cores` executor threads.
+    /// Starts one executor thread per core, or `baseline_cap` threads under `baseline`.
     pub fn start(
         runtime: Arc<Runtime>,
         metrics: Arc<NodeMetrics>,
         config: ExecutorsConfig,
     ) -> Self {
-        metrics.executors.set(config.cores as i64);
+        let threads = Self::threads_for(&config);
+        metrics.executors.set(threads as i64);
+        metrics.set_policy(config.policy);
         let shared = Arc::new(Shared {
-            queue: Mutex::new(config.policy.queue()),
+            queue: Mutex::new(CallQueue::new(config.policy, config.fc_window)),
             available: Condvar::new(),
             waiting: AtomicUsize::new(0),
             sleepers: AtomicUsize::new(0),
@@ -94,8 +155,9 @@ impl Executors {
             runtime,
             metrics,
             config,
+            threads,
         });
-        let threads = (0..shared.config.cores)
+        let threads = (0..threads)
             .map(|i| {
                 let shared = shared.clone();
                 std::thread::Builder::new()
@@ -107,6 +169,15 @@ impl Executors {
         Self { shared, threads }
     }
 
+    /// How many executor threads `config` asks for.
+    pub fn threads_for(config: &ExecutorsConfig) -> usize {
+        if config.policy.oversubscribes() {
+            config.baseline_cap.max(config.cores)
+        } else {
+            config.cores
+        }
+    }
+
     /// Queues a call of `function`; the receiver yields its reply.
     pub fn submit(
         &self,
@@ -115,6 +186,7 @@ impl Executors {
     ) -> Result<oneshot::Receiver<Reply>, InvokeError> {
         let (reply, rx) = oneshot::channel();
         let shared = &*self.shared;
+        let arrival = Instant::now();
         {
             let mut queue = shared.lock_queue();
             if shared.shutdown.load(Ordering::Relaxed) {
@@ -128,11 +200,17 @@ impl Executors {
                     limit: shared.config.max_queue,
                 });
             }
-            queue.push(Call {
-                function,
-                input,
-                reply,
-            });
+            let key = function.key();
+            queue.push(
+                key,
+                arrival,
+                Call {
+                    function,
+                    input,
+                    reply,
+                    arrival,
+                },
+            );
             shared.waiting.store(queue.len(), Ordering::Release);
         }
         shared.metrics.queue_length.inc();
@@ -142,9 +220,41 @@ impl Executors {
         Ok(rx)
     }
 
-    /// How many executor threads run calls.
+    /// Cores calls may use.
     pub fn cores(&self) -> usize {
         self.shared.config.cores
+    }
+
+    /// Drops the history of a function that was replaced or removed.
+    pub fn forget(&self, function: &Deployed) {
+        self.shared.lock_queue().forget(function.key());
+    }
+
+    /// The policy, the queue and what it knows about each of `functions`.
+    pub fn snapshot(&self, functions: &[Arc<Deployed>]) -> ScheduleSnapshot {
+        let queue = self.shared.lock_queue();
+        let ms = |ns: u64| ns as f64 / 1e6;
+        let functions = functions
+            .iter()
+            .map(|f| {
+                let history = queue.history(f.key());
+                FunctionSchedule {
+                    name: f.name().to_string(),
+                    expected_ms: history.map(|h| ms(h.expected_ns())).unwrap_or(0.0),
+                    recent_ms: history
+                        .map(|h| h.recent_processing_ns().into_iter().map(ms).collect())
+                        .unwrap_or_default(),
+                    recent_calls: history.map(|h| h.recent_calls()).unwrap_or(0),
+                }
+            })
+            .collect();
+        ScheduleSnapshot {
+            policy: queue.policy().as_str(),
+            cores: self.shared.config.cores,
+            executor_threads: self.shared.threads,
+            queue_length: queue.len(),
+            functions,
+        }
     }
 }
 
@@ -160,26 +270,29 @@ impl Drop for Executors {
         }
         let mut queue = self.shared.lock_queue();
         while let Some(call) = queue.pop() {
-            let _ = call.reply.send(Err(InvokeError::ShuttingDown));
+            let _ = call
+                .reply
+                .send(Reply::unstarted(Err(InvokeError::ShuttingDown)));
         }
     }
 }
 
 impl Shared {
-    fn lock_queue(&self) -> MutexGuard<'_, Box<dyn CallQueue<Call>>> {
-        // A panic while holding the lock cannot leave the queue half-updated (push and pop are
-        // single operations), so a poisoned lock is still safe to use.
+    fn lock_queue(&self) -> MutexGuard<'_, CallQueue<Call>> {
+        // A panic while holding the lock cannot leave the queue half-updated (push, pop and
+        // complete are single operations), so a poisoned lock is still safe to use.
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn run_executor(&self) {
-        while let Some(call) = self.next_call() {
-            self.run(call);
+        let mut next = self.wait_for_call();
+        while let Some(call) = next {
+            next = self.run(call);
         }
     }
 
     /// Blocks until there is a call to run, or returns `None` at shutdown.
-    fn next_call(&self) -> Option<Call> {
+    fn wait_for_call(&self) -> Option<Call> {
         let spin_until = Instant::now() + self.config.spin;
         loop {
             if self.shutdown.load(Ordering::Acquire) {
@@ -214,23 +327,26 @@ impl Shared {
         }
     }
 
-    fn pop(&self, queue: &mut Box<dyn CallQueue<Call>>) -> Option<Call> {
+    fn pop(&self, queue: &mut CallQueue<Call>) -> Option<Call> {
         let call = queue.pop()?;
         self.waiting.store(queue.len(), Ordering::Release);
         self.metrics.queue_length.dec();
         Some(call)
     }
 
-    fn run(&self, call: Call) {
+    /// Runs one call, records its processing time, replies, and returns the next call to run
+    /// (`None` at shutdown).
+    fn run(&self, call: Call) -> Option<Call> {
         let Call {
             function,
             input,
             reply,
+            arrival,
         } = call;
         if reply.is_closed() {
             // The caller went away while the call waited; running it would only burn a core.
             function.count(Outcome::Cancelled);
-            return;
+            return self.wait_for_call();
         }
         self.metrics.busy_executors.inc();
         let started = Instant::now();
@@ -265,6 +381,24 @@ impl Shared {
             }
         };
         function.observe_duration(elapsed);
-        let _ = reply.send(reply_value);
+        // Record the processing time before replying, so whoever sees the reply also sees the
+        // new estimate; the same lock hold takes the next call.
+        let (shutting_down, next) = {
+            let mut queue = self.lock_queue();
+            function.set_expected(queue.complete(function.key(), elapsed));
+            match self.shutdown.load(Ordering::Acquire) {
+                true => (true, None),
+                false => (false, self.pop(&mut queue)),
+            }
+        };
+        let _ = reply.send(Reply {
+            result: reply_value,
+            queued: started.saturating_duration_since(arrival),
+            processing: elapsed,
+        });
+        if shutting_down {
+            return None;
+        }
+        next.or_else(|| self.wait_for_call())
     }
 }

@@ -17,7 +17,7 @@ mod metrics;
 mod registry;
 
 pub use error::{DeployError, InvokeError};
-pub use executor::{Executors, ExecutorsConfig};
+pub use executor::{Executors, ExecutorsConfig, FunctionSchedule, Reply, ScheduleSnapshot};
 pub use metrics::{NodeMetrics, Outcome};
 pub use registry::{Deployed, Registry};
 
@@ -57,14 +57,17 @@ impl Node {
 
     /// Runs `name` with `input` as the request body and returns the response body.
     pub async fn invoke(&self, name: &str, input: Bytes) -> Result<Vec<u8>, InvokeError> {
+        self.invoke_traced(name, input).await?.result
+    }
+
+    /// Like [`Node::invoke`], and also says how long the call waited and ran.
+    pub async fn invoke_traced(&self, name: &str, input: Bytes) -> Result<Reply, InvokeError> {
         let function = self
             .registry
             .get(name)
             .ok_or_else(|| InvokeError::NotFound(name.to_owned()))?;
         let reply = self.executors.submit(function, input)?;
-        reply
-            .await
-            .map_err(|_| InvokeError::Internal("the executor dropped the call".into()))?
+        reply.await.map_err(|_| dropped())
     }
 
     /// Runs a call for a synchronous caller that owns a core (a benchmark, a dispatcher thread):
@@ -81,17 +84,16 @@ impl Node {
             .get(name)
             .ok_or_else(|| InvokeError::NotFound(name.to_owned()))?;
         let mut reply = self.executors.submit(function, input)?;
-        let dropped = || InvokeError::Internal("the executor dropped the call".into());
         let until = Instant::now() + spin;
         loop {
             match reply.try_recv() {
-                Ok(result) => return result,
+                Ok(reply) => return reply.result,
                 Err(TryRecvError::Closed) => return Err(dropped()),
                 Err(TryRecvError::Empty) if Instant::now() < until => std::hint::spin_loop(),
                 Err(TryRecvError::Empty) => break,
             }
         }
-        reply.blocking_recv().map_err(|_| dropped())?
+        reply.blocking_recv().map_err(|_| dropped())?.result
     }
 
     /// Deploys (or replaces) `name` with the module `wasm`.
@@ -101,12 +103,18 @@ impl Node {
         wasm: Bytes,
         limits: Limits,
     ) -> Result<FunctionRecord, DeployError> {
-        self.registry.deploy(name, wasm, limits).await
+        let (record, replaced) = self.registry.deploy(name, wasm, limits).await?;
+        if let Some(old) = replaced {
+            self.executors.forget(&old);
+        }
+        Ok(record)
     }
 
     /// Removes `name`; calls already queued for it still run.
     pub async fn remove(&self, name: &str) -> Result<FunctionRecord, DeployError> {
-        self.registry.remove(name).await
+        let removed = self.registry.remove(name).await?;
+        self.executors.forget(&removed);
+        Ok(removed.record().clone())
     }
 
     /// The record of `name`, if deployed.
@@ -119,6 +127,11 @@ impl Node {
         self.registry.list()
     }
 
+    /// The scheduling state: policy, queue, and each function's expected time.
+    pub fn schedule(&self) -> ScheduleSnapshot {
+        self.executors.snapshot(&self.registry.functions())
+    }
+
     /// The node's metrics, for the gateway to expose.
     pub fn metrics(&self) -> &NodeMetrics {
         &self.metrics
@@ -128,6 +141,10 @@ impl Node {
     pub fn cores(&self) -> usize {
         self.executors.cores()
     }
+}
+
+fn dropped() -> InvokeError {
+    InvokeError::Internal("the executor dropped the call".into())
 }
 
 #[cfg(test)]
@@ -191,9 +208,9 @@ mod tests {
             "{err}"
         );
         assert!(err.to_string().contains("retry later"));
-        running.await.unwrap().unwrap();
+        running.await.unwrap().result.unwrap();
         for reply in queued {
-            reply.await.unwrap().unwrap();
+            reply.await.unwrap().result.unwrap();
         }
     }
 
@@ -205,10 +222,10 @@ mod tests {
         let running = node.executors.submit(slow.clone(), Bytes::new()).unwrap();
         wait_until_busy(&node);
         drop(node.executors.submit(slow.clone(), Bytes::new()).unwrap());
-        running.await.unwrap().unwrap();
+        running.await.unwrap().result.unwrap();
         // The abandoned call is dropped as soon as the executor reaches it.
         let finished = node.executors.submit(slow, Bytes::new()).unwrap();
-        finished.await.unwrap().unwrap();
+        finished.await.unwrap().result.unwrap();
         let metrics = node.metrics.encode();
         assert!(
             metrics.contains(r#"mote_invocations_total{function="slow",outcome="cancelled"} 1"#),
@@ -228,9 +245,9 @@ mod tests {
         tokio::task::spawn_blocking(move || drop(node))
             .await
             .unwrap();
-        running.await.unwrap().unwrap();
+        running.await.unwrap().result.unwrap();
         assert!(matches!(
-            queued.await.unwrap(),
+            queued.await.unwrap().result,
             Err(InvokeError::ShuttingDown)
         ));
     }
@@ -275,5 +292,58 @@ mod tests {
         drop(node);
         let store = EmbeddedStore::open(&path).unwrap();
         assert!(store.get("/mote/functions/broken").await.unwrap().is_some());
+    }
+
+    const FAST: &str = r#"(module (memory (export "memory") 1)
+        (func (export "mote_alloc") (param i32) (result i32) i32.const 0)
+        (func (export "mote_handle") (param i32 i32) (result i64) i64.const 0))"#;
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn sept_runs_the_short_function_ahead_of_queued_long_calls() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ExecutorsConfig {
+            policy: mote_sched::Policy::Sept,
+            ..ExecutorsConfig::new(1)
+        };
+        let node = node(dir.path(), config).await;
+        let fast = Bytes::from(wat::parse_str(FAST).unwrap());
+        node.deploy(FunctionName::new("fast").unwrap(), fast, Limits::default())
+            .await
+            .unwrap();
+        // Teach the node both functions' processing times.
+        node.invoke("slow", Bytes::new()).await.unwrap();
+        node.invoke("fast", Bytes::new()).await.unwrap();
+        let (slow, fast) = (
+            node.registry.get("slow").unwrap(),
+            node.registry.get("fast").unwrap(),
+        );
+
+        let running = node.executors.submit(slow.clone(), Bytes::new()).unwrap();
+        wait_until_busy(&node);
+        let queued_slow = node.executors.submit(slow, Bytes::new()).unwrap();
+        let queued_fast = node.executors.submit(fast, Bytes::new()).unwrap();
+        running.await.unwrap().result.unwrap();
+        queued_fast.await.unwrap().result.unwrap();
+        // The fast call finished while the second slow call still waited or ran.
+        assert!(!queued_slow.is_terminated(), "the long call ran first");
+        queued_slow.await.unwrap().result.unwrap();
+
+        let schedule = node.schedule();
+        assert_eq!(schedule.policy, "sept");
+        let by_name = |n: &str| {
+            schedule
+                .functions
+                .iter()
+                .find(|f| f.name == n)
+                .unwrap()
+                .clone()
+        };
+        assert!(by_name("slow").expected_ms > 10.0 * by_name("fast").expected_ms.max(0.001));
+        assert_eq!(by_name("slow").recent_ms.len(), 3);
+        assert!(
+            node.metrics
+                .encode()
+                .contains(r#"mote_policy{policy="sept"} 1"#)
+        );
     }
 }

@@ -8,6 +8,10 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+/// A gauge holding seconds.
+pub(crate) type SecondsGauge = Gauge<f64, AtomicU64>;
 
 /// How a call ended, as counted in `mote_invocations_total`.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -83,6 +87,11 @@ pub(crate) struct FunctionLabels {
     pub function: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyLabels {
+    policy: &'static str,
+}
+
 type HistogramFamily = Family<FunctionLabels, Histogram, fn() -> Histogram>;
 
 /// Every metric a node exports.
@@ -94,6 +103,8 @@ pub struct NodeMetrics {
     pub(crate) busy_executors: Gauge,
     pub(crate) executors: Gauge,
     pub(crate) functions: Gauge,
+    pub(crate) expected: Family<FunctionLabels, SecondsGauge>,
+    policy: Family<PolicyLabels, Gauge>,
 }
 
 fn duration_histogram() -> Histogram {
@@ -112,6 +123,8 @@ impl NodeMetrics {
         let busy_executors = Gauge::default();
         let executors = Gauge::default();
         let functions = Gauge::default();
+        let expected = Family::<FunctionLabels, SecondsGauge>::default();
+        let policy = Family::<PolicyLabels, Gauge>::default();
         registry.register(
             "invocations",
             "Calls by function and outcome",
@@ -142,6 +155,16 @@ impl NodeMetrics {
             "Functions deployed on this node",
             functions.clone(),
         );
+        registry.register(
+            "expected_processing_seconds",
+            "Mean of the function's last 10 processing times on this node, which the policies rank by",
+            expected.clone(),
+        );
+        registry.register(
+            "policy",
+            "The scheduling policy the node runs (value 1)",
+            policy.clone(),
+        );
         Self {
             registry,
             invocations,
@@ -150,7 +173,17 @@ impl NodeMetrics {
             busy_executors,
             executors,
             functions,
+            expected,
+            policy,
         }
+    }
+
+    pub(crate) fn set_policy(&self, policy: mote_sched::Policy) {
+        self.policy
+            .get_or_create(&PolicyLabels {
+                policy: policy.as_str(),
+            })
+            .set(1);
     }
 
     /// Renders every metric in the Prometheus text format.

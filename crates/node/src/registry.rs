@@ -8,16 +8,18 @@
 //! - A module blob and its compiled artefact are deleted only when no record refers to them.
 
 use crate::error::DeployError;
-use crate::metrics::{FunctionLabels, InvocationLabels, NodeMetrics, Outcome};
+use crate::metrics::{FunctionLabels, InvocationLabels, NodeMetrics, Outcome, SecondsGauge};
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use mote_runtime::{Function, Runtime};
+use mote_sched::FunctionKey;
 use mote_state::{ModuleBlobs, StateStore};
 use mote_types::{FunctionName, FunctionRecord, Limits};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 /// Where function records live in the state store.
@@ -25,15 +27,22 @@ const RECORD_PREFIX: &str = "/mote/functions/";
 
 /// A deployed function, resident and ready to call.
 pub struct Deployed {
+    key: FunctionKey,
     record: FunctionRecord,
     name: Arc<str>,
     function: Arc<Function>,
     outcomes: [Counter; Outcome::ALL.len()],
     duration: Histogram,
+    expected: SecondsGauge,
 }
 
 impl Deployed {
-    fn new(record: FunctionRecord, function: Arc<Function>, metrics: &NodeMetrics) -> Self {
+    fn new(
+        key: FunctionKey,
+        record: FunctionRecord,
+        function: Arc<Function>,
+        metrics: &NodeMetrics,
+    ) -> Self {
         let function_label = record.name.to_string();
         let outcomes = Outcome::ALL.map(|outcome| {
             let labels = InvocationLabels {
@@ -42,13 +51,15 @@ impl Deployed {
             };
             metrics.invocations.get_or_create(&labels).clone()
         });
-        let duration = metrics
-            .duration
-            .get_or_create(&FunctionLabels {
-                function: function_label,
-            })
-            .clone();
+        let labels = FunctionLabels {
+            function: function_label,
+        };
+        let duration = metrics.duration.get_or_create(&labels).clone();
+        let expected = metrics.expected.get_or_create(&labels).clone();
+        expected.set(0.0);
         Self {
+            key,
+            expected,
             name: record.name.as_str().into(),
             record,
             function,
@@ -67,6 +78,11 @@ impl Deployed {
         &self.name
     }
 
+    /// Identifies this deployment to the scheduler; a redeploy gets a new key.
+    pub fn key(&self) -> FunctionKey {
+        self.key
+    }
+
     /// The compiled function.
     pub fn function(&self) -> &Function {
         &self.function
@@ -74,6 +90,10 @@ impl Deployed {
 
     pub(crate) fn count(&self, outcome: Outcome) {
         self.outcomes[outcome as usize].inc();
+    }
+
+    pub(crate) fn set_expected(&self, expected: Duration) {
+        self.expected.set(expected.as_secs_f64());
     }
 
     pub(crate) fn observe_duration(&self, elapsed: Duration) {
@@ -91,6 +111,7 @@ pub struct Registry {
     metrics: Arc<NodeMetrics>,
     table: ArcSwap<Table>,
     changes: tokio::sync::Mutex<()>,
+    next_key: AtomicU64,
 }
 
 impl Registry {
@@ -107,12 +128,20 @@ impl Registry {
             metrics,
             table: ArcSwap::from_pointee(Table::new()),
             changes: tokio::sync::Mutex::new(()),
+            next_key: AtomicU64::new(1),
         }
     }
 
     /// Looks up a deployed function without locking.
     pub fn get(&self, name: &str) -> Option<Arc<Deployed>> {
         self.table.load().get(name).cloned()
+    }
+
+    /// Every deployed function, by name.
+    pub fn functions(&self) -> Vec<Arc<Deployed>> {
+        let mut functions: Vec<_> = self.table.load().values().cloned().collect();
+        functions.sort_by(|a, b| a.record.name.cmp(&b.record.name));
+        functions
     }
 
     /// Every deployed function's record, by name.
@@ -152,7 +181,7 @@ impl Registry {
                     .map_err(|e| DeployError::Internal(e.to_string()))?;
             match loaded {
                 Ok(function) => {
-                    let deployed = Deployed::new(record, function, &self.metrics);
+                    let deployed = Deployed::new(self.new_key(), record, function, &self.metrics);
                     table.insert(deployed.record.name.clone(), Arc::new(deployed));
                 }
                 Err(e) => {
@@ -170,7 +199,7 @@ impl Registry {
         name: FunctionName,
         wasm: Bytes,
         limits: Limits,
-    ) -> Result<FunctionRecord, DeployError> {
+    ) -> Result<(FunctionRecord, Option<Arc<Deployed>>), DeployError> {
         let _changes = self.changes.lock().await;
         let (runtime, bytes) = (self.runtime.clone(), wasm.clone());
         let function = tokio::task::spawn_blocking(move || runtime.compile(&bytes))
@@ -201,17 +230,22 @@ impl Registry {
         };
         let json = serde_json::to_vec(&record).expect("a record always serialises");
         self.store.put(&record_key(&name), json).await?;
-        let deployed = Arc::new(Deployed::new(record.clone(), function, &self.metrics));
+        let deployed = Arc::new(Deployed::new(
+            self.new_key(),
+            record.clone(),
+            function,
+            &self.metrics,
+        ));
         let mut table = Table::clone(&self.table.load());
         let replaced = table.insert(name, deployed);
         self.publish(table);
-        if let Some(old) = replaced {
+        if let Some(old) = &replaced {
             self.collect_unused(&old.record.sha256);
         }
-        Ok(record)
+        Ok((record, replaced))
     }
 
-    pub(crate) async fn remove(&self, name: &str) -> Result<FunctionRecord, DeployError> {
+    pub(crate) async fn remove(&self, name: &str) -> Result<Arc<Deployed>, DeployError> {
         let _changes = self.changes.lock().await;
         let Some(deployed) = self.get(name) else {
             return Err(DeployError::NotFound(name.to_owned()));
@@ -226,6 +260,7 @@ impl Registry {
             function: name.to_owned(),
         };
         self.metrics.duration.remove(&labels);
+        self.metrics.expected.remove(&labels);
         for outcome in Outcome::ALL {
             self.metrics.invocations.remove(&InvocationLabels {
                 function: name.to_owned(),
@@ -233,7 +268,11 @@ impl Registry {
             });
         }
         self.collect_unused(&deployed.record.sha256);
-        Ok(deployed.record.clone())
+        Ok(deployed)
+    }
+
+    fn new_key(&self) -> FunctionKey {
+        self.next_key.fetch_add(1, Ordering::Relaxed)
     }
 
     fn publish(&self, table: Table) {

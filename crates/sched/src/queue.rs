@@ -1,0 +1,303 @@
+//! The call queue: waiting calls in priority order, and the function histories the priorities
+//! are computed from.
+//!
+//! Invariants: a call's priority is computed once, on arrival, and never changes; calls of equal
+//! priority leave in arrival order (a sequence number breaks ties); push and pop are O(log n) on
+//! a binary heap, so tens of thousands of waiting calls cost microseconds per operation.
+
+use crate::{FunctionHistory, Policy, PriorityPolicy};
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+use std::time::{Duration, Instant};
+
+/// Identifies a function (one deployment of it) to the scheduler.
+pub type FunctionKey = u64;
+
+struct Waiting<T> {
+    priority: u64,
+    seq: u64,
+    call: T,
+}
+
+impl<T> PartialEq for Waiting<T> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.priority, self.seq) == (other.priority, other.seq)
+    }
+}
+
+impl<T> Eq for Waiting<T> {}
+
+impl<T> PartialOrd for Waiting<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<T> Ord for Waiting<T> {
+    // BinaryHeap is a max-heap; the call to run next is the lowest (priority, seq).
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.priority, other.seq).cmp(&(self.priority, self.seq))
+    }
+}
+
+/// Waiting calls ordered by a [`Policy`], and the histories it ranks them by.
+pub struct CallQueue<T> {
+    policy: Policy,
+    ranking: Box<dyn PriorityPolicy>,
+    waiting: BinaryHeap<Waiting<T>>,
+    histories: HashMap<FunctionKey, FunctionHistory>,
+    seq: u64,
+    origin: Instant,
+    window_ns: u64,
+}
+
+impl<T> CallQueue<T> {
+    /// An empty queue ordered by `policy`; Fair-Choice counts calls over the last `window`.
+    pub fn new(policy: Policy, window: Duration) -> Self {
+        Self {
+            policy,
+            ranking: policy.ranking(),
+            waiting: BinaryHeap::with_capacity(1024),
+            histories: HashMap::new(),
+            seq: 0,
+            origin: Instant::now(),
+            window_ns: window.as_nanos() as u64,
+        }
+    }
+
+    /// The policy ordering this queue.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// Adds a call of `function` that arrived at `arrival`.
+    pub fn push(&mut self, function: FunctionKey, arrival: Instant, call: T) {
+        let arrival_ns = self.nanos(arrival);
+        self.push_at(function, arrival_ns, call);
+    }
+
+    /// Adds a call that arrived `arrival_ns` after the queue was created.
+    pub fn push_at(&mut self, function: FunctionKey, arrival_ns: u64, call: T) {
+        let history = self.histories.entry(function).or_default();
+        let previous = history.arrive(arrival_ns, self.window_ns);
+        let priority = self.ranking.priority(arrival_ns, previous, history);
+        self.seq += 1;
+        self.waiting.push(Waiting {
+            priority,
+            seq: self.seq,
+            call,
+        });
+    }
+
+    /// Takes the call that should run next.
+    pub fn pop(&mut self) -> Option<T> {
+        self.waiting.pop().map(|w| w.call)
+    }
+
+    /// Records that a call of `function` ran for `processing`; returns the new expected time.
+    pub fn complete(&mut self, function: FunctionKey, processing: Duration) -> Duration {
+        let history = self.histories.entry(function).or_default();
+        history.complete(processing.as_nanos() as u64);
+        Duration::from_nanos(history.expected_ns())
+    }
+
+    /// What the queue knows about `function`.
+    pub fn history(&self, function: FunctionKey) -> Option<&FunctionHistory> {
+        self.histories.get(&function)
+    }
+
+    /// Drops the history of a function that is gone.
+    pub fn forget(&mut self, function: FunctionKey) {
+        self.histories.remove(&function);
+    }
+
+    /// How many calls are waiting.
+    pub fn len(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Whether no call is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
+    fn nanos(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.origin).as_nanos() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const MS: u64 = 1_000_000;
+    const WINDOW: Duration = Duration::from_secs(60);
+
+    /// A queue whose functions have the given expected times (each recorded once).
+    fn queue(policy: Policy, expected_ms: &[(FunctionKey, u64)]) -> CallQueue<(FunctionKey, u64)> {
+        let mut q = CallQueue::new(policy, WINDOW);
+        for &(f, ms) in expected_ms {
+            q.complete(f, Duration::from_millis(ms));
+        }
+        q
+    }
+
+    fn drain(q: &mut CallQueue<(FunctionKey, u64)>) -> Vec<(FunctionKey, u64)> {
+        std::iter::from_fn(|| q.pop()).collect()
+    }
+
+    #[test]
+    fn fifo_runs_in_arrival_order() {
+        let mut q = queue(Policy::Fifo, &[(1, 1000), (2, 1)]);
+        q.push_at(1, 0, (1, 0));
+        q.push_at(2, MS, (2, 1));
+        q.push_at(1, 2 * MS, (1, 2));
+        assert_eq!(drain(&mut q), [(1, 0), (2, 1), (1, 2)]);
+    }
+
+    #[test]
+    fn sept_runs_short_functions_first_and_unknown_ones_before_all() {
+        let mut q = queue(Policy::Sept, &[(1, 1000), (2, 10)]);
+        q.push_at(1, 0, (1, 0));
+        q.push_at(2, MS, (2, 1));
+        q.push_at(3, 2 * MS, (3, 2));
+        q.push_at(2, 3 * MS, (2, 3));
+        assert_eq!(drain(&mut q), [(3, 2), (2, 1), (2, 3), (1, 0)]);
+    }
+
+    #[test]
+    fn eect_orders_by_expected_completion() {
+        let mut q = queue(Policy::Eect, &[(1, 100), (2, 10)]);
+        q.push_at(1, 0, (1, 0)); // completes at 100 ms
+        q.push_at(2, 50 * MS, (2, 50)); // completes at 60 ms
+        q.push_at(2, 95 * MS, (2, 95)); // completes at 105 ms
+        assert_eq!(drain(&mut q), [(2, 50), (1, 0), (2, 95)]);
+    }
+
+    #[test]
+    fn rect_uses_the_previous_arrival_of_the_function() {
+        let mut q = queue(Policy::Rect, &[(1, 100), (2, 10)]);
+        q.push_at(1, 0, (1, 0)); // first call: 0 + 100
+        q.push_at(2, 20 * MS, (2, 20)); // first call: 20 + 10 = 30
+        q.push_at(2, 200 * MS, (2, 200)); // previous at 20: 20 + 10 = 30 (ties: arrival order)
+        q.push_at(1, 300 * MS, (1, 300)); // previous at 0: 0 + 100 = 100
+        assert_eq!(drain(&mut q), [(2, 20), (2, 200), (1, 0), (1, 300)]);
+    }
+
+    #[test]
+    fn fair_choice_favours_rarely_called_functions() {
+        // Function 1 is short but called often; function 2 is five times longer but rare. Call k
+        // of function 1 ranks k * 10 ms; the one call of function 2 ranks 1 * 50 ms, so it
+        // overtakes the fifteen calls of function 1 ranked above 50 that arrived before it.
+        let mut q = queue(Policy::Fc, &[(1, 10), (2, 50)]);
+        for i in 0..20 {
+            q.push_at(1, i * MS, (1, i));
+        }
+        q.push_at(2, 20 * MS, (2, 20));
+        let order = drain(&mut q);
+        assert_eq!(order.iter().position(|c| c.0 == 2), Some(5));
+    }
+
+    #[test]
+    fn fair_choice_forgets_calls_older_than_its_window() {
+        let mut q = CallQueue::new(Policy::Fc, Duration::from_millis(100));
+        q.complete(1, Duration::from_millis(10));
+        q.complete(2, Duration::from_millis(25));
+        for i in 0..5 {
+            q.push_at(1, i * MS, (1, i)); // ranks 10, 20, 30, 40, 50
+        }
+        q.push_at(2, 4 * MS, (2, 4)); // ranks 25
+        assert_eq!(q.history(1).unwrap().recent_calls(), 5);
+        q.push_at(1, 500 * MS, (1, 500)); // the earlier five left the window: ranks 1 * 10
+        assert_eq!(q.history(1).unwrap().recent_calls(), 1);
+        assert_eq!(drain(&mut q)[..4], [(1, 0), (1, 500), (1, 1), (2, 4)]);
+    }
+
+    #[test]
+    fn forgetting_a_function_resets_its_estimate() {
+        let mut q = queue(Policy::Sept, &[(1, 100)]);
+        q.forget(1);
+        assert!(q.history(1).is_none());
+    }
+
+    #[test]
+    fn a_deep_queue_stays_ordered() {
+        let mut q = CallQueue::new(Policy::Sept, WINDOW);
+        for f in 0..50u64 {
+            q.complete(f, Duration::from_micros(f * 37 % 50));
+        }
+        for i in 0..50_000u64 {
+            q.push_at(i % 50, i, i);
+        }
+        let expected: Vec<u64> = std::iter::from_fn(|| q.pop())
+            .map(|i| q_expected(i % 50))
+            .collect();
+        assert!(expected.windows(2).all(|w| w[0] <= w[1]));
+        fn q_expected(f: u64) -> u64 {
+            f * 37 % 50
+        }
+    }
+
+    /// Arrivals: (function, gap since the previous arrival in ms).
+    fn arrivals() -> impl Strategy<Value = Vec<(FunctionKey, u64)>> {
+        prop::collection::vec((0u64..5, 0u64..40), 1..120)
+    }
+
+    /// Pushes `arrivals` into a queue whose functions take 0..4 * 30 ms, and returns the pop
+    /// order with each call's (function, arrival, expected) and the queue.
+    fn run(policy: Policy, arrivals: &[(FunctionKey, u64)]) -> Vec<(FunctionKey, u64, u64)> {
+        let mut q = CallQueue::new(policy, WINDOW);
+        for f in 0..5 {
+            q.complete(f, Duration::from_millis(f * 30));
+        }
+        let mut now = 0;
+        for &(f, gap) in arrivals {
+            now += gap * MS;
+            q.push_at(f, now, (f, now, f * 30 * MS));
+        }
+        std::iter::from_fn(|| q.pop()).collect()
+    }
+
+    proptest! {
+        /// EECT cannot starve a call: one that arrives after another's expected completion
+        /// runs after it.
+        #[test]
+        fn eect_is_starvation_free(arrivals in arrivals()) {
+            let order = run(Policy::Eect, &arrivals);
+            for (pos_i, &(_, r_i, e_i)) in order.iter().enumerate() {
+                for &(_, r_j, _) in &order[..pos_i] {
+                    prop_assert!(r_j <= r_i + e_i, "a call arriving at {r_j} overtook one due at {}", r_i + e_i);
+                }
+            }
+        }
+
+        /// RECT cannot starve a call: once the clock passes a call's arrival plus its expected
+        /// time, each other function can overtake it at most once more (its next call ranks by
+        /// an arrival that is already later), and its own function never.
+        #[test]
+        fn rect_is_starvation_free(arrivals in arrivals()) {
+            let order = run(Policy::Rect, &arrivals);
+            for (pos_i, &(f_i, r_i, e_i)) in order.iter().enumerate() {
+                let late: Vec<_> = order[..pos_i].iter().filter(|c| c.1 > r_i + e_i).collect();
+                prop_assert!(late.iter().all(|c| c.0 != f_i), "own later call overtook: {late:?}");
+                let mut functions: Vec<_> = late.iter().map(|c| c.0).collect();
+                functions.sort();
+                functions.dedup();
+                prop_assert_eq!(functions.len(), late.len(), "a function overtook twice: {:?}", late);
+            }
+        }
+
+        /// Every policy hands out each call exactly once, and FIFO in arrival order.
+        #[test]
+        fn every_call_leaves_exactly_once(arrivals in arrivals()) {
+            for policy in Policy::ALL {
+                let order = run(policy, &arrivals);
+                prop_assert_eq!(order.len(), arrivals.len());
+                if matches!(policy, Policy::Fifo | Policy::Baseline) {
+                    prop_assert!(order.windows(2).all(|w| w[0].1 <= w[1].1));
+                }
+            }
+        }
+    }
+}
