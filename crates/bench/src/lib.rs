@@ -14,7 +14,6 @@ pub mod call_path;
 use bytes::Bytes;
 use mote_node::{ExecutorsConfig, Node};
 use mote_runtime::{Function, Runtime, RuntimeConfig};
-use mote_state::{EmbeddedStore, ModuleBlobs};
 use mote_types::{FunctionName, Limits};
 use std::sync::Arc;
 
@@ -37,16 +36,7 @@ impl Fixture {
     pub fn start(rt: &tokio::runtime::Runtime, cores: usize) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let node = rt.block_on(async {
-            let runtime = Runtime::new(RuntimeConfig::new(dir.path().join("artifacts"), cores))?;
-            let store = EmbeddedStore::open(&dir.path().join("state.redb"))?;
-            let blobs = ModuleBlobs::open(&dir.path().join("modules"))?;
-            let node = Node::start(
-                Arc::new(runtime),
-                Arc::new(store),
-                blobs,
-                ExecutorsConfig::new(cores),
-            )
-            .await?;
+            let node = Node::start_embedded(dir.path(), ExecutorsConfig::new(cores)).await?;
             node.deploy(
                 FunctionName::new(Self::FUNCTION)?,
                 Bytes::from_static(mote_guests::ECHO.wasm),

@@ -40,7 +40,7 @@ impl ApiError {
                     StatusCode::BAD_REQUEST
                 }
                 DeployError::NotFound(_) => StatusCode::NOT_FOUND,
-                DeployError::State(_) | DeployError::Internal(_) => {
+                DeployError::State(_) | DeployError::Runtime(_) | DeployError::Internal(_) => {
                     StatusCode::INTERNAL_SERVER_ERROR
                 }
             },

@@ -1,7 +1,7 @@
 //! Errors of the node's two paths. Each says which function and what to do; the gateway maps
 //! each variant to exactly one HTTP status.
 
-use mote_runtime::{CallError, CompileError};
+use mote_runtime::{CallError, CompileError, RuntimeError};
 use mote_state::StateError;
 
 /// Deploying, removing or loading a function failed. Stored state is unchanged.
@@ -26,6 +26,9 @@ pub enum DeployError {
     /// The state store failed; the deploy did not happen.
     #[error(transparent)]
     State(#[from] StateError),
+    /// The WebAssembly runtime could not be set up.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
     /// A background task failed unexpectedly.
     #[error("internal error: {0}")]
     Internal(String),

@@ -22,9 +22,10 @@ pub use metrics::{NodeMetrics, Outcome};
 pub use registry::{Deployed, Registry};
 
 use bytes::Bytes;
-use mote_runtime::Runtime;
-use mote_state::{ModuleBlobs, StateStore};
+use mote_runtime::{Runtime, RuntimeConfig};
+use mote_state::{EmbeddedStore, ModuleBlobs, StateError, StateStore};
 use mote_types::{FunctionName, FunctionRecord, Limits};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot::error::TryRecvError;
@@ -53,6 +54,20 @@ impl Node {
             executors,
             metrics,
         })
+    }
+
+    /// Starts a single-machine node whose state (records, module blobs, compiled artefacts) lives
+    /// under `data`, in the embedded store.
+    pub async fn start_embedded(data: &Path, config: ExecutorsConfig) -> Result<Self, DeployError> {
+        std::fs::create_dir_all(data).map_err(|source| StateError::Blob {
+            path: data.display().to_string(),
+            source,
+        })?;
+        let threads = Executors::threads_for(&config);
+        let runtime = Runtime::new(RuntimeConfig::new(data.join("artifacts"), threads))?;
+        let store = EmbeddedStore::open(&data.join("state.redb"))?;
+        let blobs = ModuleBlobs::open(&data.join("modules"))?;
+        Self::start(Arc::new(runtime), Arc::new(store), blobs, config).await
     }
 
     /// Runs `name` with `input` as the request body and returns the response body.
@@ -150,7 +165,6 @@ fn dropped() -> InvokeError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mote_runtime::RuntimeConfig;
     use mote_state::EmbeddedStore;
 
     /// Busy-loops long enough to keep an executor occupied while the test queues more calls.
@@ -162,13 +176,7 @@ mod tests {
           i64.const 0))"#;
 
     async fn node(dir: &std::path::Path, config: ExecutorsConfig) -> Node {
-        let runtime =
-            Runtime::new(RuntimeConfig::new(dir.join("artifacts"), config.cores)).unwrap();
-        let store = EmbeddedStore::open(&dir.join("state.redb")).unwrap();
-        let blobs = ModuleBlobs::open(&dir.join("modules")).unwrap();
-        let node = Node::start(Arc::new(runtime), Arc::new(store), blobs, config)
-            .await
-            .unwrap();
+        let node = Node::start_embedded(dir, config).await.unwrap();
         let wasm = Bytes::from(wat::parse_str(SLOW).unwrap());
         node.deploy(FunctionName::new("slow").unwrap(), wasm, Limits::default())
             .await
