@@ -8,7 +8,10 @@
 //!   the `echo` example deployed, plus a second runtime for the no-dispatch baseline.
 //! - [`call_path`]: latency of one call through the node versus the runtime alone, and
 //!   throughput of the node with several callers.
+//! - [`burst`]: the call-scheduling paper's burst experiment: response time and stretch of a
+//!   function suite under each scheduling policy.
 
+pub mod burst;
 pub mod call_path;
 
 use bytes::Bytes;

@@ -1,0 +1,528 @@
+//! The burst experiment of the call-scheduling paper (its section V): a node under an open-loop
+//! burst of calls to a suite of functions, measured per call, so policies can be compared on
+//! response time and stretch.
+//!
+//! One run: start a node with the policy, deploy the suite, measure each function's idle
+//! response time (the median of a few calls on the idle node: the stretch denominator, as the
+//! paper's Table I), warm up with `cores` parallel calls per function, then send the burst: every
+//! function equally often, at times drawn uniformly over the window, each call sent at its time
+//! whether or not earlier ones have returned. The load generator calls the node in process, as a
+//! dispatcher would, so response times measure the node and not an HTTP client.
+//!
+//! Intensity follows the paper: with `c` cores and intensity `v`, each function gets
+//! `c * v / 10` calls in a 60 s window. A shorter window scales the count down in proportion, so
+//! the load (work per second) of an intensity is the same whatever the window.
+
+use bytes::Bytes;
+use mote_node::{ExecutorsConfig, Node};
+use mote_sched::Policy;
+use mote_types::{FunctionName, Limits};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One function of the suite, as the experiment uses it.
+#[derive(Clone, Copy, Debug)]
+pub struct SuiteEntry {
+    /// Its name.
+    pub name: &'static str,
+    /// Its module.
+    pub wasm: &'static [u8],
+    /// The request body each call sends.
+    pub input: &'static [u8],
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct BurstConfig {
+    /// The node's policy.
+    pub policy: Policy,
+    /// Executor cores.
+    pub cores: usize,
+    /// The paper's intensity `v`.
+    pub intensity: u32,
+    /// The burst window.
+    pub window: Duration,
+    /// Seed of the call sequence.
+    pub seed: u64,
+    /// Running calls allowed under the baseline policy.
+    pub baseline_cap: usize,
+    /// Fair-Choice's window `T`.
+    pub fc_window: Duration,
+    /// Calls per function in the idle measurement.
+    pub idle_calls: usize,
+    /// Relative call frequency of each suite function (all 1 in the paper's main experiment).
+    pub weights: Vec<u32>,
+}
+
+/// One measured call. Times are seconds since the burst started.
+#[derive(Clone, Debug, Serialize)]
+pub struct CallRecord {
+    /// The function called.
+    pub function: &'static str,
+    /// When the schedule said to send it.
+    pub scheduled_s: f64,
+    /// When it was sent.
+    pub sent_s: f64,
+    /// When an executor started it.
+    pub started_s: f64,
+    /// When its reply arrived.
+    pub finished_s: f64,
+    /// Time on the executor.
+    pub processing_ms: f64,
+    /// `finished - sent`.
+    pub response_ms: f64,
+    /// Response time over the function's idle response time.
+    pub stretch: f64,
+    /// Why it failed, if it did.
+    pub error: Option<String>,
+}
+
+/// Average and percentiles of a metric.
+#[derive(Clone, Debug, Serialize)]
+pub struct Distribution {
+    /// Mean.
+    pub avg: f64,
+    /// Median.
+    pub p50: f64,
+    /// 75th percentile.
+    pub p75: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+}
+
+impl Distribution {
+    /// The distribution of `values` (nearest-rank percentiles); zeros for no values.
+    pub fn of(values: &[f64]) -> Self {
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        let pct = |p: f64| match v.len() {
+            0 => 0.0,
+            n => v[((p * n as f64).ceil() as usize).clamp(1, n) - 1],
+        };
+        let avg = if v.is_empty() {
+            0.0
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        };
+        Self {
+            avg,
+            p50: pct(0.5),
+            p75: pct(0.75),
+            p95: pct(0.95),
+            p99: pct(0.99),
+        }
+    }
+}
+
+/// The outcome of one run.
+#[derive(Clone, Debug, Serialize)]
+pub struct BurstSummary {
+    /// The policy.
+    pub policy: &'static str,
+    /// Executor cores.
+    pub cores: usize,
+    /// Intensity.
+    pub intensity: u32,
+    /// Window in seconds.
+    pub window_s: f64,
+    /// Seed.
+    pub seed: u64,
+    /// Calls sent.
+    pub calls: usize,
+    /// Calls that failed.
+    pub failed: usize,
+    /// Response time, ms.
+    pub response_ms: Distribution,
+    /// Stretch.
+    pub stretch: Distribution,
+    /// When the last reply arrived, seconds after the burst started.
+    pub last_completion_s: f64,
+    /// Each function's idle response time (ms), the stretch denominator.
+    pub idle_ms: BTreeMap<&'static str, f64>,
+}
+
+/// A run's summary and its calls.
+pub struct BurstRun {
+    /// Aggregates.
+    pub summary: BurstSummary,
+    /// Every call.
+    pub calls: Vec<CallRecord>,
+}
+
+/// A small deterministic generator (SplitMix64): the call sequence must be the same for every
+/// policy given the same seed.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// The burst's schedule: (offset from the start, index into the suite), sorted by offset.
+/// Function `i` gets `weights[i]` times the paper's per-function count.
+pub fn schedule(
+    weights: &[u32],
+    cores: usize,
+    intensity: u32,
+    window: Duration,
+    seed: u64,
+) -> Vec<(Duration, usize)> {
+    let per_function = cores as f64 * intensity as f64 / 10.0 * window.as_secs_f64() / 60.0;
+    let mut rng = SplitMix(seed);
+    let mut calls: Vec<(Duration, usize)> = weights
+        .iter()
+        .enumerate()
+        .flat_map(|(f, &w)| {
+            let n = (per_function * w as f64).round().max(1.0) as usize;
+            std::iter::repeat_n(f, n)
+        })
+        .map(|f| (window.mul_f64(rng.unit()), f))
+        .collect();
+    calls.sort();
+    calls
+}
+
+/// Starts a node for `config` in `dir` and deploys the suite with limits high enough that no
+/// call times out, as in the paper.
+pub async fn start(
+    dir: &Path,
+    config: &BurstConfig,
+    suite: &[SuiteEntry],
+) -> anyhow::Result<Arc<Node>> {
+    let executors = ExecutorsConfig {
+        policy: config.policy,
+        baseline_cap: config.baseline_cap,
+        fc_window: config.fc_window,
+        ..ExecutorsConfig::new(config.cores)
+    };
+    let node = Node::start_embedded(dir, executors).await?;
+    let limits = Limits::new(Some(Limits::MAX_TIMEOUT_MS), Some(512))?;
+    for f in suite {
+        node.deploy(
+            FunctionName::new(f.name)?,
+            Bytes::from_static(f.wasm),
+            limits,
+        )
+        .await?;
+    }
+    Ok(Arc::new(node))
+}
+
+/// Each function's median response time over `calls` sequential calls on the idle node.
+pub async fn idle_times(
+    node: &Node,
+    suite: &[SuiteEntry],
+    calls: usize,
+) -> anyhow::Result<BTreeMap<&'static str, f64>> {
+    let mut idle = BTreeMap::new();
+    for f in suite {
+        node.invoke(f.name, Bytes::from_static(f.input)).await?;
+        let mut times = Vec::with_capacity(calls);
+        for _ in 0..calls.max(1) {
+            let t = Instant::now();
+            node.invoke(f.name, Bytes::from_static(f.input)).await?;
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        idle.insert(f.name, Distribution::of(&times).p50);
+    }
+    Ok(idle)
+}
+
+/// Runs one burst on `node` (already warm) and measures every call.
+pub async fn burst(
+    node: Arc<Node>,
+    config: &BurstConfig,
+    suite: &[SuiteEntry],
+    idle_ms: &BTreeMap<&'static str, f64>,
+) -> anyhow::Result<BurstRun> {
+    // Warm-up: `cores` parallel calls of each function, not measured.
+    let warmups: Vec<_> = suite
+        .iter()
+        .flat_map(|f| std::iter::repeat_n(*f, config.cores))
+        .map(|f| {
+            let node = node.clone();
+            tokio::spawn(async move { node.invoke(f.name, Bytes::from_static(f.input)).await })
+        })
+        .collect();
+    for w in warmups {
+        w.await??;
+    }
+
+    let plan = schedule(
+        &config.weights,
+        config.cores,
+        config.intensity,
+        config.window,
+        config.seed,
+    );
+    let start = tokio::time::Instant::now();
+    let origin = start.into_std();
+    let mut pending = Vec::with_capacity(plan.len());
+    for (offset, f) in plan {
+        tokio::time::sleep_until(start + offset).await;
+        let (node, entry) = (node.clone(), suite[f]);
+        pending.push(tokio::spawn(async move {
+            let sent = Instant::now();
+            let reply = node
+                .invoke_traced(entry.name, Bytes::from_static(entry.input))
+                .await;
+            (entry.name, offset, sent, reply, Instant::now())
+        }));
+    }
+    let secs = |t: Instant| t.saturating_duration_since(origin).as_secs_f64();
+    let mut calls = Vec::with_capacity(pending.len());
+    for p in pending {
+        let (function, offset, sent, reply, finished) = p.await?;
+        let response_ms = finished.saturating_duration_since(sent).as_secs_f64() * 1e3;
+        let (started_s, processing_ms, error) = match reply {
+            Ok(r) => (
+                secs(sent + r.queued),
+                r.processing.as_secs_f64() * 1e3,
+                r.result.err().map(|e| e.to_string()),
+            ),
+            Err(e) => (secs(sent), 0.0, Some(e.to_string())),
+        };
+        calls.push(CallRecord {
+            function,
+            scheduled_s: offset.as_secs_f64(),
+            sent_s: secs(sent),
+            started_s,
+            finished_s: secs(finished),
+            processing_ms,
+            response_ms,
+            stretch: response_ms / idle_ms.get(function).copied().unwrap_or(1.0).max(1e-3),
+            error,
+        });
+    }
+    let ok: Vec<&CallRecord> = calls.iter().filter(|c| c.error.is_none()).collect();
+    let summary = BurstSummary {
+        policy: config.policy.as_str(),
+        cores: config.cores,
+        intensity: config.intensity,
+        window_s: config.window.as_secs_f64(),
+        seed: config.seed,
+        calls: calls.len(),
+        failed: calls.len() - ok.len(),
+        response_ms: Distribution::of(&ok.iter().map(|c| c.response_ms).collect::<Vec<_>>()),
+        stretch: Distribution::of(&ok.iter().map(|c| c.stretch).collect::<Vec<_>>()),
+        last_completion_s: calls.iter().map(|c| c.finished_s).fold(0.0, f64::max),
+        idle_ms: idle_ms.clone(),
+    };
+    Ok(BurstRun { summary, calls })
+}
+
+/// Writes a run's calls as CSV.
+pub fn write_csv(path: &Path, calls: &[CallRecord]) -> std::io::Result<()> {
+    let mut out = String::from(
+        "function,scheduled_s,sent_s,started_s,finished_s,processing_ms,response_ms,stretch,error\n",
+    );
+    for c in calls {
+        out += &format!(
+            "{},{:.6},{:.6},{:.6},{:.6},{:.3},{:.3},{:.4},{}\n",
+            c.function,
+            c.scheduled_s,
+            c.sent_s,
+            c.started_s,
+            c.finished_s,
+            c.processing_ms,
+            c.response_ms,
+            c.stretch,
+            c.error.as_deref().unwrap_or("").replace([',', '\n'], " ")
+        );
+    }
+    std::fs::write(path, out)
+}
+
+/// A table in the form of the paper's Table III: one column per run, rows for the average and
+/// percentiles of response time and stretch, and the last completion.
+pub fn table(runs: &[&BurstSummary]) -> String {
+    let mut s = format!(
+        "| metric |{}\n|---|{}\n",
+        runs.iter()
+            .map(|r| format!(" {} |", r.policy))
+            .collect::<String>(),
+        runs.iter().map(|_| "---|").collect::<String>()
+    );
+    let row = |name: &str, get: &dyn Fn(&BurstSummary) -> f64, digits: usize| {
+        format!(
+            "| {name} |{}\n",
+            runs.iter()
+                .map(|r| format!(" {:.*} |", digits, get(r)))
+                .collect::<String>()
+        )
+    };
+    s += &row("response avg (s)", &|r| r.response_ms.avg / 1e3, 2);
+    s += &row("response p50 (s)", &|r| r.response_ms.p50 / 1e3, 2);
+    s += &row("response p75 (s)", &|r| r.response_ms.p75 / 1e3, 2);
+    s += &row("response p95 (s)", &|r| r.response_ms.p95 / 1e3, 2);
+    s += &row("response p99 (s)", &|r| r.response_ms.p99 / 1e3, 2);
+    s += &row("stretch avg", &|r| r.stretch.avg, 1);
+    s += &row("stretch p50", &|r| r.stretch.p50, 1);
+    s += &row("stretch p75", &|r| r.stretch.p75, 1);
+    s += &row("stretch p95", &|r| r.stretch.p95, 1);
+    s += &row("stretch p99", &|r| r.stretch.p99, 1);
+    s += &row("last completion (s)", &|r| r.last_completion_s, 1);
+    s += &row("failed calls", &|r| r.failed as f64, 0);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_calls_every_function_equally_within_the_window() {
+        let window = Duration::from_secs(60);
+        let plan = schedule(&[1; 8], 2, 30, window, 7);
+        assert_eq!(plan.len(), 8 * 6);
+        for f in 0..8 {
+            assert_eq!(plan.iter().filter(|c| c.1 == f).count(), 6);
+        }
+        assert!(plan.windows(2).all(|w| w[0].0 <= w[1].0));
+        assert!(plan.iter().all(|c| c.0 < window));
+        assert_eq!(
+            plan,
+            schedule(&[1; 8], 2, 30, window, 7),
+            "same seed, same burst"
+        );
+        assert_ne!(plan, schedule(&[1; 8], 2, 30, window, 8));
+        // A quarter of the window carries a quarter of the calls: the same load.
+        assert_eq!(schedule(&[1; 8], 2, 40, window / 4, 1).len(), 8 * 2);
+        // Weights multiply a function's share.
+        let weighted = schedule(&[1, 10], 2, 30, window, 1);
+        assert_eq!(weighted.iter().filter(|c| c.1 == 1).count(), 60);
+    }
+
+    #[test]
+    fn distribution_uses_nearest_rank_percentiles() {
+        let d = Distribution::of(&(1..=100).map(f64::from).collect::<Vec<_>>());
+        assert_eq!((d.p50, d.p75, d.p95, d.p99), (50.0, 75.0, 95.0, 99.0));
+        assert_eq!(d.avg, 50.5);
+        assert_eq!(Distribution::of(&[]).p99, 0.0);
+    }
+}
+
+/// A whole experiment: every policy, intensity and seed, with the same call sequences.
+#[derive(Clone, Debug)]
+pub struct Experiment {
+    /// Policies to compare.
+    pub policies: Vec<Policy>,
+    /// Intensities.
+    pub intensities: Vec<u32>,
+    /// Seeds (one call sequence each).
+    pub seeds: Vec<u64>,
+    /// The settings shared by every run (its policy, intensity and seed are overridden).
+    pub base: BurstConfig,
+}
+
+/// Runs `experiment` on `suite`, writing each run's calls to `out/<policy>-v<V>-s<seed>.csv`;
+/// returns every run's summary. Idle times are measured once, on an idle FIFO node.
+pub fn run_experiment(
+    experiment: &Experiment,
+    suite: &[SuiteEntry],
+    out: &Path,
+    mut progress: impl FnMut(&BurstSummary),
+) -> anyhow::Result<Vec<BurstSummary>> {
+    std::fs::create_dir_all(out)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let idle = rt.block_on(async {
+        let dir = tempfile::tempdir()?;
+        let config = BurstConfig {
+            policy: Policy::Fifo,
+            ..experiment.base.clone()
+        };
+        let node = start(dir.path(), &config, suite).await?;
+        let idle = idle_times(&node, suite, config.idle_calls).await?;
+        shut_down(node).await;
+        anyhow::Ok(idle)
+    })?;
+    let mut summaries = Vec::new();
+    for &intensity in &experiment.intensities {
+        for &seed in &experiment.seeds {
+            for &policy in &experiment.policies {
+                let config = BurstConfig {
+                    policy,
+                    intensity,
+                    seed,
+                    ..experiment.base.clone()
+                };
+                let run = rt.block_on(async {
+                    let dir = tempfile::tempdir()?;
+                    let node = start(dir.path(), &config, suite).await?;
+                    let run = burst(node.clone(), &config, suite, &idle).await?;
+                    shut_down(node).await;
+                    anyhow::Ok(run)
+                })?;
+                write_csv(
+                    &out.join(format!("{policy}-v{intensity}-s{seed}.csv")),
+                    &run.calls,
+                )?;
+                progress(&run.summary);
+                summaries.push(run.summary);
+            }
+        }
+    }
+    Ok(summaries)
+}
+
+/// Stops a node's executors off the async threads (joining them blocks).
+async fn shut_down(node: Arc<Node>) {
+    let _ = tokio::task::spawn_blocking(move || drop(node)).await;
+}
+
+/// The paper's "baseline-to-us" ratios, per intensity: how many times lower each policy's average
+/// response time and stretch are than FIFO's and than the baseline's (averaged over seeds).
+pub fn ratios(summaries: &[BurstSummary]) -> String {
+    let mut intensities: Vec<u32> = summaries.iter().map(|s| s.intensity).collect();
+    intensities.sort();
+    intensities.dedup();
+    let mean = |v: u32, policy: &str, get: &dyn Fn(&BurstSummary) -> f64| {
+        let runs: Vec<f64> = summaries
+            .iter()
+            .filter(|s| s.intensity == v && s.policy == policy)
+            .map(get)
+            .collect();
+        (!runs.is_empty()).then(|| runs.iter().sum::<f64>() / runs.len() as f64)
+    };
+    let mut out = String::from(
+        "| intensity | policy | avg response (s) | avg stretch | response: FIFO / policy | stretch: FIFO / policy | response: baseline / policy | stretch: baseline / policy |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for v in intensities {
+        for policy in Policy::ALL.map(Policy::as_str) {
+            let response = |p: &str| mean(v, p, &|s| s.response_ms.avg / 1e3);
+            let stretch = |p: &str| mean(v, p, &|s| s.stretch.avg);
+            let (Some(r), Some(st)) = (response(policy), stretch(policy)) else {
+                continue;
+            };
+            let ratio = |base: Option<f64>, x: f64| match base {
+                Some(b) if x > 0.0 => format!("{:.2}x", b / x),
+                _ => "-".to_owned(),
+            };
+            out += &format!(
+                "| {v} | {policy} | {r:.2} | {st:.1} | {} | {} | {} | {} |\n",
+                ratio(response("fifo"), r),
+                ratio(stretch("fifo"), st),
+                ratio(response("baseline"), r),
+                ratio(stretch("baseline"), st),
+            );
+        }
+    }
+    out
+}
