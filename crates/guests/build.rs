@@ -1,11 +1,22 @@
-//! Compiles the guest workspace in `wasm/` to `wasm32-wasip1` and copies each example's module
-//! into `OUT_DIR`, where `src/lib.rs` includes it.
+//! Compiles the guest workspace in `wasm/` to `wasm32-wasip1` and copies each example's and each
+//! suite function's module into `OUT_DIR`, where `src/lib.rs` includes it.
 
 use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
 const EXAMPLES: [&str; 3] = ["hello", "echo", "wc"];
+/// The suite's functions (`wasm/suite/`), by package name.
+const SUITE: [&str; 8] = [
+    "graph-bfs",
+    "graph-mst",
+    "graph-pagerank",
+    "dynamic-html",
+    "thumbnailer",
+    "compression",
+    "sleep",
+    "dna-visualisation",
+];
 const TARGET: &str = "wasm32-wasip1";
 
 fn main() {
@@ -46,11 +57,12 @@ fn main() {
         "building the guest functions in {} failed (see the compiler's output above)",
         workspace.display()
     );
-    for name in EXAMPLES {
+    for name in EXAMPLES.into_iter().chain(SUITE) {
+        // Cargo names a cdylib after its crate, whose name has `_` where the package has `-`.
         let built = target_dir
             .join(TARGET)
             .join("release")
-            .join(format!("{name}.wasm"));
+            .join(format!("{}.wasm", name.replace('-', "_")));
         std::fs::copy(&built, out_dir.join(format!("{name}.wasm")))
             .unwrap_or_else(|e| panic!("copying {}: {e}", built.display()));
     }

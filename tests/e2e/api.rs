@@ -132,3 +132,64 @@ fn one_running_call_per_core() {
     );
     assert!(max_queued >= 1, "calls never waited for the busy core");
 }
+
+#[test]
+fn the_node_reports_its_policy_and_what_it_learned() {
+    let p = Platform::start(&["--policy", "sept", "--cores", "1"]);
+    p.deploy("hello", mote_guests::HELLO.wasm, "");
+    p.deploy("slow", &crate::fixtures::busy(20_000_000), "");
+    for _ in 0..3 {
+        assert_eq!(p.invoke("hello", b"x").status, 200);
+        assert_eq!(p.invoke("slow", b"").status, 200);
+    }
+    let node = p.get("/v1/node").json();
+    assert_eq!(node["policy"], "sept");
+    assert_eq!(node["cores"], 1);
+    assert_eq!(node["executor_threads"], 1);
+    assert_eq!(node["queue_length"], 0);
+    let expected = |name: &str| {
+        let f = node["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .unwrap();
+        assert_eq!(f["recent_ms"].as_array().unwrap().len(), 3, "{f}");
+        f["expected_ms"].as_f64().unwrap()
+    };
+    assert!(expected("slow") > expected("hello"), "{node}");
+    let m = p.get("/metrics").text();
+    assert!(m.contains(r#"mote_policy{policy="sept"} 1"#), "{m}");
+    assert!(
+        m.contains(r#"mote_expected_processing_seconds{function="slow"}"#),
+        "{m}"
+    );
+}
+
+#[test]
+fn the_baseline_runs_more_calls_than_cores() {
+    let p = Platform::start(&[
+        "--policy",
+        "baseline",
+        "--cores",
+        "1",
+        "--baseline-cap",
+        "4",
+    ]);
+    assert_eq!(p.get("/v1/node").json()["executor_threads"], 4);
+    p.deploy("slow", &crate::fixtures::busy(150_000_000), "");
+    let mut max_busy = 0;
+    std::thread::scope(|s| {
+        let calls: Vec<_> = (0..3)
+            .map(|_| s.spawn(|| assert_eq!(p.invoke("slow", b"").status, 200)))
+            .collect();
+        while !calls.iter().all(|c| c.is_finished()) {
+            max_busy = max_busy.max(gauge(&p.get("/metrics").text(), "mote_executors_busy"));
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    });
+    assert!(
+        max_busy >= 2,
+        "the baseline never ran calls side by side on its one core"
+    );
+}

@@ -3,6 +3,7 @@
 
 mod api;
 mod bad_input;
+mod burst;
 mod cli;
 mod fixtures;
 mod limits;

@@ -10,9 +10,12 @@
 //! dispatcher would, so response times measure the node and not an HTTP client.
 //!
 //! Intensity follows the paper: with `c` cores and intensity `v`, each function gets
-//! `c * v / 10` calls in a 60 s window. A shorter window scales the count down in proportion, so
-//! the load (work per second) of an intensity is the same whatever the window.
+//! `c * v / 10` calls in a 60 s window, which with the paper's suite (mean idle response time
+//! 1.042 s) keeps the cores busy about `v / 60` of the time. Our suite's functions are shorter,
+//! so the count is scaled by `1.042 s / (mean idle time of our suite)` to give each intensity
+//! the paper's load; a shorter window scales it down in proportion, for the same reason.
 
+use crate::plot::{PlotError, Series, box_plot_png};
 use bytes::Bytes;
 use mote_node::{ExecutorsConfig, Node};
 use mote_sched::Policy;
@@ -132,6 +135,8 @@ pub struct BurstSummary {
     pub window_s: f64,
     /// Seed.
     pub seed: u64,
+    /// The factor on the paper's call counts that gives our suite the paper's load.
+    pub load_scale: f64,
     /// Calls sent.
     pub calls: usize,
     /// Calls that failed.
@@ -144,6 +149,8 @@ pub struct BurstSummary {
     pub last_completion_s: f64,
     /// Each function's idle response time (ms), the stretch denominator.
     pub idle_ms: BTreeMap<&'static str, f64>,
+    /// Stretch of each function's successful calls.
+    pub stretch_by_function: BTreeMap<&'static str, Distribution>,
 }
 
 /// A run's summary and its calls.
@@ -173,16 +180,27 @@ impl SplitMix {
     }
 }
 
+/// The mean idle response time of the paper's suite (its Table I), which its intensities assume.
+pub const PAPER_MEAN_IDLE: Duration = Duration::from_millis(1042);
+
+/// How much to scale the paper's call counts so that our suite, whose functions have these idle
+/// times, puts the same load on the cores at the same intensity.
+pub fn load_scale(idle_ms: &BTreeMap<&'static str, f64>) -> f64 {
+    let mean_ms = idle_ms.values().sum::<f64>() / idle_ms.len().max(1) as f64;
+    PAPER_MEAN_IDLE.as_secs_f64() * 1e3 / mean_ms.max(1e-3)
+}
+
 /// The burst's schedule: (offset from the start, index into the suite), sorted by offset.
-/// Function `i` gets `weights[i]` times the paper's per-function count.
+/// Function `i` gets `weights[i] * scale` times the paper's per-function count.
 pub fn schedule(
     weights: &[u32],
+    scale: f64,
     cores: usize,
     intensity: u32,
     window: Duration,
     seed: u64,
 ) -> Vec<(Duration, usize)> {
-    let per_function = cores as f64 * intensity as f64 / 10.0 * window.as_secs_f64() / 60.0;
+    let per_function = scale * cores as f64 * intensity as f64 / 10.0 * window.as_secs_f64() / 60.0;
     let mut rng = SplitMix(seed);
     let mut calls: Vec<(Duration, usize)> = weights
         .iter()
@@ -265,6 +283,7 @@ pub async fn burst(
 
     let plan = schedule(
         &config.weights,
+        load_scale(idle_ms),
         config.cores,
         config.intensity,
         config.window,
@@ -316,12 +335,24 @@ pub async fn burst(
         intensity: config.intensity,
         window_s: config.window.as_secs_f64(),
         seed: config.seed,
+        load_scale: load_scale(idle_ms),
         calls: calls.len(),
         failed: calls.len() - ok.len(),
         response_ms: Distribution::of(&ok.iter().map(|c| c.response_ms).collect::<Vec<_>>()),
         stretch: Distribution::of(&ok.iter().map(|c| c.stretch).collect::<Vec<_>>()),
         last_completion_s: calls.iter().map(|c| c.finished_s).fold(0.0, f64::max),
         idle_ms: idle_ms.clone(),
+        stretch_by_function: idle_ms
+            .keys()
+            .map(|&f| {
+                let of_f: Vec<f64> = ok
+                    .iter()
+                    .filter(|c| c.function == f)
+                    .map(|c| c.stretch)
+                    .collect();
+                (f, Distribution::of(&of_f))
+            })
+            .collect(),
     };
     Ok(BurstRun { summary, calls })
 }
@@ -366,11 +397,11 @@ pub fn table(runs: &[&BurstSummary]) -> String {
                 .collect::<String>()
         )
     };
-    s += &row("response avg (s)", &|r| r.response_ms.avg / 1e3, 2);
-    s += &row("response p50 (s)", &|r| r.response_ms.p50 / 1e3, 2);
-    s += &row("response p75 (s)", &|r| r.response_ms.p75 / 1e3, 2);
-    s += &row("response p95 (s)", &|r| r.response_ms.p95 / 1e3, 2);
-    s += &row("response p99 (s)", &|r| r.response_ms.p99 / 1e3, 2);
+    s += &row("response avg (s)", &|r| r.response_ms.avg / 1e3, 3);
+    s += &row("response p50 (s)", &|r| r.response_ms.p50 / 1e3, 3);
+    s += &row("response p75 (s)", &|r| r.response_ms.p75 / 1e3, 3);
+    s += &row("response p95 (s)", &|r| r.response_ms.p95 / 1e3, 3);
+    s += &row("response p99 (s)", &|r| r.response_ms.p99 / 1e3, 3);
     s += &row("stretch avg", &|r| r.stretch.avg, 1);
     s += &row("stretch p50", &|r| r.stretch.p50, 1);
     s += &row("stretch p75", &|r| r.stretch.p75, 1);
@@ -388,7 +419,7 @@ mod tests {
     #[test]
     fn schedule_calls_every_function_equally_within_the_window() {
         let window = Duration::from_secs(60);
-        let plan = schedule(&[1; 8], 2, 30, window, 7);
+        let plan = schedule(&[1; 8], 1.0, 2, 30, window, 7);
         assert_eq!(plan.len(), 8 * 6);
         for f in 0..8 {
             assert_eq!(plan.iter().filter(|c| c.1 == f).count(), 6);
@@ -397,14 +428,16 @@ mod tests {
         assert!(plan.iter().all(|c| c.0 < window));
         assert_eq!(
             plan,
-            schedule(&[1; 8], 2, 30, window, 7),
+            schedule(&[1; 8], 1.0, 2, 30, window, 7),
             "same seed, same burst"
         );
-        assert_ne!(plan, schedule(&[1; 8], 2, 30, window, 8));
+        assert_ne!(plan, schedule(&[1; 8], 1.0, 2, 30, window, 8));
         // A quarter of the window carries a quarter of the calls: the same load.
-        assert_eq!(schedule(&[1; 8], 2, 40, window / 4, 1).len(), 8 * 2);
+        assert_eq!(schedule(&[1; 8], 1.0, 2, 40, window / 4, 1).len(), 8 * 2);
+        // The load scale multiplies every count.
+        assert_eq!(schedule(&[1; 8], 2.0, 2, 30, window, 7).len(), 8 * 12);
         // Weights multiply a function's share.
-        let weighted = schedule(&[1, 10], 2, 30, window, 1);
+        let weighted = schedule(&[1, 10], 1.0, 2, 30, window, 1);
         assert_eq!(weighted.iter().filter(|c| c.1 == 1).count(), 60);
     }
 
@@ -431,13 +464,13 @@ pub struct Experiment {
 }
 
 /// Runs `experiment` on `suite`, writing each run's calls to `out/<policy>-v<V>-s<seed>.csv`;
-/// returns every run's summary. Idle times are measured once, on an idle FIFO node.
+/// returns every run. Idle times are measured once, on an idle FIFO node.
 pub fn run_experiment(
     experiment: &Experiment,
     suite: &[SuiteEntry],
     out: &Path,
     mut progress: impl FnMut(&BurstSummary),
-) -> anyhow::Result<Vec<BurstSummary>> {
+) -> anyhow::Result<Vec<BurstRun>> {
     std::fs::create_dir_all(out)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -453,7 +486,7 @@ pub fn run_experiment(
         shut_down(node).await;
         anyhow::Ok(idle)
     })?;
-    let mut summaries = Vec::new();
+    let mut runs = Vec::new();
     for &intensity in &experiment.intensities {
         for &seed in &experiment.seeds {
             for &policy in &experiment.policies {
@@ -475,11 +508,60 @@ pub fn run_experiment(
                     &run.calls,
                 )?;
                 progress(&run.summary);
-                summaries.push(run.summary);
+                runs.push(run);
             }
         }
     }
-    Ok(summaries)
+    Ok(runs)
+}
+
+/// A metric to plot: file name part, axis label, and how to read it from a call.
+type PlottedMetric = (&'static str, &'static str, fn(&CallRecord) -> f64);
+
+/// Box plots of response time and stretch per policy, one pair of PNGs per intensity
+/// (`v<V>-response.png`, `v<V>-stretch.png`), all seeds together.
+pub fn write_plots(out: &Path, runs: &[BurstRun]) -> Result<(), PlotError> {
+    let mut intensities: Vec<u32> = runs.iter().map(|r| r.summary.intensity).collect();
+    intensities.sort();
+    intensities.dedup();
+    for v in intensities {
+        let at_v: Vec<&BurstRun> = runs.iter().filter(|r| r.summary.intensity == v).collect();
+        let mut policies: Vec<&'static str> = at_v.iter().map(|r| r.summary.policy).collect();
+        policies.dedup();
+        let values = |policy: &str, get: fn(&CallRecord) -> f64| -> Vec<f64> {
+            at_v.iter()
+                .filter(|r| r.summary.policy == policy)
+                .flat_map(|r| r.calls.iter().filter(|c| c.error.is_none()).map(get))
+                .collect()
+        };
+        let metrics: [PlottedMetric; 2] = [
+            ("response", "response time (s)", |c| c.response_ms / 1e3),
+            ("stretch", "stretch (response / idle response)", |c| {
+                c.stretch
+            }),
+        ];
+        for (file, label, get) in metrics {
+            let data: Vec<Vec<f64>> = policies.iter().map(|p| values(p, get)).collect();
+            let series: Vec<Series<'_>> = policies
+                .iter()
+                .zip(&data)
+                .map(|(p, d)| Series {
+                    label: p,
+                    values: d,
+                })
+                .collect();
+            let title = format!("{file} by policy, intensity {v}");
+            box_plot_png(
+                &out.join(format!("v{v}-{file}.png")),
+                &title,
+                label,
+                &series,
+                true,
+                (900, 560),
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// Stops a node's executors off the async threads (joining them blocks).

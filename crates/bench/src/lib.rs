@@ -13,6 +13,7 @@
 
 pub mod burst;
 pub mod call_path;
+pub mod plot;
 
 use bytes::Bytes;
 use mote_node::{ExecutorsConfig, Node};

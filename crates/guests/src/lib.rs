@@ -3,7 +3,9 @@
 //! sources say.
 //!
 //! `wasm/` is a separate Cargo workspace (it targets WebAssembly, not the host) holding the guest
-//! SDK `mote-sdk` and the examples.
+//! SDK `mote-sdk`, the examples, and the function suite ([`SUITE`]): eight functions modelled on
+//! the SeBS benchmark's, with run times from milliseconds to seconds, for benchmarking schedulers
+//! with a realistic mix of calls.
 
 /// An example function: its name, what it does, and its module's bytes.
 pub struct Example {
@@ -38,15 +40,90 @@ pub const WC: Example = example!(
 /// Every example, in the order `mote up --examples` deploys them.
 pub const ALL: [Example; 3] = [HELLO, ECHO, WC];
 
+/// A function of the suite in `wasm/suite/` (see its README): a mote ABI function modelled on one
+/// of the SeBS benchmark's, doing real work on an input it generates from the parameters in the
+/// request body (`seed=… size=…`; an empty body means the defaults).
+pub struct SuiteFunction {
+    /// The name it is deployed under (its package name in `wasm/suite/`).
+    pub name: &'static str,
+    /// One line for humans: what it does and which SeBS function it models.
+    pub about: &'static str,
+    /// The WebAssembly module.
+    pub wasm: &'static [u8],
+    /// The request body of its default workload, spelled out. Sending an empty body does the same
+    /// work; `size=` scales it down or up.
+    pub default_input: &'static [u8],
+}
+
+macro_rules! suite_function {
+    ($name:literal, $about:literal, $default_input:literal) => {
+        SuiteFunction {
+            name: $name,
+            about: $about,
+            wasm: include_bytes!(concat!(env!("OUT_DIR"), "/", $name, ".wasm")),
+            default_input: $default_input,
+        }
+    };
+}
+
+/// The suite, from the shortest expected run time to the longest. With the default inputs, one
+/// call takes (measured in wasmtime on the 2-core benchmark machine, see `wasm/suite/README.md`)
+/// about 6 ms for each graph function, 10 ms for `dynamic-html`, 60 ms for `thumbnailer`, 400 ms
+/// for `compression`, 500 ms for `sleep` and 4 s for `dna-visualisation`: half of the run times
+/// the SeBS functions have in the paper's Table I, as the benchmark node has half the cores.
+pub const SUITE: [SuiteFunction; 8] = [
+    suite_function!(
+        "graph-bfs",
+        "breadth-first search of a Barabási–Albert graph (SeBS 503.graph-bfs)",
+        b"seed=42 size=23000"
+    ),
+    suite_function!(
+        "graph-pagerank",
+        "PageRank of a Barabási–Albert graph (SeBS 501.graph-pagerank)",
+        b"seed=42 size=5000"
+    ),
+    suite_function!(
+        "graph-mst",
+        "minimum spanning tree of a weighted Barabási–Albert graph (SeBS 502.graph-mst)",
+        b"seed=42 size=9000"
+    ),
+    suite_function!(
+        "dynamic-html",
+        "renders an HTML page from a template (SeBS 110.dynamic-html)",
+        b"seed=42 size=3500"
+    ),
+    suite_function!(
+        "thumbnailer",
+        "shrinks a generated RGB image to a thumbnail (SeBS 210.thumbnailer)",
+        b"seed=42 size=2900"
+    ),
+    suite_function!(
+        "compression",
+        "deflates and inflates generated text with miniz_oxide (SeBS 311.compression)",
+        b"seed=42 size=5120"
+    ),
+    suite_function!(
+        "sleep",
+        "sleeps for the requested milliseconds without using the CPU (SeBS 010.sleep)",
+        b"ms=500"
+    ),
+    suite_function!(
+        "dna-visualisation",
+        "squiggle transform of a DNA sequence, serialised as JSON (SeBS 504.dna-visualisation)",
+        b"seed=42 size=10000000"
+    ),
+];
+
 #[cfg(test)]
 mod tests {
     #[test]
-    fn examples_are_webassembly_modules() {
-        for e in super::ALL {
+    fn examples_and_suite_are_webassembly_modules() {
+        let examples = super::ALL.map(|e| (e.name, e.wasm));
+        let suite = super::SUITE.map(|f| (f.name, f.wasm));
+        for (name, wasm) in examples.into_iter().chain(suite) {
             assert!(
-                e.wasm.starts_with(b"\0asm\x01\0\0\0"),
-                "{} is not a core module",
-                e.name
+                wasm.starts_with(b"\0asm\x01\0\0\0"),
+                "{name} is not a core module"
             );
         }
     }
