@@ -66,11 +66,11 @@ macro_rules! suite_function {
     };
 }
 
-/// The suite, from the shortest expected run time to the longest. With the default inputs, one
-/// call takes (measured in wasmtime on the 2-core benchmark machine, see `wasm/suite/README.md`)
-/// about 6 ms for each graph function, 10 ms for `dynamic-html`, 60 ms for `thumbnailer`, 400 ms
-/// for `compression`, 500 ms for `sleep` and 4 s for `dna-visualisation`: half of the run times
-/// the SeBS functions have in the paper's Table I, as the benchmark node has half the cores.
+/// The suite, from the shortest expected run time to the longest. The default inputs aim at half
+/// of the run times the SeBS functions have in the paper's Table I, as the benchmark node has half
+/// the cores: about 6 ms for each graph function, 10 ms for `dynamic-html`, 60 ms for
+/// `thumbnailer`, 400 ms for `compression`, 500 ms for `sleep` and 4 s for `dna-visualisation`.
+/// What they measure on the 2-core benchmark machine is in `wasm/suite/README.md`.
 pub const SUITE: [SuiteFunction; 8] = [
     suite_function!(
         "graph-bfs",
