@@ -36,6 +36,8 @@ enum Command {
     Ls(commands::client::LsArgs),
     /// Remove a function.
     Rm(commands::client::RmArgs),
+    /// Let a quarantined function's calls in again.
+    Release(commands::client::ReleaseArgs),
     /// Measure the platform (see docs/benchmarks.md).
     #[command(subcommand)]
     Bench(commands::bench::BenchCommand),
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
         Command::Invoke(args) => commands::client::invoke(args),
         Command::Ls(args) => commands::client::ls(args),
         Command::Rm(args) => commands::client::rm(args),
+        Command::Release(args) => commands::client::release(args),
         Command::Bench(cmd) => commands::bench::run(cmd),
     };
     match result {

@@ -3,6 +3,7 @@
 
 use anyhow::{Context, bail};
 use clap::Args;
+use mote_types::ShowBudget;
 use serde::Deserialize;
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -29,8 +30,12 @@ pub struct DeployArgs {
     /// The WebAssembly module (.wasm): a mote ABI module or a WASI command.
     file: PathBuf,
     /// Wall-clock limit per call, in milliseconds [server default: 10000].
-    #[arg(long)]
+    #[arg(long, conflicts_with = "timeout_us")]
     timeout_ms: Option<u64>,
+    /// Wall-clock limit per call, in microseconds (at least 100), for functions that run for
+    /// microseconds.
+    #[arg(long)]
+    timeout_us: Option<u64>,
     /// Memory limit per call, in MiB [server default: 128].
     #[arg(long)]
     memory_mb: Option<u32>,
@@ -66,13 +71,22 @@ pub struct RmArgs {
     server: Server,
 }
 
+/// Options of `mote release`.
+#[derive(Args)]
+pub struct ReleaseArgs {
+    /// The quarantined function.
+    name: String,
+    #[command(flatten)]
+    server: Server,
+}
+
 /// A function as the API describes it.
 #[derive(Deserialize)]
 struct FunctionInfo {
     name: String,
     sha256: String,
     kind: String,
-    timeout_ms: u64,
+    timeout_us: u64,
     memory_mb: u32,
     size_bytes: u64,
 }
@@ -89,6 +103,7 @@ pub fn deploy(args: DeployArgs) -> anyhow::Result<()> {
     let mut url = format!("{}/v1/functions/{}", base(&args.server), args.name);
     let params: Vec<String> = [
         args.timeout_ms.map(|v| format!("timeout_ms={v}")),
+        args.timeout_us.map(|v| format!("timeout_us={v}")),
         args.memory_mb.map(|v| format!("memory_mb={v}")),
     ]
     .into_iter()
@@ -100,12 +115,12 @@ pub fn deploy(args: DeployArgs) -> anyhow::Result<()> {
     let body = request(&args.server, agent().put(&url).send(&wasm[..]))?;
     let f: FunctionInfo = serde_json::from_slice(&body).context("unexpected deploy response")?;
     println!(
-        "deployed {} ({}, {} bytes, sha256 {}, timeout {} ms, memory {} MiB)",
+        "deployed {} ({}, {} bytes, sha256 {}, timeout {}, memory {} MiB)",
         f.name,
         f.kind,
         f.size_bytes,
         &f.sha256[..12.min(f.sha256.len())],
-        f.timeout_ms,
+        ShowBudget(f.timeout_us),
         f.memory_mb
     );
     Ok(())
@@ -147,11 +162,11 @@ pub fn ls(args: LsArgs) -> anyhow::Result<()> {
     );
     for f in list.functions {
         println!(
-            "{:<24} {:<13} {:>10} {:>6}ms {:>6}MiB  {}",
+            "{:<24} {:<13} {:>10} {:>8} {:>6}MiB  {}",
             f.name,
             f.kind,
             f.size_bytes,
-            f.timeout_ms,
+            ShowBudget(f.timeout_us).to_string(),
             f.memory_mb,
             &f.sha256[..12.min(f.sha256.len())]
         );
@@ -164,6 +179,20 @@ pub fn rm(args: RmArgs) -> anyhow::Result<()> {
     let url = format!("{}/v1/functions/{}", base(&args.server), args.name);
     request(&args.server, agent().delete(&url).call())?;
     println!("removed {}", args.name);
+    Ok(())
+}
+
+/// `mote release NAME`.
+pub fn release(args: ReleaseArgs) -> anyhow::Result<()> {
+    let url = format!("{}/v1/functions/{}/release", base(&args.server), args.name);
+    let body = request(&args.server, agent().post(&url).send_empty())?;
+    let released: serde_json::Value =
+        serde_json::from_slice(&body).context("unexpected release response")?;
+    if released["released"] == true {
+        println!("released {}: its calls run again", args.name);
+    } else {
+        println!("{} was not quarantined", args.name);
+    }
     Ok(())
 }
 

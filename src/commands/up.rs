@@ -24,7 +24,7 @@ pub struct UpArgs {
     cores: Option<usize>,
     /// Scheduling policy: fifo, sept, eect, rect, fc (Fair-Choice), or baseline (OpenWhisk-like:
     /// calls start at once, more running calls than cores). See docs/benchmarks/scheduling.md.
-    #[arg(long, default_value = "fifo")]
+    #[arg(long, default_value = "fc")]
     policy: mote_sched::Policy,
     /// Fair-Choice counts each function's calls over this many seconds (the paper's T).
     #[arg(long, default_value_t = 60)]
@@ -44,6 +44,14 @@ pub struct UpArgs {
     /// Most calls that may wait for a core; more are refused with 503.
     #[arg(long, default_value_t = 100_000)]
     max_queue: usize,
+    /// Quarantine a function after this many calls in a row are killed for their budget; it
+    /// refuses calls (409) until redeployed or released (`mote release NAME`). 0: never.
+    #[arg(long, default_value_t = 5)]
+    quarantine_after: u32,
+    /// Confine executor threads with a seccomp allow-list (Linux): code running there cannot
+    /// open files, sockets or processes.
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    seccomp: String,
     /// Log filter (tracing's EnvFilter syntax), e.g. `info` or `mote=debug`.
     #[arg(long, default_value = "info", env = "MOTE_LOG")]
     log: String,
@@ -73,6 +81,8 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
         fc_window: std::time::Duration::from_secs(args.fc_window_s.max(1)),
         baseline_cap: args.baseline_cap.unwrap_or_else(|| baseline_cap(cores)),
         max_queue: args.max_queue,
+        quarantine_after: args.quarantine_after,
+        seccomp: args.seccomp == "on",
         ..ExecutorsConfig::new(cores)
     };
     let policy = executors.policy;

@@ -56,10 +56,13 @@ fn deploy_invoke_ls_rm() {
 
     let o = mote(&p, &["ls"]);
     assert!(
-        stdout(&o).contains("greet") && stdout(&o).contains("300ms"),
+        stdout(&o).contains("greet") && stdout(&o).contains("300 ms"),
         "{}",
         stdout(&o)
     );
+
+    let o = mote(&p, &["release", "greet"]);
+    assert_eq!(stdout(&o), "greet was not quarantined\n");
 
     let o = mote(&p, &["rm", "greet"]);
     assert!(o.status.success());

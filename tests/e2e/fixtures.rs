@@ -48,6 +48,22 @@ pub fn memory_bomb() -> Vec<u8> {
     )
 }
 
+/// Dirties 4 MiB of fresh memory, then loops forever.
+pub fn hog() -> Vec<u8> {
+    abi(
+        1,
+        r#"(local $p i32)
+           (drop (memory.grow (i32.const 64)))
+           (local.set $p (i32.const 65536))
+           (loop $touch
+             (i32.store (local.get $p) (i32.const 1))
+             (local.set $p (i32.add (local.get $p) (i32.const 4096)))
+             (br_if $touch (i32.lt_u (local.get $p) (i32.const 4259840))))
+           (loop $l (br $l))
+           i64.const 0"#,
+    )
+}
+
 /// Busy-loops `iterations` times, then answers an empty body.
 pub fn busy(iterations: u32) -> Vec<u8> {
     abi(

@@ -72,3 +72,116 @@ fn a_memory_bomb_is_a_500_naming_the_limit_and_others_keep_running() {
         bombs.join().unwrap();
     });
 }
+
+#[test]
+fn a_100_microsecond_budget_is_enforced_and_repeat_offenders_are_quarantined() {
+    let p = Platform::start(&["--cores", "1", "--quarantine-after", "3"]);
+    let d = p.deploy("spin", &fixtures::spin(), "?timeout_us=100");
+    assert_eq!(
+        (d["timeout_us"].as_u64(), d["timeout_ms"].as_u64()),
+        (Some(100), Some(1))
+    );
+    p.deploy("hello", mote_guests::HELLO.wasm, "");
+    for _ in 0..3 {
+        let r = p.invoke("spin", b"");
+        assert_eq!(r.status, 504, "{}", r.text());
+        assert!(r.error().contains("timeout of 100 µs"), "{}", r.error());
+    }
+    // Three kills in a row: the function refuses calls, saying why and what to do.
+    let r = p.invoke("spin", b"");
+    assert_eq!(r.status, 409, "{}", r.text());
+    for needle in [
+        "`spin` is quarantined",
+        "3 calls in a row",
+        "100 µs",
+        "release",
+    ] {
+        assert!(
+            r.error().contains(needle),
+            "missing {needle:?}: {}",
+            r.error()
+        );
+    }
+    assert_eq!(
+        p.get("/v1/functions/spin").json()["quarantined_after_kills"],
+        3
+    );
+    assert!(
+        p.get("/metrics")
+            .text()
+            .contains("mote_functions_quarantined 1")
+    );
+    // Other functions are unaffected.
+    assert_eq!(p.invoke("hello", b"x").text(), "Hello, x!\n");
+
+    // The operator releases it: it runs (and is killed) again.
+    let released = p.post("/v1/functions/spin/release", b"").json();
+    assert_eq!(released["released"], true);
+    assert!(
+        p.get("/v1/functions/spin")
+            .json()
+            .get("quarantined_after_kills")
+            .is_none()
+    );
+    assert_eq!(p.invoke("spin", b"").status, 504);
+    assert_eq!(
+        p.post("/v1/functions/spin/release", b"").json()["released"],
+        false
+    );
+    assert_eq!(p.post("/v1/functions/nope/release", b"").status, 404);
+
+    // A redeploy starts clean, and a fixed function is not counted against.
+    for _ in 0..3 {
+        p.invoke("spin", b"");
+    }
+    assert_eq!(p.invoke("spin", b"").status, 409);
+    p.deploy("spin", &fixtures::busy(10), "?timeout_us=100000");
+    assert_eq!(p.invoke("spin", b"").status, 200);
+    assert!(
+        p.get("/metrics")
+            .text()
+            .contains("mote_functions_quarantined 0")
+    );
+}
+
+#[test]
+fn budgets_below_100_microseconds_or_in_two_units_are_refused() {
+    let p = Platform::start(&[]);
+    let r = p.put("/v1/functions/f?timeout_us=99", mote_guests::ECHO.wasm);
+    assert_eq!(r.status, 400);
+    assert!(
+        r.error()
+            .contains("timeout_us=99 is out of range; use 100 to"),
+        "{}",
+        r.error()
+    );
+    let r = p.put(
+        "/v1/functions/f?timeout_us=500&timeout_ms=5",
+        mote_guests::ECHO.wasm,
+    );
+    assert_eq!(r.status, 400);
+    assert!(r.error().contains("not both"), "{}", r.error());
+    assert_eq!(p.get("/v1/functions/f").status, 404);
+}
+
+#[test]
+fn killed_calls_release_everything_they_held() {
+    // Each call dirties 4 MiB and is killed at its budget: resident memory must not grow with
+    // the number of kills (the benchmark runs a million; this runs a few thousand).
+    let p = Platform::start(&["--cores", "1", "--quarantine-after", "0"]);
+    p.deploy("hog", &fixtures::hog(), "?timeout_us=200");
+    let kill = |n: usize| {
+        for _ in 0..n {
+            let r = p.invoke("hog", b"");
+            assert_eq!(r.status, 504, "{}", r.text());
+        }
+    };
+    kill(300);
+    let before = p.resident_bytes();
+    kill(3000);
+    let after = p.resident_bytes();
+    assert!(
+        after < before + (8 << 20),
+        "resident memory grew from {before} to {after} bytes over 3000 killed calls"
+    );
+}

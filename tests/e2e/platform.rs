@@ -105,6 +105,13 @@ impl Platform {
         Reply { status, body }
     }
 
+    /// The server process's resident memory.
+    pub fn resident_bytes(&self) -> u64 {
+        let statm = std::fs::read_to_string(format!("/proc/{}/statm", self.child.id())).unwrap();
+        let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+        pages * 4096
+    }
+
     pub fn get(&self, path: &str) -> Reply {
         Self::finish(Self::agent().get(format!("{}{path}", self.url)).call())
     }

@@ -171,7 +171,7 @@ fn timeout_overshoot(fixture: &Fixture, runs: u32) -> anyhow::Result<Histogram<u
         (func (export "mote_handle") (param i32 i32) (result i64) (loop $l (br $l)) i64.const 0))"#;
     let spin = fixture.runtime.compile(&wat::parse_str(SPIN)?)?;
     let limits = Limits {
-        timeout_ms: 10,
+        timeout_us: 10_000,
         ..Limits::default()
     };
     let name: Arc<str> = Arc::from("spin");

@@ -40,12 +40,14 @@ impl ApiError {
                     StatusCode::BAD_REQUEST
                 }
                 DeployError::NotFound(_) => StatusCode::NOT_FOUND,
-                DeployError::State(_) | DeployError::Runtime(_) | DeployError::Internal(_) => {
-                    StatusCode::INTERNAL_SERVER_ERROR
-                }
+                DeployError::State(_)
+                | DeployError::Runtime(_)
+                | DeployError::Confine(_)
+                | DeployError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             },
             Self::Invoke(e) => match e {
                 InvokeError::NotFound(_) => StatusCode::NOT_FOUND,
+                InvokeError::Quarantined { .. } => StatusCode::CONFLICT,
                 InvokeError::QueueFull { .. } | InvokeError::ShuttingDown => {
                     StatusCode::SERVICE_UNAVAILABLE
                 }

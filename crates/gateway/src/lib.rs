@@ -4,8 +4,9 @@
 //! the node's executors asynchronously.
 //!
 //! Routes:
-//! - `PUT /v1/functions/{name}?timeout_ms=&memory_mb=` deploys the module in the body (201).
+//! - `PUT /v1/functions/{name}?timeout_ms=|timeout_us=&memory_mb=` deploys the module in the body (201).
 //! - `GET /v1/functions`, `GET /v1/functions/{name}`, `DELETE /v1/functions/{name}`.
+//! - `POST /v1/functions/{name}/release` lets a quarantined function's calls in again.
 //! - `POST /v1/invoke/{name}` runs the function with the body as input (200 with its output).
 //! - `GET /v1/node`: the scheduling policy, queue and each function's expected processing time.
 //! - `GET /healthz`, `GET /metrics` (Prometheus text format).
@@ -23,7 +24,7 @@ use axum::routing::{get, post, put};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use mote_node::Node;
-use mote_types::{FunctionName, FunctionRecord, Limits};
+use mote_types::{FunctionName, FunctionRecord, Limits, Timeout};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -61,6 +62,7 @@ pub fn router(node: Arc<Node>, config: GatewayConfig) -> Router {
             "/v1/functions/{name}",
             put(deploy).get(get_function).delete(remove_function),
         )
+        .route("/v1/functions/{name}/release", post(release_function))
         .route("/v1/invoke/{name}", post(invoke))
         .route("/v1/node", get(node_status))
         .fallback(not_found)
@@ -98,6 +100,7 @@ async fn metrics(State(gw): State<Gateway>) -> Response {
 #[derive(Debug, Deserialize)]
 struct DeployParams {
     timeout_ms: Option<u64>,
+    timeout_us: Option<u64>,
     memory_mb: Option<u32>,
 }
 
@@ -108,8 +111,21 @@ struct FunctionView<'a> {
     sha256: &'a str,
     kind: &'a str,
     timeout_ms: u64,
+    timeout_us: u64,
     memory_mb: u32,
     size_bytes: u64,
+    /// Budget kills in a row that put it in quarantine, if it is quarantined.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quarantined_after_kills: Option<u32>,
+}
+
+impl<'a> FunctionView<'a> {
+    fn with_quarantine(self, node: &Node) -> Self {
+        Self {
+            quarantined_after_kills: node.quarantined(self.name),
+            ..self
+        }
+    }
 }
 
 impl<'a> From<&'a FunctionRecord> for FunctionView<'a> {
@@ -118,9 +134,11 @@ impl<'a> From<&'a FunctionRecord> for FunctionView<'a> {
             name: r.name.as_str(),
             sha256: &r.sha256,
             kind: r.kind.as_str(),
-            timeout_ms: r.limits.timeout_ms,
+            timeout_ms: r.limits.timeout_ms(),
+            timeout_us: r.limits.timeout_us,
             memory_mb: r.limits.memory_mb,
             size_bytes: r.size_bytes,
+            quarantined_after_kills: None,
         }
     }
 }
@@ -134,7 +152,8 @@ async fn deploy(
 ) -> Result<Response, ApiError> {
     let name = FunctionName::new(name)?;
     let Query(params) = params.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    let limits = Limits::new(params.timeout_ms, params.memory_mb)?;
+    let timeout = Timeout::from_params(params.timeout_ms, params.timeout_us)?;
+    let limits = Limits::new(timeout, params.memory_mb)?;
     let wasm = read_body(&headers, body, gw.config.max_module_bytes, "module").await?;
     let record = gw.node.deploy(name, wasm, limits).await?;
     Ok((StatusCode::CREATED, axum::Json(FunctionView::from(&record))).into_response())
@@ -142,7 +161,10 @@ async fn deploy(
 
 async fn list_functions(State(gw): State<Gateway>) -> Response {
     let records = gw.node.list();
-    let functions: Vec<FunctionView<'_>> = records.iter().map(FunctionView::from).collect();
+    let functions: Vec<FunctionView<'_>> = records
+        .iter()
+        .map(|r| FunctionView::from(r).with_quarantine(&gw.node))
+        .collect();
     axum::Json(serde_json::json!({ "functions": functions })).into_response()
 }
 
@@ -151,7 +173,15 @@ async fn get_function(
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
     let record = gw.node.get(&name).ok_or(ApiError::FunctionNotFound(name))?;
-    Ok(axum::Json(FunctionView::from(&record)).into_response())
+    Ok(axum::Json(FunctionView::from(&record).with_quarantine(&gw.node)).into_response())
+}
+
+async fn release_function(
+    State(gw): State<Gateway>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let released = gw.node.release(&name)?;
+    Ok(axum::Json(serde_json::json!({ "name": name, "released": released })).into_response())
 }
 
 async fn remove_function(

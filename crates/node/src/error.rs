@@ -3,6 +3,7 @@
 
 use mote_runtime::{CallError, CompileError, RuntimeError};
 use mote_state::StateError;
+use mote_types::ShowBudget;
 
 /// Deploying, removing or loading a function failed. Stored state is unchanged.
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +30,9 @@ pub enum DeployError {
     /// The WebAssembly runtime could not be set up.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    /// Executor threads could not be confined.
+    #[error(transparent)]
+    Confine(#[from] crate::confine::ConfineError),
     /// A background task failed unexpectedly.
     #[error("internal error: {0}")]
     Internal(String),
@@ -47,6 +51,19 @@ pub enum InvokeError {
         waiting: usize,
         /// The configured limit.
         limit: usize,
+    },
+    /// The function was stopped for its budget too many times in a row.
+    #[error(
+        "function `{name}` is quarantined: {kills} calls in a row ran past their {} budget and were killed; fix it and redeploy, or release it with POST /v1/functions/{name}/release (`mote release {name}`)",
+        ShowBudget(*budget_us)
+    )]
+    Quarantined {
+        /// The function.
+        name: String,
+        /// Budget kills in a row.
+        kills: u32,
+        /// Its budget in microseconds.
+        budget_us: u64,
     },
     /// The node is shutting down.
     #[error("node is shutting down")]

@@ -15,11 +15,12 @@
 //! - A call's processing time (measured on the executor, queueing excluded) is recorded in the
 //!   queue's function history under the same lock hold that takes the executor's next call.
 
+use crate::confine::{ConfineError, confine_executor_thread};
 use crate::error::InvokeError;
 use crate::metrics::{NodeMetrics, Outcome};
 use crate::registry::Deployed;
 use bytes::Bytes;
-use mote_runtime::Runtime;
+use mote_runtime::{CallError, Runtime};
 use mote_sched::{CallQueue, Policy};
 use serde::Serialize;
 use std::panic::AssertUnwindSafe;
@@ -44,6 +45,11 @@ pub struct ExecutorsConfig {
     pub max_queue: usize,
     /// How long an idle executor polls for work before it sleeps.
     pub spin: Duration,
+    /// A function whose calls are killed for their budget this many times in a row is
+    /// quarantined until released or redeployed; 0 never quarantines.
+    pub quarantine_after: u32,
+    /// Confine executor threads with the seccomp allow-list of [`crate::confine`].
+    pub seccomp: bool,
 }
 
 impl ExecutorsConfig {
@@ -56,6 +62,8 @@ impl ExecutorsConfig {
             baseline_cap: 4 * cores.max(1),
             max_queue: 100_000,
             spin: Duration::from_micros(50),
+            quarantine_after: 5,
+            seccomp: cfg!(target_os = "linux"),
         }
     }
 }
@@ -137,12 +145,13 @@ pub struct Executors {
 }
 
 impl Executors {
-    /// Starts one executor thread per core, or `baseline_cap` threads under `baseline`.
+    /// Starts one executor thread per core, or `baseline_cap` threads under `baseline`, each
+    /// confined by seccomp if the config asks for it; fails if a thread cannot be confined.
     pub fn start(
         runtime: Arc<Runtime>,
         metrics: Arc<NodeMetrics>,
         config: ExecutorsConfig,
-    ) -> Self {
+    ) -> Result<Self, ConfineError> {
         let threads = Self::threads_for(&config);
         metrics.executors.set(threads as i64);
         metrics.set_policy(config.policy);
@@ -157,16 +166,36 @@ impl Executors {
             config,
             threads,
         });
+        let seccomp = shared.config.seccomp;
+        let (confined_tx, confined) = std::sync::mpsc::channel();
         let threads = (0..threads)
             .map(|i| {
                 let shared = shared.clone();
+                let confined_tx = confined_tx.clone();
                 std::thread::Builder::new()
                     .name(format!("mote-exec-{i}"))
-                    .spawn(move || shared.run_executor())
+                    .spawn(move || {
+                        let result = match seccomp {
+                            true => confine_executor_thread(),
+                            false => Ok(()),
+                        };
+                        let ok = result.is_ok();
+                        let _ = confined_tx.send(result);
+                        drop(confined_tx);
+                        if ok {
+                            shared.run_executor();
+                        }
+                    })
                     .expect("spawning an executor thread")
             })
             .collect();
-        Self { shared, threads }
+        let executors = Self { shared, threads };
+        drop(confined_tx);
+        // Dropping `executors` on failure stops the threads that did start.
+        for result in confined.iter() {
+            result?;
+        }
+        Ok(executors)
     }
 
     /// How many executor threads `config` asks for.
@@ -184,6 +213,10 @@ impl Executors {
         function: Arc<Deployed>,
         input: Bytes,
     ) -> Result<oneshot::Receiver<Reply>, InvokeError> {
+        if let Some(kills) = function.quarantined() {
+            function.count(Outcome::Rejected);
+            return Err(quarantined(&function, kills));
+        }
         let (reply, rx) = oneshot::channel();
         let shared = &*self.shared;
         let arrival = Instant::now();
@@ -227,7 +260,17 @@ impl Executors {
 
     /// Drops the history of a function that was replaced or removed.
     pub fn forget(&self, function: &Deployed) {
+        self.release(function);
         self.shared.lock_queue().forget(function.key());
+    }
+
+    /// Lets a quarantined function's calls in again; returns whether it was quarantined.
+    pub fn release(&self, function: &Deployed) -> bool {
+        let released = function.release();
+        if released {
+            self.shared.metrics.quarantined.dec();
+        }
+        released
     }
 
     /// The policy, the queue and what it knows about each of `functions`.
@@ -348,6 +391,12 @@ impl Shared {
             function.count(Outcome::Cancelled);
             return self.wait_for_call();
         }
+        if let Some(kills) = function.quarantined() {
+            // Quarantined while this call waited: do not give it another core.
+            function.count(Outcome::Rejected);
+            let _ = reply.send(Reply::unstarted(Err(quarantined(&function, kills))));
+            return self.wait_for_call();
+        }
         self.metrics.busy_executors.inc();
         let started = Instant::now();
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -381,6 +430,18 @@ impl Shared {
             }
         };
         function.observe_duration(elapsed);
+        let killed = matches!(
+            reply_value,
+            Err(InvokeError::Call(CallError::Timeout { .. }))
+        );
+        if function.note_budget(killed, self.config.quarantine_after) {
+            tracing::warn!(
+                function = %function.name(),
+                kills = self.config.quarantine_after,
+                "function quarantined: its calls keep running past their budget"
+            );
+            self.metrics.quarantined.inc();
+        }
         // Record the processing time before replying, so whoever sees the reply also sees the
         // new estimate; the same lock hold takes the next call.
         let (shutting_down, next) = {
@@ -400,5 +461,13 @@ impl Shared {
             return None;
         }
         next.or_else(|| self.wait_for_call())
+    }
+}
+
+fn quarantined(function: &Deployed, kills: u32) -> InvokeError {
+    InvokeError::Quarantined {
+        name: function.name().to_string(),
+        kills,
+        budget_us: function.record().limits.timeout_us,
     }
 }

@@ -10,7 +10,9 @@
 //! - [`Registry`]: deployed functions, resident and ready to instantiate, backed by a
 //!   [`mote_state::StateStore`] so they survive restarts.
 //! - [`NodeMetrics`]: Prometheus metrics of both.
+//! - [`confine`]: the seccomp allow-list executor threads run under.
 
+pub mod confine;
 mod error;
 mod executor;
 mod metrics;
@@ -48,7 +50,7 @@ impl Node {
         let metrics = Arc::new(NodeMetrics::new());
         let registry = Registry::new(runtime.clone(), store, blobs, metrics.clone());
         registry.load_all().await?;
-        let executors = Executors::start(runtime, metrics.clone(), config);
+        let executors = Executors::start(runtime, metrics.clone(), config)?;
         Ok(Self {
             registry,
             executors,
@@ -130,6 +132,24 @@ impl Node {
         let removed = self.registry.remove(name).await?;
         self.executors.forget(&removed);
         Ok(removed.record().clone())
+    }
+
+    /// Lets calls of a quarantined function in again; says whether it was quarantined.
+    pub fn release(&self, name: &str) -> Result<bool, DeployError> {
+        let function = self
+            .registry
+            .get(name)
+            .ok_or_else(|| DeployError::NotFound(name.to_owned()))?;
+        let released = self.executors.release(&function);
+        if released {
+            tracing::info!(function = name, "released from quarantine");
+        }
+        Ok(released)
+    }
+
+    /// Whether `name` is quarantined, and after how many budget kills in a row.
+    pub fn quarantined(&self, name: &str) -> Option<u32> {
+        self.registry.get(name)?.quarantined()
     }
 
     /// The record of `name`, if deployed.

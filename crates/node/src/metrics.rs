@@ -103,6 +103,7 @@ pub struct NodeMetrics {
     pub(crate) busy_executors: Gauge,
     pub(crate) executors: Gauge,
     pub(crate) functions: Gauge,
+    pub(crate) quarantined: Gauge,
     pub(crate) expected: Family<FunctionLabels, SecondsGauge>,
     policy: Family<PolicyLabels, Gauge>,
 }
@@ -123,6 +124,7 @@ impl NodeMetrics {
         let busy_executors = Gauge::default();
         let executors = Gauge::default();
         let functions = Gauge::default();
+        let quarantined = Gauge::default();
         let expected = Family::<FunctionLabels, SecondsGauge>::default();
         let policy = Family::<PolicyLabels, Gauge>::default();
         registry.register(
@@ -156,6 +158,11 @@ impl NodeMetrics {
             functions.clone(),
         );
         registry.register(
+            "functions_quarantined",
+            "Functions refusing calls after too many budget kills in a row",
+            quarantined.clone(),
+        );
+        registry.register(
             "expected_processing_seconds",
             "Mean of the function's last 10 processing times on this node, which the policies rank by",
             expected.clone(),
@@ -173,6 +180,7 @@ impl NodeMetrics {
             busy_executors,
             executors,
             functions,
+            quarantined,
             expected,
             policy,
         }

@@ -19,7 +19,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 /// Where function records live in the state store.
@@ -34,6 +34,11 @@ pub struct Deployed {
     outcomes: [Counter; Outcome::ALL.len()],
     duration: Histogram,
     expected: SecondsGauge,
+    /// Calls in a row killed for running past their budget; any other ending resets it.
+    budget_kills: AtomicU32,
+    /// Set when `budget_kills` reaches the node's threshold; cleared by a release. A redeploy
+    /// makes a new `Deployed`, which starts clear.
+    quarantined: AtomicBool,
 }
 
 impl Deployed {
@@ -65,6 +70,8 @@ impl Deployed {
             function,
             outcomes,
             duration,
+            budget_kills: AtomicU32::new(0),
+            quarantined: AtomicBool::new(false),
         }
     }
 
@@ -98,6 +105,33 @@ impl Deployed {
 
     pub(crate) fn observe_duration(&self, elapsed: Duration) {
         self.duration.observe(elapsed.as_secs_f64());
+    }
+
+    /// Whether the function is quarantined, and if so after how many budget kills in a row.
+    pub fn quarantined(&self) -> Option<u32> {
+        self.quarantined
+            .load(Ordering::Acquire)
+            .then(|| self.budget_kills.load(Ordering::Relaxed))
+    }
+
+    /// Counts how a call ended; returns true if this call put the function in quarantine
+    /// (`after` budget kills in a row; 0 never quarantines).
+    pub(crate) fn note_budget(&self, killed: bool, after: u32) -> bool {
+        if !killed {
+            // Most calls end well: read before writing, so they leave the cache line shared.
+            if self.budget_kills.load(Ordering::Relaxed) != 0 {
+                self.budget_kills.store(0, Ordering::Relaxed);
+            }
+            return false;
+        }
+        let kills = self.budget_kills.fetch_add(1, Ordering::Relaxed) + 1;
+        after != 0 && kills >= after && !self.quarantined.swap(true, Ordering::AcqRel)
+    }
+
+    /// Lets calls in again; returns whether it was quarantined.
+    pub(crate) fn release(&self) -> bool {
+        self.budget_kills.store(0, Ordering::Relaxed);
+        self.quarantined.swap(false, Ordering::AcqRel)
     }
 }
 

@@ -10,7 +10,7 @@ use crate::function::{Entry, Function};
 use bytes::Bytes;
 use mote_types::{Limits, abi};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use wasmtime::{
     Caller, Extern, Linker, ResourceLimiter, Store, Trap, UpdateDeadline, WasmBacktrace,
 };
@@ -127,7 +127,7 @@ impl Runtime {
                 memory_limit: limits.memory_bytes(),
                 denied: None,
             },
-            deadline: Instant::now() + Duration::from_millis(limits.timeout_ms),
+            deadline: Instant::now() + limits.timeout(),
             timed_out: false,
             function: name.clone(),
             log_lines: 0,
@@ -135,6 +135,7 @@ impl Runtime {
             max_response_bytes: self.max_response_bytes(),
             wasi: None,
         };
+        self.ticker().call_starting(limits.timeout());
         let mut store = Store::new(self.engine(), state);
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(1);
@@ -292,7 +293,7 @@ impl From<wasmtime::Error> for Failure {
 fn classify(e: wasmtime::Error, state: &CallState, limits: Limits, stderr: &[u8]) -> CallError {
     if state.timed_out {
         return CallError::Timeout {
-            timeout_ms: limits.timeout_ms,
+            timeout_us: limits.timeout_us,
         };
     }
     if let Some(desired) = state.limiter.denied {
@@ -385,6 +386,7 @@ pub(crate) fn add_host_functions(linker: &mut Linker<CallState>) -> wasmtime::Re
 mod tests {
     use super::*;
     use crate::RuntimeConfig;
+    use std::time::Duration;
 
     fn runtime() -> (Runtime, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
@@ -464,7 +466,7 @@ mod tests {
         let (rt, _d) = runtime();
         let spin = abi("(loop $l (br $l)) i64.const 0");
         let limits = Limits {
-            timeout_ms: 20,
+            timeout_us: 20_000,
             ..Limits::default()
         };
         let mut overshoots: Vec<Duration> = (0..5)
@@ -472,7 +474,7 @@ mod tests {
                 let t = Instant::now();
                 let err = call(&rt, &spin, limits, b"").unwrap_err();
                 assert!(
-                    matches!(err, CallError::Timeout { timeout_ms: 20 }),
+                    matches!(err, CallError::Timeout { timeout_us: 20_000 }),
                     "{err}"
                 );
                 t.elapsed().saturating_sub(Duration::from_millis(20))
@@ -485,6 +487,37 @@ mod tests {
             "median overshoot {:?}",
             overshoots[2]
         );
+    }
+
+    #[test]
+    fn microsecond_budgets_switch_the_ticker_to_fine_ticks() {
+        // Coarse ticks of a whole second: a 100 µs budget can only be enforced quickly if the
+        // call switches the ticker to its fine period.
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = RuntimeConfig::new(dir.path(), 1);
+        config.epoch_tick = crate::TickerPeriods {
+            coarse: Duration::from_secs(1),
+            fine: Duration::from_micros(100),
+        };
+        let rt = Runtime::new(config).unwrap();
+        let spin = abi("(loop $l (br $l)) i64.const 0");
+        let limits = Limits {
+            timeout_us: 100,
+            ..Limits::default()
+        };
+        for _ in 0..20 {
+            let t = Instant::now();
+            let err = call(&rt, &spin, limits, b"").unwrap_err();
+            assert!(
+                matches!(err, CallError::Timeout { timeout_us: 100 }),
+                "{err}"
+            );
+            assert!(
+                t.elapsed() < Duration::from_millis(300),
+                "{:?}",
+                t.elapsed()
+            );
+        }
     }
 
     #[test]

@@ -1,15 +1,13 @@
-//! The wasmtime engine, its configuration, the linker with mote's host functions, and the epoch
-//! ticker that gives timeouts their resolution.
+//! The wasmtime engine, its configuration, and the linker with mote's host functions.
 
 use crate::artifact::ArtifactCache;
 use crate::call::{self, CallState};
 use crate::error::{CompileError, RuntimeError};
 use crate::function::Function;
+use crate::ticker::{EpochTicker, TickerPeriods};
 use mote_types::abi;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::Duration;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, Linker, PoolingAllocationConfig};
 
@@ -22,8 +20,8 @@ pub struct RuntimeConfig {
     pub instance_slots: u32,
     /// The most memory any function may be given, in MiB; the pool reserves address space for it.
     pub max_memory_mb: u32,
-    /// The period of the epoch ticker, which bounds how far a call can overrun its deadline.
-    pub epoch_tick: Duration,
+    /// The epoch ticker's periods, which bound how far a call can overrun its budget.
+    pub epoch_tick: TickerPeriods,
     /// The largest response a call may return, in bytes.
     pub max_response_bytes: usize,
     /// How many dirtied bytes of an instance's memory are reset in place between calls rather
@@ -40,7 +38,10 @@ impl RuntimeConfig {
             // images mapped (slot affinity), which makes re-instantiation cheaper.
             instance_slots: (executors as u32).saturating_mul(16).clamp(64, 1000),
             max_memory_mb: mote_types::Limits::MAX_MEMORY_MB,
-            epoch_tick: Duration::from_micros(500),
+            epoch_tick: TickerPeriods {
+                coarse: Duration::from_micros(500),
+                fine: Duration::from_micros(25),
+            },
             max_response_bytes: 16 << 20,
             keep_resident_bytes: 2 << 20,
         }
@@ -53,7 +54,7 @@ pub struct Runtime {
     linker: Linker<CallState>,
     artifacts: ArtifactCache,
     config: RuntimeConfig,
-    _ticker: EpochTicker,
+    ticker: EpochTicker,
 }
 
 impl Runtime {
@@ -82,12 +83,19 @@ impl Runtime {
             .map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
         let artifacts = ArtifactCache::open(&config.artifact_dir, &engine)?;
         let ticker = EpochTicker::start(engine.clone(), config.epoch_tick);
+        // WASI preview1's synchronous host functions run on a Tokio runtime that wasmtime-wasi
+        // builds on first use. Build it now, on a thread outside any Tokio context, so that the
+        // first use is not on an executor thread, where seccomp forbids the threads and
+        // descriptors a runtime needs.
+        std::thread::spawn(|| wasmtime_wasi::runtime::in_tokio(async {}))
+            .join()
+            .map_err(|_| RuntimeError::Engine("cannot start WASI's runtime".into()))?;
         Ok(Self {
             engine,
             linker,
             artifacts,
             config,
-            _ticker: ticker,
+            ticker,
         })
     }
 
@@ -145,6 +153,10 @@ impl Runtime {
     pub(crate) fn engine(&self) -> &Engine {
         &self.engine
     }
+
+    pub(crate) fn ticker(&self) -> &EpochTicker {
+        &self.ticker
+    }
 }
 
 /// Rejects bytes that are not a core WebAssembly module with a message that says what they are.
@@ -163,44 +175,6 @@ fn check_header(wasm: &[u8]) -> Result<(), CompileError> {
         return Err(CompileError::Component);
     }
     Ok(())
-}
-
-/// A thread that advances the engine's epoch at a fixed period. Each running call checks its
-/// wall-clock deadline when the epoch moves, so a guest in a tight loop is stopped within one
-/// period of its deadline. Stops when dropped.
-pub struct EpochTicker {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl EpochTicker {
-    /// Starts ticking `engine` every `period`.
-    pub fn start(engine: Engine, period: Duration) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("mote-epoch".into())
-            .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
-                    std::thread::sleep(period);
-                    engine.increment_epoch();
-                }
-            })
-            .expect("spawning the epoch ticker thread");
-        Self {
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for EpochTicker {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
 }
 
 /// Names of the host functions, for error messages and docs.

@@ -1,6 +1,7 @@
 //! Typed errors of the runtime. Every message names the thing that failed and, where there is
 //! one, what the user can do about it; the gateway maps each variant to one HTTP status.
 
+use mote_types::ShowBudget;
 use std::path::PathBuf;
 
 /// The runtime could not be set up.
@@ -84,10 +85,10 @@ pub enum CallError {
         message: String,
     },
     /// The call ran past its wall-clock limit and was stopped.
-    #[error("call exceeded its timeout of {timeout_ms} ms and was stopped")]
+    #[error("call exceeded its timeout of {} and was stopped", ShowBudget(*timeout_us))]
     Timeout {
-        /// The limit that was exceeded.
-        timeout_ms: u64,
+        /// The limit that was exceeded, in microseconds.
+        timeout_us: u64,
     },
     /// The guest hit its memory limit and could not continue.
     #[error(

@@ -54,6 +54,11 @@ impl Function {
                 _ => None,
             })
             .unwrap_or(0);
+        // Build the copy-on-write memory image (a memfd) now, on the deploying thread, rather
+        // than on the first call: executors are confined by seccomp and may not create files.
+        module
+            .initialize_copy_on_write_image()
+            .map_err(|e| CompileError::Link(format!("cannot build the memory image: {e:#}")))?;
         let pre = linker.instantiate_pre(&module).map_err(|e| {
             let msg = format!("{e:#}");
             match unknown_import_in(&msg) {

@@ -4,7 +4,8 @@
 //!
 //! - [`Runtime`] owns the wasmtime `Engine` (pooling allocator with copy-on-write memory images,
 //!   epoch interruption), the `Linker` with the host functions, the [`ArtifactCache`] of compiled
-//!   modules on disk, and the [`EpochTicker`] thread that drives timeouts.
+//!   modules on disk, and the [`EpochTicker`] thread that drives budgets: coarse ticks while
+//!   only long budgets run, fine ticks (25 µs) after a call with a budget of microseconds starts.
 //! - [`Function`] is a compiled, linked module ready to instantiate (`InstancePre`), with its
 //!   detected [`GuestKind`](mote_types::GuestKind) and export handles resolved once at deploy.
 //! - [`Runtime::call`] runs one call: new `Store`, fresh instance, call, copy out the response.
@@ -12,7 +13,7 @@
 //!
 //! Per call the guest gets: a linear memory capped by `memory_mb` (enforced by a
 //! `ResourceLimiter`), a wall-clock deadline (epoch interruption plus a clock check in the epoch
-//! callback, so the overshoot is bounded by one tick), WASI preview1 with no files, sockets,
+//! callback, so the overshoot is bounded by one tick; `timeout_us` budgets go down to 100 µs), WASI preview1 with no files, sockets,
 //! environment or arguments beyond the function's name, and the `mote` host functions.
 
 mod artifact;
@@ -20,9 +21,11 @@ mod call;
 mod engine;
 mod error;
 mod function;
+mod ticker;
 
 pub use artifact::ArtifactCache;
 pub use call::CallOutput;
-pub use engine::{EpochTicker, Runtime, RuntimeConfig};
+pub use engine::{Runtime, RuntimeConfig};
 pub use error::{CallError, CompileError, RuntimeError};
 pub use function::Function;
+pub use ticker::{EpochTicker, TickerPeriods};

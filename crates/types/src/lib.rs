@@ -11,6 +11,6 @@ mod limits;
 mod name;
 mod record;
 
-pub use limits::{Limits, LimitsError};
+pub use limits::{Limits, LimitsError, ShowBudget, Timeout};
 pub use name::{FunctionName, NameError};
 pub use record::{FunctionRecord, GuestKind};

@@ -1,0 +1,132 @@
+//! Confines executor threads with a seccomp allow-list, so a bug in the runtime or in a host
+//! function cannot open files, sockets or processes from the threads that run guest code.
+//!
+//! The list is what an executor needs to run calls: memory management for the instance pool and
+//! the allocator (`mmap`, `mprotect`, `madvise`, ...), the `PAGEMAP_SCAN` ioctl that resets
+//! dirtied pages, futexes for the queue and the reply channels, signal return and alternate stacks
+//! for wasmtime's trap handling, clocks, `getrandom` for hash seeds, writes to stdout and stderr
+//! for logs, 8-byte writes (how a reply wakes the gateway's tokio reactor through its eventfd),
+//! and thread exit. Modules' copy-on-write memory images are built at deploy, off the executors,
+//! since creating their memfd is not allowed here. Anything else fails with `EPERM` rather than killing the process, so
+//! a missed entry shows up as a failed call with a clear error, not as a crash of the node.
+//!
+//! A filter applies to the thread that installs it (no `TSYNC`), and is inherited by threads it
+//! would spawn (it spawns none: `clone` is not on the list). It is installed when the executor
+//! starts, after the runtime is built, and cannot be removed.
+
+use std::collections::BTreeMap;
+
+/// Installing the filter failed; the executor does not run unconfined without saying so.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot confine executor threads with seccomp: {0}; run `mote up --seccomp off` to run without it"
+)]
+pub struct ConfineError(String);
+
+/// Syscalls an executor may make with any arguments.
+#[cfg(target_os = "linux")]
+const ALLOWED: &[libc::c_long] = &[
+    // Memory: the instance pool, copy-on-write images, the allocator.
+    libc::SYS_mmap,
+    libc::SYS_munmap,
+    libc::SYS_mprotect,
+    libc::SYS_madvise,
+    libc::SYS_mremap,
+    libc::SYS_brk,
+    // PAGEMAP_SCAN on the pool's already-open pagemap descriptor.
+    libc::SYS_ioctl,
+    // Queue, condvar, reply channels; spinning executors yield.
+    libc::SYS_futex,
+    libc::SYS_sched_yield,
+    // wasmtime's trap handling and per-thread signal stacks.
+    libc::SYS_rt_sigreturn,
+    libc::SYS_rt_sigprocmask,
+    libc::SYS_sigaltstack,
+    // Clocks (normally answered by the vDSO without a syscall), hash seeds.
+    libc::SYS_clock_gettime,
+    libc::SYS_clock_nanosleep,
+    libc::SYS_nanosleep,
+    libc::SYS_getrandom,
+    libc::SYS_gettid,
+    libc::SYS_getpid,
+    // Thread exit at shutdown.
+    libc::SYS_exit,
+    libc::SYS_exit_group,
+    libc::SYS_set_robust_list,
+    libc::SYS_rseq,
+];
+
+/// Installs the executor allow-list on the calling thread.
+#[cfg(target_os = "linux")]
+pub fn confine_executor_thread() -> Result<(), ConfineError> {
+    use seccompiler::{
+        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+    };
+    let fail = |e: &dyn std::fmt::Display| ConfineError(e.to_string());
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
+        ALLOWED.iter().map(|&sys| (sys, Vec::new())).collect();
+    // Logs go to stdout and stderr. Replies wake tokio's reactor by writing 8 bytes to its
+    // eventfd, whose number is not known here: allow exactly 8-byte writes to other descriptors.
+    let arg_is = |arg: u8, value: u64| {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Qword, SeccompCmpOp::Eq, value)
+            .and_then(|c| SeccompRule::new(vec![c]))
+            .map_err(|e| fail(&e))
+    };
+    let log_fds = vec![arg_is(0, 1)?, arg_is(0, 2)?];
+    let mut writes = log_fds.clone();
+    writes.push(arg_is(2, 8)?);
+    rules.insert(libc::SYS_write, writes);
+    rules.insert(libc::SYS_writev, log_fds);
+    let arch = std::env::consts::ARCH
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| fail(&e))?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Errno(libc::EPERM as u32),
+        SeccompAction::Allow,
+        arch,
+    )
+    .map_err(|e| fail(&e))?;
+    let program: seccompiler::BpfProgram = filter.try_into().map_err(|e| fail(&e))?;
+    seccompiler::apply_filter(&program).map_err(|e| fail(&e))
+}
+
+/// Seccomp is Linux's; elsewhere executors run unconfined and say so.
+#[cfg(not(target_os = "linux"))]
+pub fn confine_executor_thread() -> Result<(), ConfineError> {
+    Err(ConfineError("seccomp exists only on Linux".into()))
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_confined_thread_cannot_open_files_sockets_or_processes() {
+        let outcome = std::thread::spawn(|| {
+            confine_executor_thread().expect("installing the filter");
+            let file = std::fs::File::open("/etc/hostname").map_err(|e| e.raw_os_error());
+            let socket = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.raw_os_error());
+            // SAFETY: fork is only attempted; if it were allowed the child exits at once.
+            let fork = unsafe { libc::fork() };
+            if fork == 0 {
+                unsafe { libc::_exit(0) };
+            }
+            let fork_errno = std::io::Error::last_os_error().raw_os_error();
+            // What it may still do: allocate, and take a lock.
+            let v = vec![7u8; 1 << 20];
+            let m = std::sync::Mutex::new(v.len());
+            let allowed = *m.lock().unwrap();
+            (file.err(), socket.err(), (fork, fork_errno), allowed)
+        })
+        .join()
+        .unwrap();
+        let eperm = Some(Some(libc::EPERM));
+        assert_eq!(outcome.0, eperm, "open");
+        assert_eq!(outcome.1, eperm, "socket");
+        assert_eq!(outcome.2, (-1, Some(libc::EPERM)), "fork");
+        assert_eq!(outcome.3, 1 << 20);
+        // Other threads are not confined.
+        assert!(std::fs::File::open("/etc/hostname").is_ok());
+    }
+}

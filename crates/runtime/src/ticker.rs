@@ -1,0 +1,183 @@
+//! The epoch ticker: the thread that advances the engine's epoch, which is what stops a guest that
+//! runs past its budget (every running call checks its wall-clock deadline when the epoch moves).
+//!
+//! It ticks at a coarse period (0.5 ms by default) while only long-budget calls run, and at a fine
+//! period (25 µs) for a while after a call with a short budget starts, so a 100 µs budget is
+//! enforced within tens of microseconds without paying for 40,000 wake-ups a second when no call
+//! needs them. Periods under [`SPIN_BELOW`] are kept by spinning, since sleeping that briefly is
+//! at the mercy of the kernel's timer slack and wake-up latency.
+//!
+//! Going fine costs a call two atomic operations, and one `unpark` only when the ticker was in a
+//! coarse sleep: the ticker publishes `coarse_sleeping` before it rereads `fine_until`, and a
+//! call writes `fine_until` before it reads `coarse_sleeping` (both sequentially consistent), so
+//! one of them always sees the other and no request for fine ticks is missed.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, Instant};
+use wasmtime::Engine;
+
+/// Periods shorter than this are timed by spinning rather than sleeping.
+pub const SPIN_BELOW: Duration = Duration::from_micros(20);
+
+/// How long fine ticking lasts after the last short-budget call started.
+const FINE_HOLD: Duration = Duration::from_millis(10);
+
+/// The ticker's two speeds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TickerPeriods {
+    /// The period while no short-budget call has started recently.
+    pub coarse: Duration,
+    /// The period after a short-budget call starts.
+    pub fine: Duration,
+}
+
+impl TickerPeriods {
+    /// A budget this short needs fine ticks to be enforced within a fraction of itself.
+    pub fn needs_fine(&self, budget: Duration) -> bool {
+        budget < self.coarse * 4
+    }
+}
+
+struct Shared {
+    stop: AtomicBool,
+    origin: Instant,
+    /// Nanoseconds since `origin` until which the ticker runs fine.
+    fine_until_ns: AtomicU64,
+    /// The ticker is sleeping a coarse period and must be unparked to go fine.
+    coarse_sleeping: AtomicBool,
+    /// Ticks so far.
+    ticks: AtomicU64,
+}
+
+/// Advances an engine's epoch until dropped.
+pub struct EpochTicker {
+    shared: Arc<Shared>,
+    periods: TickerPeriods,
+    thread: Thread,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    /// Starts ticking `engine`.
+    pub fn start(engine: Engine, periods: TickerPeriods) -> Self {
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            origin: Instant::now(),
+            fine_until_ns: AtomicU64::new(0),
+            coarse_sleeping: AtomicBool::new(false),
+            ticks: AtomicU64::new(0),
+        });
+        let state = shared.clone();
+        let handle = std::thread::Builder::new()
+            .name("mote-epoch".into())
+            .spawn(move || run(&state, &engine, periods))
+            .expect("spawning the epoch ticker thread");
+        Self {
+            shared,
+            periods,
+            thread: handle.thread().clone(),
+            handle: Some(handle),
+        }
+    }
+
+    /// Ticks so far.
+    pub fn ticks(&self) -> u64 {
+        self.shared.ticks.load(Ordering::Relaxed)
+    }
+
+    /// Called as a call with `budget` starts: switches to fine ticks if the budget needs them.
+    #[inline]
+    pub fn call_starting(&self, budget: Duration) {
+        if !self.periods.needs_fine(budget) {
+            return;
+        }
+        let until = (self.shared.origin.elapsed() + FINE_HOLD).as_nanos() as u64;
+        self.shared.fine_until_ns.fetch_max(until, Ordering::SeqCst);
+        if self.shared.coarse_sleeping.load(Ordering::SeqCst) {
+            self.thread.unpark();
+        }
+    }
+}
+
+fn run(shared: &Shared, engine: &Engine, periods: TickerPeriods) {
+    set_timer_slack_to_minimum();
+    while !shared.stop.load(Ordering::Relaxed) {
+        let now = shared.origin.elapsed().as_nanos() as u64;
+        let fine = shared.fine_until_ns.load(Ordering::SeqCst) > now;
+        if fine {
+            wait(periods.fine);
+        } else {
+            shared.coarse_sleeping.store(true, Ordering::SeqCst);
+            if shared.fine_until_ns.load(Ordering::SeqCst) <= now {
+                wait(periods.coarse);
+            }
+            shared.coarse_sleeping.store(false, Ordering::SeqCst);
+        }
+        engine.increment_epoch();
+        shared.ticks.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Waits `period`: spinning if it is short, else parked (so `unpark` can cut a coarse wait).
+fn wait(period: Duration) {
+    if period < SPIN_BELOW {
+        let until = Instant::now() + period;
+        while Instant::now() < until {
+            std::hint::spin_loop();
+        }
+    } else {
+        std::thread::park_timeout(period);
+    }
+}
+
+/// Linux rounds a sleeping thread's timer up by its "timer slack", 50 µs by default, which would
+/// double a 25 µs fine period; the ticker asks for the minimum.
+fn set_timer_slack_to_minimum() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_TIMERSLACK takes an integer and only affects the calling thread.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        self.thread.unpark();
+        if let Some(t) = self.handle.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ticks_during(ticker: &EpochTicker, span: Duration) -> u64 {
+        let start = ticker.ticks();
+        std::thread::sleep(span);
+        ticker.ticks() - start
+    }
+
+    #[test]
+    fn short_budgets_switch_the_ticker_to_fine_ticks() {
+        let mut config = wasmtime::Config::new();
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config).unwrap();
+        let periods = TickerPeriods {
+            coarse: Duration::from_millis(20),
+            fine: Duration::from_micros(200),
+        };
+        let ticker = EpochTicker::start(engine.clone(), periods);
+        assert!(periods.needs_fine(Duration::from_micros(100)));
+        assert!(!periods.needs_fine(Duration::from_secs(1)));
+        let coarse = ticks_during(&ticker, Duration::from_millis(100));
+        ticker.call_starting(Duration::from_micros(100));
+        let fine = ticks_during(&ticker, Duration::from_millis(8));
+        assert!(coarse <= 8, "coarse ticks in 100 ms: {coarse}");
+        assert!(fine >= 10, "fine ticks in 8 ms: {fine}");
+    }
+}
