@@ -335,9 +335,10 @@ pub async fn burst(
         w.await??;
     }
 
+    let scale = load_scale(idle_ms) * config.load.factor();
     let plan = schedule(
         &config.weights,
-        load_scale(idle_ms) * config.load.factor(),
+        scale,
         config.cores,
         config.intensity,
         config.window,
@@ -389,7 +390,7 @@ pub async fn burst(
         intensity: config.intensity,
         window_s: config.window.as_secs_f64(),
         seed: config.seed,
-        load_scale: load_scale(idle_ms) * config.load.factor(),
+        load_scale: scale,
         load: config.load,
         calls: calls.len(),
         failed: calls.len() - ok.len(),

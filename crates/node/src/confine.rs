@@ -6,15 +6,15 @@
 //! dirtied pages, futexes for the queue and the reply channels, signal return and alternate stacks
 //! for wasmtime's trap handling, clocks, `getrandom` for hash seeds, writes to stdout and stderr
 //! for logs, 8-byte writes (how a reply wakes the gateway's tokio reactor through its eventfd),
-//! and thread exit. Modules' copy-on-write memory images are built at deploy, off the executors,
-//! since creating their memfd is not allowed here. Anything else fails with `EPERM` rather than killing the process, so
-//! a missed entry shows up as a failed call with a clear error, not as a crash of the node.
+//! and thread exit. Anything else fails with `EPERM` rather than killing the process, so a missed
+//! entry shows up as a failed call with a clear error, not as a crash of the node. What executors
+//! would otherwise do lazily and cannot do here is done before: modules' copy-on-write memory
+//! images (a memfd) are built at deploy, and WASI's Tokio runtime when the runtime starts.
 //!
-//! A filter applies to the thread that installs it (no `TSYNC`), and is inherited by threads it
-//! would spawn (it spawns none: `clone` is not on the list). It is installed when the executor
-//! starts, after the runtime is built, and cannot be removed.
-
-use std::collections::BTreeMap;
+//! The filter is compiled once ([`ExecutorFilter::new`]) and installed by each executor thread
+//! as it starts ([`ExecutorFilter::confine_this_thread`]): it applies to that thread only (no
+//! `TSYNC`), would be inherited by threads it spawned (it spawns none: `clone` is not on the
+//! list), and cannot be removed.
 
 /// Installing the filter failed; the executor does not run unconfined without saying so.
 #[derive(Debug, thiserror::Error)]
@@ -56,45 +56,67 @@ const ALLOWED: &[libc::c_long] = &[
     libc::SYS_rseq,
 ];
 
-/// Installs the executor allow-list on the calling thread.
-#[cfg(target_os = "linux")]
-pub fn confine_executor_thread() -> Result<(), ConfineError> {
-    use seccompiler::{
-        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
-    };
-    let fail = |e: &dyn std::fmt::Display| ConfineError(e.to_string());
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-        ALLOWED.iter().map(|&sys| (sys, Vec::new())).collect();
-    // Logs go to stdout and stderr. Replies wake tokio's reactor by writing 8 bytes to its
-    // eventfd, whose number is not known here: allow exactly 8-byte writes to other descriptors.
-    let arg_is = |arg: u8, value: u64| {
-        SeccompCondition::new(arg, SeccompCmpArgLen::Qword, SeccompCmpOp::Eq, value)
-            .and_then(|c| SeccompRule::new(vec![c]))
-            .map_err(|e| fail(&e))
-    };
-    let log_fds = vec![arg_is(0, 1)?, arg_is(0, 2)?];
-    let mut writes = log_fds.clone();
-    writes.push(arg_is(2, 8)?);
-    rules.insert(libc::SYS_write, writes);
-    rules.insert(libc::SYS_writev, log_fds);
-    let arch = std::env::consts::ARCH
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| fail(&e))?;
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Errno(libc::EPERM as u32),
-        SeccompAction::Allow,
-        arch,
-    )
-    .map_err(|e| fail(&e))?;
-    let program: seccompiler::BpfProgram = filter.try_into().map_err(|e| fail(&e))?;
-    seccompiler::apply_filter(&program).map_err(|e| fail(&e))
+/// The executor allow-list, compiled to a BPF program.
+pub struct ExecutorFilter {
+    #[cfg(target_os = "linux")]
+    program: seccompiler::BpfProgram,
 }
 
-/// Seccomp is Linux's; elsewhere executors run unconfined and say so.
-#[cfg(not(target_os = "linux"))]
-pub fn confine_executor_thread() -> Result<(), ConfineError> {
-    Err(ConfineError("seccomp exists only on Linux".into()))
+impl ExecutorFilter {
+    /// Compiles the allow-list for this machine's architecture.
+    #[cfg(target_os = "linux")]
+    pub fn new() -> Result<Self, ConfineError> {
+        use seccompiler::{
+            SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+            SeccompRule,
+        };
+        use std::collections::BTreeMap;
+        let fail = |e: &dyn std::fmt::Display| ConfineError(e.to_string());
+        let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
+            ALLOWED.iter().map(|&sys| (sys, Vec::new())).collect();
+        // Logs go to stdout and stderr. Replies wake tokio's reactor by writing 8 bytes to its
+        // eventfd, whose number is not known here: allow exactly 8-byte writes elsewhere.
+        let arg_is = |arg: u8, value: u64| {
+            SeccompCondition::new(arg, SeccompCmpArgLen::Qword, SeccompCmpOp::Eq, value)
+                .and_then(|c| SeccompRule::new(vec![c]))
+                .map_err(|e| fail(&e))
+        };
+        let log_fds = vec![arg_is(0, 1)?, arg_is(0, 2)?];
+        let mut writes = log_fds.clone();
+        writes.push(arg_is(2, 8)?);
+        rules.insert(libc::SYS_write, writes);
+        rules.insert(libc::SYS_writev, log_fds);
+        let arch = std::env::consts::ARCH
+            .try_into()
+            .map_err(|e: seccompiler::BackendError| fail(&e))?;
+        let filter = SeccompFilter::new(
+            rules,
+            SeccompAction::Errno(libc::EPERM as u32),
+            SeccompAction::Allow,
+            arch,
+        )
+        .map_err(|e| fail(&e))?;
+        let program = filter.try_into().map_err(|e| fail(&e))?;
+        Ok(Self { program })
+    }
+
+    /// Seccomp is Linux's; elsewhere executors cannot be confined, and say so.
+    #[cfg(not(target_os = "linux"))]
+    pub fn new() -> Result<Self, ConfineError> {
+        Err(ConfineError("seccomp exists only on Linux".into()))
+    }
+
+    /// Installs the allow-list on the calling thread.
+    #[cfg(target_os = "linux")]
+    pub fn confine_this_thread(&self) -> Result<(), ConfineError> {
+        seccompiler::apply_filter(&self.program).map_err(|e| ConfineError(e.to_string()))
+    }
+
+    /// Unreachable: [`ExecutorFilter::new`] fails off Linux.
+    #[cfg(not(target_os = "linux"))]
+    pub fn confine_this_thread(&self) -> Result<(), ConfineError> {
+        Err(ConfineError("seccomp exists only on Linux".into()))
+    }
 }
 
 #[cfg(all(test, target_os = "linux"))]
@@ -104,7 +126,8 @@ mod tests {
     #[test]
     fn a_confined_thread_cannot_open_files_sockets_or_processes() {
         let outcome = std::thread::spawn(|| {
-            confine_executor_thread().expect("installing the filter");
+            let filter = ExecutorFilter::new().expect("compiling the filter");
+            filter.confine_this_thread().expect("installing the filter");
             let file = std::fs::File::open("/etc/hostname").map_err(|e| e.raw_os_error());
             let socket = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.raw_os_error());
             // SAFETY: fork is only attempted; if it were allowed the child exits at once.

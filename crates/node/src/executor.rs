@@ -15,12 +15,12 @@
 //! - A call's processing time (measured on the executor, queueing excluded) is recorded in the
 //!   queue's function history under the same lock hold that takes the executor's next call.
 
-use crate::confine::{ConfineError, confine_executor_thread};
+use crate::confine::{ConfineError, ExecutorFilter};
 use crate::error::InvokeError;
 use crate::metrics::{NodeMetrics, Outcome};
 use crate::registry::Deployed;
 use bytes::Bytes;
-use mote_runtime::{CallError, Runtime};
+use mote_runtime::Runtime;
 use mote_sched::{CallQueue, Policy};
 use serde::Serialize;
 use std::panic::AssertUnwindSafe;
@@ -166,19 +166,20 @@ impl Executors {
             config,
             threads,
         });
-        let seccomp = shared.config.seccomp;
+        let filter = match shared.config.seccomp {
+            true => Some(Arc::new(ExecutorFilter::new()?)),
+            false => None,
+        };
         let (confined_tx, confined) = std::sync::mpsc::channel();
         let threads = (0..threads)
             .map(|i| {
                 let shared = shared.clone();
                 let confined_tx = confined_tx.clone();
+                let filter = filter.clone();
                 std::thread::Builder::new()
                     .name(format!("mote-exec-{i}"))
                     .spawn(move || {
-                        let result = match seccomp {
-                            true => confine_executor_thread(),
-                            false => Ok(()),
-                        };
+                        let result = filter.map_or(Ok(()), |f| f.confine_this_thread());
                         let ok = result.is_ok();
                         let _ = confined_tx.send(result);
                         drop(confined_tx);
@@ -213,10 +214,7 @@ impl Executors {
         function: Arc<Deployed>,
         input: Bytes,
     ) -> Result<oneshot::Receiver<Reply>, InvokeError> {
-        if let Some(kills) = function.quarantined() {
-            function.count(Outcome::Rejected);
-            return Err(quarantined(&function, kills));
-        }
+        refuse_if_quarantined(&function)?;
         let (reply, rx) = oneshot::channel();
         let shared = &*self.shared;
         let arrival = Instant::now();
@@ -391,10 +389,9 @@ impl Shared {
             function.count(Outcome::Cancelled);
             return self.wait_for_call();
         }
-        if let Some(kills) = function.quarantined() {
+        if let Err(e) = refuse_if_quarantined(&function) {
             // Quarantined while this call waited: do not give it another core.
-            function.count(Outcome::Rejected);
-            let _ = reply.send(Reply::unstarted(Err(quarantined(&function, kills))));
+            let _ = reply.send(Reply::unstarted(Err(e)));
             return self.wait_for_call();
         }
         self.metrics.busy_executors.inc();
@@ -409,15 +406,9 @@ impl Shared {
         }));
         let elapsed = started.elapsed();
         self.metrics.busy_executors.dec();
-        let reply_value = match result {
-            Ok(Ok(out)) => {
-                function.count(Outcome::Ok);
-                Ok(out.body)
-            }
-            Ok(Err(e)) => {
-                function.count(Outcome::of(&e));
-                Err(InvokeError::Call(e))
-            }
+        let (outcome, reply_value) = match result {
+            Ok(Ok(out)) => (Outcome::Ok, Ok(out.body)),
+            Ok(Err(e)) => (Outcome::of(&e), Err(InvokeError::Call(e))),
             Err(panic) => {
                 let what = panic
                     .downcast_ref::<&str>()
@@ -425,15 +416,12 @@ impl Shared {
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "unknown panic".into());
                 tracing::error!(function = %function.name(), panic = %what, "executor caught a panic");
-                function.count(Outcome::Internal);
-                Err(InvokeError::Internal(what))
+                (Outcome::Internal, Err(InvokeError::Internal(what)))
             }
         };
+        function.count(outcome);
         function.observe_duration(elapsed);
-        let killed = matches!(
-            reply_value,
-            Err(InvokeError::Call(CallError::Timeout { .. }))
-        );
+        let killed = outcome == Outcome::Timeout;
         if function.note_budget(killed, self.config.quarantine_after) {
             tracing::warn!(
                 function = %function.name(),
@@ -464,10 +452,17 @@ impl Shared {
     }
 }
 
-fn quarantined(function: &Deployed, kills: u32) -> InvokeError {
-    InvokeError::Quarantined {
-        name: function.name().to_string(),
-        kills,
-        budget_us: function.record().limits.timeout_us,
+/// Refuses (and counts) a call of a quarantined function.
+fn refuse_if_quarantined(function: &Deployed) -> Result<(), InvokeError> {
+    match function.quarantined() {
+        None => Ok(()),
+        Some(kills) => {
+            function.count(Outcome::Rejected);
+            Err(InvokeError::Quarantined {
+                name: function.name().to_string(),
+                kills,
+                budget_us: function.record().limits.timeout_us,
+            })
+        }
     }
 }
