@@ -1,5 +1,5 @@
 //! Compiles the guest workspace in `wasm/` to `wasm32-wasip1` and copies each example's and each
-//! suite function's module into `OUT_DIR`, where `src/lib.rs` includes it.
+//! suite and benchmark function's module into `OUT_DIR`, where `src/lib.rs` includes it.
 
 use std::env;
 use std::path::PathBuf;
@@ -17,6 +17,8 @@ const SUITE: [&str; 8] = [
     "sleep",
     "dna-visualisation",
 ];
+/// Guests of the microsecond benchmark (`wasm/micro/`).
+const MICRO: [&str; 1] = ["sha512"];
 const TARGET: &str = "wasm32-wasip1";
 
 fn main() {
@@ -57,7 +59,7 @@ fn main() {
         "building the guest functions in {} failed (see the compiler's output above)",
         workspace.display()
     );
-    for name in EXAMPLES.into_iter().chain(SUITE) {
+    for name in EXAMPLES.into_iter().chain(SUITE).chain(MICRO) {
         // Cargo names a cdylib after its crate, whose name has `_` where the package has `-`.
         let built = target_dir
             .join(TARGET)

@@ -5,6 +5,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use mote_bench::burst::{self, BurstConfig, Experiment, PaperLoad, SuiteEntry};
 use mote_bench::call_path::{self, CallPathConfig};
+use mote_bench::micro::{self, MicroConfig};
 use mote_sched::Policy;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -19,6 +20,28 @@ pub enum BenchCommand {
     /// burst, per policy; writes calls (CSV), summaries (JSON), Table III and ratio tables, and
     /// box plots. See docs/benchmarks/scheduling.md.
     Burst(BurstArgs),
+    /// The microsecond path (docs/benchmarks/microseconds.md): warm and cold starts, throughput
+    /// per core, budget kills and the cost of preemption, beside a process-isolation baseline.
+    Micro(MicroArgs),
+    /// The process baseline's worker: answers requests on stdin (used by `bench micro`).
+    #[command(hide = true)]
+    ProcessWorker {
+        /// Answer one request, then exit.
+        #[arg(long)]
+        once: bool,
+    },
+}
+
+/// Options of `mote bench micro`.
+#[derive(Args)]
+pub struct MicroArgs {
+    /// A short run that exercises every part, for the test command; its figures are not the
+    /// benchmark's.
+    #[arg(long)]
+    smoke: bool,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Options of `mote bench burst`.
@@ -92,6 +115,25 @@ pub struct CallArgs {
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Burst(args) => run_burst(args)?,
+        BenchCommand::ProcessWorker { once } => micro::process_worker(once)?,
+        BenchCommand::Micro(args) => {
+            let exe = std::env::current_exe().context("finding the mote binary")?;
+            let worker = vec![
+                exe.to_string_lossy().into_owned(),
+                "bench".into(),
+                "process-worker".into(),
+            ];
+            let config = match args.smoke {
+                true => MicroConfig::smoke(worker),
+                false => MicroConfig::full(worker),
+            };
+            let report = micro::run(&config)?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", report.table());
+            }
+        }
         BenchCommand::Call(args) => {
             let cores = args.cores.unwrap_or_else(available_cores);
             let config = CallPathConfig {

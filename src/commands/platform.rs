@@ -2,20 +2,18 @@
 //! by `mote up` and the in-process benchmarks so both run exactly the same parts.
 
 use anyhow::Context;
-use mote_node::{ExecutorsConfig, Node};
+use mote_node::{Node, NodeConfig};
 use std::path::Path;
 use std::sync::Arc;
 
-/// Opens the state under `data` and starts a node with `executors`.
-pub async fn start_node(data: &Path, executors: ExecutorsConfig) -> anyhow::Result<Arc<Node>> {
-    let node = Node::start_embedded(data, executors)
-        .await
-        .with_context(|| {
-            format!(
-                "cannot start the node on {} (is another `mote up` using it?)",
-                data.display()
-            )
-        })?;
+/// Opens the state under `data` and starts a node set up by `config`.
+pub async fn start_node(data: &Path, config: NodeConfig) -> anyhow::Result<Arc<Node>> {
+    let node = Node::start_embedded(data, config).await.with_context(|| {
+        format!(
+            "cannot start the node on {} (is another `mote up` using it?)",
+            data.display()
+        )
+    })?;
     Ok(Arc::new(node))
 }
 

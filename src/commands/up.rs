@@ -5,7 +5,7 @@ use anyhow::Context;
 use bytes::Bytes;
 use clap::Args;
 use mote_gateway::GatewayConfig;
-use mote_node::ExecutorsConfig;
+use mote_node::{ExecutorsConfig, NodeConfig};
 use mote_types::{FunctionName, Limits};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -48,6 +48,10 @@ pub struct UpArgs {
     /// refuses calls (409) until redeployed or released (`mote release NAME`). 0: never.
     #[arg(long, default_value_t = 5)]
     quarantine_after: u32,
+    /// Most compiled code kept resident, in MiB. Past it, the least recently called functions
+    /// are evicted; their next call loads the compiled artefact from disk (a cold start).
+    #[arg(long, default_value_t = NodeConfig::DEFAULT_RESIDENT_MB)]
+    resident_mb: u64,
     /// Confine executor threads with a seccomp allow-list (Linux): code running there cannot
     /// open files, sockets or processes.
     #[arg(long, default_value = "on", value_parser = ["on", "off"])]
@@ -86,7 +90,11 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
         ..ExecutorsConfig::new(cores)
     };
     let policy = executors.policy;
-    let node = start_node(&args.data, executors).await?;
+    let config = NodeConfig {
+        executors,
+        resident_mb: args.resident_mb,
+    };
+    let node = start_node(&args.data, config).await?;
     if args.examples {
         for example in mote_guests::ALL {
             let name = FunctionName::new(example.name)?;

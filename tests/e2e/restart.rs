@@ -60,3 +60,31 @@ fn removing_a_function_removes_it_for_good_and_frees_unused_modules() {
     assert_eq!(p.get("/v1/functions/a").status, 404);
     assert_eq!(p.get("/v1/functions/b").status, 404);
 }
+
+#[test]
+fn past_the_resident_budget_functions_are_evicted_and_start_cold_from_their_artefacts() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    // A zero budget keeps only the most recently loaded function resident.
+    let p = Platform::start_in(&data, &["--resident-mb", "0"]);
+    p.deploy("hello", mote_guests::HELLO.wasm, "");
+    p.deploy("echo", mote_guests::ECHO.wasm, "");
+    for round in 0..3 {
+        assert_eq!(
+            p.invoke("hello", b"cold").text(),
+            "Hello, cold!\n",
+            "round {round}"
+        );
+        assert_eq!(p.invoke("echo", b"again").text(), "again", "round {round}");
+    }
+    let metrics = p.get("/metrics").text();
+    assert!(metrics.contains("mote_cold_starts_total 6"), "{metrics}");
+    assert!(metrics.contains("mote_functions_resident 1"), "{metrics}");
+    p.kill();
+
+    // After a restart with the same budget, functions that did not fit load on first call.
+    let p = Platform::start_in(&data, &["--resident-mb", "0"]);
+    assert_eq!(p.invoke("echo", b"x").text(), "x");
+    assert_eq!(p.invoke("hello", b"y").text(), "Hello, y!\n");
+    p.stop();
+}

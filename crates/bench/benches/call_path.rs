@@ -25,6 +25,8 @@ fn call_path(c: &mut Criterion) {
                 .node
                 .invoke_blocking(Fixture::FUNCTION, body.clone(), spin)
                 .unwrap()
+                .result
+                .unwrap()
         })
     });
     group.bench_function("node_async_caller", |b| {

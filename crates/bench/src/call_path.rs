@@ -131,7 +131,8 @@ pub fn run(config: &CallPathConfig) -> anyhow::Result<CallPathReport> {
         || {
             Ok(fixture
                 .node
-                .invoke_blocking(Fixture::FUNCTION, body.clone(), REPLY_SPIN)?)
+                .invoke_blocking(Fixture::FUNCTION, body.clone(), REPLY_SPIN)?
+                .result?)
         },
         len,
     )?;

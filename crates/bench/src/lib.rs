@@ -8,11 +8,15 @@
 //!   the `echo` example deployed, plus a second runtime for the no-dispatch baseline.
 //! - [`call_path`]: latency of one call through the node versus the runtime alone, and
 //!   throughput of the node with several callers.
+//! - [`micro`]: the language-isolation paper's Table 1 and Figure 2: warm and cold starts,
+//!   throughput per core, budget kills and the cost of preemption, beside a process-isolation
+//!   baseline.
 //! - [`burst`]: the call-scheduling paper's burst experiment: response time and stretch of a
 //!   function suite under each scheduling policy.
 
 pub mod burst;
 pub mod call_path;
+pub mod micro;
 pub mod plot;
 
 use bytes::Bytes;

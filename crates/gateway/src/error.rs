@@ -53,7 +53,7 @@ impl ApiError {
                 }
                 InvokeError::Call(CallError::Timeout { .. }) => StatusCode::GATEWAY_TIMEOUT,
                 InvokeError::Call(CallError::Instantiate(_)) => StatusCode::SERVICE_UNAVAILABLE,
-                InvokeError::Call(_) | InvokeError::Internal(_) => {
+                InvokeError::Call(_) | InvokeError::Load { .. } | InvokeError::Internal(_) => {
                     StatusCode::INTERNAL_SERVER_ERROR
                 }
             },

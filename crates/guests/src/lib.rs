@@ -5,7 +5,7 @@
 //! `wasm/` is a separate Cargo workspace (it targets WebAssembly, not the host) holding the guest
 //! SDK `mote-sdk`, the examples, and the function suite ([`SUITE`]): eight functions modelled on
 //! the SeBS benchmark's, with run times from milliseconds to seconds, for benchmarking schedulers
-//! with a realistic mix of calls.
+//! with a realistic mix of calls; and `sha512`, the microsecond benchmark's compute-bound guest.
 
 /// An example function: its name, what it does, and its module's bytes.
 pub struct Example {
@@ -39,6 +39,13 @@ pub const WC: Example = example!(
 
 /// Every example, in the order `mote up --examples` deploys them.
 pub const ALL: [Example; 3] = [HELLO, ECHO, WC];
+
+/// `sha512` (mote ABI): SHA-512 over a 64-byte block `n` times in a chain (body `n=<count>`); the
+/// compute-bound guest of the microsecond benchmark's preemption experiment.
+pub const SHA512: Example = example!(
+    "sha512",
+    "chains SHA-512 over a 64-byte block n times (body n=<count>; mote ABI)"
+);
 
 /// A function of the suite in `wasm/suite/` (see its README): a mote ABI function modelled on one
 /// of the SeBS benchmark's, doing real work on an input it generates from the parameters in the
@@ -120,7 +127,8 @@ mod tests {
     fn examples_and_suite_are_webassembly_modules() {
         let examples = super::ALL.map(|e| (e.name, e.wasm));
         let suite = super::SUITE.map(|f| (f.name, f.wasm));
-        for (name, wasm) in examples.into_iter().chain(suite) {
+        let micro = [(super::SHA512.name, super::SHA512.wasm)];
+        for (name, wasm) in examples.into_iter().chain(suite).chain(micro) {
             assert!(
                 wasm.starts_with(b"\0asm\x01\0\0\0"),
                 "{name} is not a core module"

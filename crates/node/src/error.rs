@@ -65,6 +65,16 @@ pub enum InvokeError {
         /// Its budget in microseconds.
         budget_us: u64,
     },
+    /// The function is not resident and its code could not be loaded from disk.
+    #[error(
+        "function `{name}` cannot be loaded: {detail}; redeploy it (`mote deploy {name} FILE`)"
+    )]
+    Load {
+        /// The function.
+        name: String,
+        /// What went wrong.
+        detail: String,
+    },
     /// The node is shutting down.
     #[error("node is shutting down")]
     ShuttingDown,

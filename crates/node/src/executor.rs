@@ -4,13 +4,14 @@
 //! as they arrive and share cores through the OS, as OpenWhisk does by default.
 //!
 //! Invariants of the shared state:
-//! - `queue` holds every accepted call that has not started; `waiting` mirrors its length so
-//!   idle executors can poll it without taking the lock.
+//! - `queue` holds every accepted call that has not started; the `mote_queue_length` gauge
+//!   mirrors its length (written under the lock), so idle executors can poll it without taking
+//!   the lock and the metric costs no extra atomic operation per call.
 //! - An executor increments `sleepers` only while holding the queue lock and after seeing the
 //!   queue empty, then waits on `available` (which releases the lock atomically). A submitter
 //!   pushes under the lock and notifies only if `sleepers > 0`; because both sides order through
 //!   the lock, a push can never be missed by a sleeping executor.
-//! - Before sleeping an executor spins for `spin` on `waiting`, so back-to-back calls are picked
+//! - Before sleeping an executor spins for `spin` on the queue length, so back-to-back calls are picked
 //!   up without a futex wake-up.
 //! - A call's processing time (measured on the executor, queueing excluded) is recorded in the
 //!   queue's function history under the same lock hold that takes the executor's next call.
@@ -20,7 +21,7 @@ use crate::error::InvokeError;
 use crate::metrics::{NodeMetrics, Outcome};
 use crate::registry::Deployed;
 use bytes::Bytes;
-use mote_runtime::Runtime;
+use mote_runtime::{Function, Runtime};
 use mote_sched::{CallQueue, Policy};
 use serde::Serialize;
 use std::panic::AssertUnwindSafe;
@@ -77,6 +78,11 @@ pub struct Reply {
     pub queued: Duration,
     /// Time it ran on the executor (instantiate and call); zero if it never ran.
     pub processing: Duration,
+    /// When the guest's entry point was called, if the call got that far and succeeded.
+    pub entered: Option<Instant>,
+    /// If the function was not resident: how long loading its code took before the call was
+    /// queued (a cold start).
+    pub cold_start: Option<Duration>,
 }
 
 impl Reply {
@@ -85,6 +91,8 @@ impl Reply {
             result,
             queued: Duration::ZERO,
             processing: Duration::ZERO,
+            entered: None,
+            cold_start: None,
         }
     }
 }
@@ -92,6 +100,8 @@ impl Reply {
 /// A call waiting in the queue.
 struct Call {
     function: Arc<Deployed>,
+    /// The function's code, held by the call so an eviction cannot unmap it before it runs.
+    code: Arc<Function>,
     input: Bytes,
     reply: oneshot::Sender<Reply>,
     arrival: Instant,
@@ -128,7 +138,6 @@ pub struct ScheduleSnapshot {
 struct Shared {
     queue: Mutex<CallQueue<Call>>,
     available: Condvar,
-    waiting: AtomicUsize,
     sleepers: AtomicUsize,
     shutdown: AtomicBool,
     runtime: Arc<Runtime>,
@@ -158,7 +167,6 @@ impl Executors {
         let shared = Arc::new(Shared {
             queue: Mutex::new(CallQueue::new(config.policy, config.fc_window)),
             available: Condvar::new(),
-            waiting: AtomicUsize::new(0),
             sleepers: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
             runtime,
@@ -208,16 +216,18 @@ impl Executors {
         }
     }
 
-    /// Queues a call of `function`; the receiver yields its reply.
-    pub fn submit(
+    /// Queues a call of `function`, running `code`, that arrived at `arrival`; the receiver
+    /// yields its reply.
+    pub(crate) fn submit(
         &self,
         function: Arc<Deployed>,
+        code: Arc<Function>,
         input: Bytes,
+        arrival: Instant,
     ) -> Result<oneshot::Receiver<Reply>, InvokeError> {
         refuse_if_quarantined(&function)?;
         let (reply, rx) = oneshot::channel();
         let shared = &*self.shared;
-        let arrival = Instant::now();
         {
             let mut queue = shared.lock_queue();
             if shared.shutdown.load(Ordering::Relaxed) {
@@ -237,14 +247,14 @@ impl Executors {
                 arrival,
                 Call {
                     function,
+                    code,
                     input,
                     reply,
                     arrival,
                 },
             );
-            shared.waiting.store(queue.len(), Ordering::Release);
+            shared.publish_length(&queue);
         }
-        shared.metrics.queue_length.inc();
         if shared.sleepers.load(Ordering::Acquire) > 0 {
             shared.available.notify_one();
         }
@@ -325,6 +335,14 @@ impl Shared {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn publish_length(&self, queue: &CallQueue<Call>) {
+        let len = i64::try_from(queue.len()).unwrap_or(i64::MAX);
+        self.metrics
+            .queue_length
+            .inner()
+            .store(len, Ordering::Release);
+    }
+
     fn run_executor(&self) {
         let mut next = self.wait_for_call();
         while let Some(call) = next {
@@ -339,7 +357,7 @@ impl Shared {
             if self.shutdown.load(Ordering::Acquire) {
                 return None;
             }
-            if self.waiting.load(Ordering::Acquire) > 0
+            if self.metrics.queue_length.inner().load(Ordering::Acquire) > 0
                 && let Some(call) = self.pop(&mut self.lock_queue())
             {
                 return Some(call);
@@ -370,16 +388,17 @@ impl Shared {
 
     fn pop(&self, queue: &mut CallQueue<Call>) -> Option<Call> {
         let call = queue.pop()?;
-        self.waiting.store(queue.len(), Ordering::Release);
-        self.metrics.queue_length.dec();
+        self.publish_length(queue);
         Some(call)
     }
 
     /// Runs one call, records its processing time, replies, and returns the next call to run
-    /// (`None` at shutdown).
+    /// (`None` at shutdown). The reply goes out before the instance is torn down, and the next
+    /// call is taken under the same lock hold that records this one's processing time.
     fn run(&self, call: Call) -> Option<Call> {
         let Call {
             function,
+            code,
             input,
             reply,
             arrival,
@@ -396,33 +415,59 @@ impl Shared {
         }
         self.metrics.busy_executors.inc();
         let started = Instant::now();
-        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            self.runtime.call(
-                function.function(),
-                function.name(),
-                function.record().limits,
-                &input,
-            )
+        let mut reply = Some(reply);
+        let mut next = None;
+        let ran = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let limits = function.record().limits;
+            self.runtime
+                .call_then(&code, function.name(), limits, &input, |result| {
+                    let processing = started.elapsed();
+                    let (outcome, entered, result) = match result {
+                        Ok(out) => (Outcome::Ok, Some(out.entered), Ok(out.body)),
+                        Err(e) => (Outcome::of(&e), None, Err(InvokeError::Call(e))),
+                    };
+                    next = self.settle(&function, outcome, processing);
+                    if let Some(reply) = reply.take() {
+                        let _ = reply.send(Reply {
+                            result,
+                            queued: started.saturating_duration_since(arrival),
+                            processing,
+                            entered,
+                            cold_start: None,
+                        });
+                    }
+                })
         }));
-        let elapsed = started.elapsed();
         self.metrics.busy_executors.dec();
-        let (outcome, reply_value) = match result {
-            Ok(Ok(out)) => (Outcome::Ok, Ok(out.body)),
-            Ok(Err(e)) => (Outcome::of(&e), Err(InvokeError::Call(e))),
-            Err(panic) => {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
-                tracing::error!(function = %function.name(), panic = %what, "executor caught a panic");
-                (Outcome::Internal, Err(InvokeError::Internal(what)))
+        if let Err(panic) = ran {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            tracing::error!(function = %function.name(), panic = %what, "executor caught a panic");
+            // A panic after the reply went out (in the teardown) has nothing left to answer.
+            if let Some(reply) = reply.take() {
+                let processing = started.elapsed();
+                next = self.settle(&function, Outcome::Internal, processing);
+                let _ = reply.send(Reply {
+                    result: Err(InvokeError::Internal(what)),
+                    queued: started.saturating_duration_since(arrival),
+                    processing,
+                    entered: None,
+                    cold_start: None,
+                });
             }
-        };
+        }
+        next.or_else(|| self.wait_for_call())
+    }
+
+    /// Books a finished call (outcome, duration, budget kills, processing time for the policy)
+    /// and takes the next call, unless the executors are stopping.
+    fn settle(&self, function: &Deployed, outcome: Outcome, processing: Duration) -> Option<Call> {
         function.count(outcome);
-        function.observe_duration(elapsed);
-        let killed = outcome == Outcome::Timeout;
-        if function.note_budget(killed, self.config.quarantine_after) {
+        function.observe_duration(processing);
+        if function.note_budget(outcome == Outcome::Timeout, self.config.quarantine_after) {
             tracing::warn!(
                 function = %function.name(),
                 kills = self.config.quarantine_after,
@@ -430,25 +475,12 @@ impl Shared {
             );
             self.metrics.quarantined.inc();
         }
-        // Record the processing time before replying, so whoever sees the reply also sees the
-        // new estimate; the same lock hold takes the next call.
-        let (shutting_down, next) = {
-            let mut queue = self.lock_queue();
-            function.set_expected(queue.complete(function.key(), elapsed));
-            match self.shutdown.load(Ordering::Acquire) {
-                true => (true, None),
-                false => (false, self.pop(&mut queue)),
-            }
-        };
-        let _ = reply.send(Reply {
-            result: reply_value,
-            queued: started.saturating_duration_since(arrival),
-            processing: elapsed,
-        });
-        if shutting_down {
-            return None;
+        let mut queue = self.lock_queue();
+        function.set_expected(queue.complete(function.key(), processing));
+        match self.shutdown.load(Ordering::Acquire) {
+            true => None,
+            false => self.pop(&mut queue),
         }
-        next.or_else(|| self.wait_for_call())
     }
 }
 

@@ -1,14 +1,16 @@
 //! A mote node: takes calls for deployed functions and runs each on one of its executor cores.
 //!
-//! The call path is `Node::invoke` → [`Registry`] lookup (lock-free) → [`Executors::submit`] (the
-//! policy queue) → an executor thread → [`mote_runtime::Runtime::call`] → reply over a oneshot
-//! channel. The control path is `Node::deploy`/`Node::remove` → compile → persist (module blob,
+//! The call path is `Node::submit` → [`Registry`] lookup (lock-free) → the function's resident
+//! code (or a cold load) → [`Executors`] (the policy queue) → an executor thread →
+//! [`mote_runtime::Runtime::call_then`] → reply over a oneshot channel, sent before the instance
+//! is torn down. The control path is `Node::deploy`/`Node::remove` → compile → persist (module blob,
 //! then record) → publish to the registry.
 //!
 //! - [`Executors`]: one thread per core, at most one running call each (no oversubscription),
 //!   fed from one [`mote_sched::CallQueue`].
-//! - [`Registry`]: deployed functions, resident and ready to instantiate, backed by a
-//!   [`mote_state::StateStore`] so they survive restarts.
+//! - [`Registry`]: deployed functions, backed by a [`mote_state::StateStore`] so they survive
+//!   restarts; within a memory budget their code stays resident, ready to instantiate, and the
+//!   least recently called are evicted past it (`resident`: LRU, cold starts by mmap).
 //! - [`NodeMetrics`]: Prometheus metrics of both.
 //! - [`confine`]: the seccomp allow-list executor threads run under.
 
@@ -17,6 +19,7 @@ mod error;
 mod executor;
 mod metrics;
 mod registry;
+mod resident;
 
 pub use error::{DeployError, InvokeError};
 pub use executor::{Executors, ExecutorsConfig, FunctionSchedule, Reply, ScheduleSnapshot};
@@ -30,7 +33,31 @@ use mote_types::{FunctionName, FunctionRecord, Limits};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot::error::TryRecvError;
+use tokio::sync::oneshot::{self, error::TryRecvError};
+
+/// How a node is set up.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// The executors and their queue.
+    pub executors: ExecutorsConfig,
+    /// The most compiled code kept resident, in MiB; past it the least recently called
+    /// functions are evicted and their next call is a cold start.
+    pub resident_mb: u64,
+}
+
+impl NodeConfig {
+    /// The default resident budget.
+    pub const DEFAULT_RESIDENT_MB: u64 = 1024;
+}
+
+impl From<ExecutorsConfig> for NodeConfig {
+    fn from(executors: ExecutorsConfig) -> Self {
+        Self {
+            executors,
+            resident_mb: Self::DEFAULT_RESIDENT_MB,
+        }
+    }
+}
 
 /// One node: a registry of functions and the executors that run their calls.
 pub struct Node {
@@ -39,18 +66,75 @@ pub struct Node {
     metrics: Arc<NodeMetrics>,
 }
 
+/// A call that has been queued; [`PendingCall::wait`] or `.await` gives its reply.
+#[derive(Debug)]
+pub struct PendingCall {
+    reply: oneshot::Receiver<Reply>,
+    cold_start: Option<Duration>,
+}
+
+impl PendingCall {
+    /// Waits for the reply on this thread, for a synchronous caller that owns a core (a
+    /// benchmark, a dispatcher thread): polls for up to `spin`, then blocks. Polling saves the
+    /// futex wake-up that dominates a microsecond call.
+    pub fn wait(self, spin: Duration) -> Result<Reply, InvokeError> {
+        let Self {
+            mut reply,
+            cold_start,
+        } = self;
+        let until = Instant::now() + spin;
+        let reply = loop {
+            match reply.try_recv() {
+                Ok(reply) => break reply,
+                Err(TryRecvError::Closed) => return Err(dropped()),
+                Err(TryRecvError::Empty) if Instant::now() < until => std::hint::spin_loop(),
+                Err(TryRecvError::Empty) => break reply.blocking_recv().map_err(|_| dropped())?,
+            }
+        };
+        Ok(Reply {
+            cold_start,
+            ..reply
+        })
+    }
+}
+
+impl std::future::Future for PendingCall {
+    type Output = Result<Reply, InvokeError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let cold_start = self.cold_start;
+        std::pin::Pin::new(&mut self.reply).poll(cx).map(|r| {
+            r.map(|reply| Reply {
+                cold_start,
+                ..reply
+            })
+            .map_err(|_| dropped())
+        })
+    }
+}
+
 impl Node {
     /// Starts the executors and loads every function recorded in `store`.
     pub async fn start(
         runtime: Arc<Runtime>,
         store: Arc<dyn StateStore>,
         blobs: ModuleBlobs,
-        config: ExecutorsConfig,
+        config: impl Into<NodeConfig>,
     ) -> Result<Self, DeployError> {
+        let config = config.into();
         let metrics = Arc::new(NodeMetrics::new());
-        let registry = Registry::new(runtime.clone(), store, blobs, metrics.clone());
+        let registry = Registry::new(
+            runtime.clone(),
+            store,
+            blobs,
+            metrics.clone(),
+            config.resident_mb.saturating_mul(1 << 20),
+        );
         registry.load_all().await?;
-        let executors = Executors::start(runtime, metrics.clone(), config)?;
+        let executors = Executors::start(runtime, metrics.clone(), config.executors)?;
         Ok(Self {
             registry,
             executors,
@@ -60,12 +144,16 @@ impl Node {
 
     /// Starts a single-machine node whose state (records, module blobs, compiled artefacts) lives
     /// under `data`, in the embedded store.
-    pub async fn start_embedded(data: &Path, config: ExecutorsConfig) -> Result<Self, DeployError> {
+    pub async fn start_embedded(
+        data: &Path,
+        config: impl Into<NodeConfig>,
+    ) -> Result<Self, DeployError> {
+        let config = config.into();
         std::fs::create_dir_all(data).map_err(|source| StateError::Blob {
             path: data.display().to_string(),
             source,
         })?;
-        let threads = Executors::threads_for(&config);
+        let threads = Executors::threads_for(&config.executors);
         let runtime = Runtime::new(RuntimeConfig::new(data.join("artifacts"), threads))?;
         let store = EmbeddedStore::open(&data.join("state.redb"))?;
         let blobs = ModuleBlobs::open(&data.join("modules"))?;
@@ -74,43 +162,43 @@ impl Node {
 
     /// Runs `name` with `input` as the request body and returns the response body.
     pub async fn invoke(&self, name: &str, input: Bytes) -> Result<Vec<u8>, InvokeError> {
-        self.invoke_traced(name, input).await?.result
+        self.submit(name, input)?.await?.result
     }
 
     /// Like [`Node::invoke`], and also says how long the call waited and ran.
     pub async fn invoke_traced(&self, name: &str, input: Bytes) -> Result<Reply, InvokeError> {
+        self.submit(name, input)?.await
+    }
+
+    /// Queues a call of `name` with `input` as the request body. If the function is not
+    /// resident its code is loaded first, on this thread (a cold start).
+    pub fn submit(&self, name: &str, input: Bytes) -> Result<PendingCall, InvokeError> {
+        let arrival = Instant::now();
         let function = self
             .registry
             .get(name)
             .ok_or_else(|| InvokeError::NotFound(name.to_owned()))?;
-        let reply = self.executors.submit(function, input)?;
-        reply.await.map_err(|_| dropped())
+        let code = self.registry.code(&function, arrival)?;
+        let reply = self
+            .executors
+            .submit(function.clone(), code.function, input, arrival)?;
+        if code.cold_start.is_some() {
+            self.registry.sweep(&function);
+        }
+        Ok(PendingCall {
+            reply,
+            cold_start: code.cold_start,
+        })
     }
 
-    /// Runs a call for a synchronous caller that owns a core (a benchmark, a dispatcher thread):
-    /// waits for the reply by polling for up to `spin`, then blocks. Polling saves the futex
-    /// wake-up that dominates a microsecond call; async callers use [`Node::invoke`].
+    /// Runs a call for a synchronous caller: [`Node::submit`], then [`PendingCall::wait`].
     pub fn invoke_blocking(
         &self,
         name: &str,
         input: Bytes,
         spin: Duration,
-    ) -> Result<Vec<u8>, InvokeError> {
-        let function = self
-            .registry
-            .get(name)
-            .ok_or_else(|| InvokeError::NotFound(name.to_owned()))?;
-        let mut reply = self.executors.submit(function, input)?;
-        let until = Instant::now() + spin;
-        loop {
-            match reply.try_recv() {
-                Ok(reply) => return reply.result,
-                Err(TryRecvError::Closed) => return Err(dropped()),
-                Err(TryRecvError::Empty) if Instant::now() < until => std::hint::spin_loop(),
-                Err(TryRecvError::Empty) => break,
-            }
-        }
-        reply.blocking_recv().map_err(|_| dropped())?.result
+    ) -> Result<Reply, InvokeError> {
+        self.submit(name, input)?.wait(spin)
     }
 
     /// Deploys (or replaces) `name` with the module `wasm`.
@@ -218,13 +306,12 @@ mod tests {
             ..ExecutorsConfig::new(1)
         };
         let node = node(dir.path(), config).await;
-        let slow = node.registry.get("slow").unwrap();
-        let running = node.executors.submit(slow.clone(), Bytes::new()).unwrap();
+        let running = node.submit("slow", Bytes::new()).unwrap();
         wait_until_busy(&node);
         let queued: Vec<_> = (0..2)
-            .map(|_| node.executors.submit(slow.clone(), Bytes::new()).unwrap())
+            .map(|_| node.submit("slow", Bytes::new()).unwrap())
             .collect();
-        let err = node.executors.submit(slow, Bytes::new()).unwrap_err();
+        let err = node.submit("slow", Bytes::new()).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -246,13 +333,12 @@ mod tests {
     async fn calls_whose_caller_left_are_not_run() {
         let dir = tempfile::tempdir().unwrap();
         let node = node(dir.path(), ExecutorsConfig::new(1)).await;
-        let slow = node.registry.get("slow").unwrap();
-        let running = node.executors.submit(slow.clone(), Bytes::new()).unwrap();
+        let running = node.submit("slow", Bytes::new()).unwrap();
         wait_until_busy(&node);
-        drop(node.executors.submit(slow.clone(), Bytes::new()).unwrap());
+        drop(node.submit("slow", Bytes::new()).unwrap());
         running.await.unwrap().result.unwrap();
         // The abandoned call is dropped as soon as the executor reaches it.
-        let finished = node.executors.submit(slow, Bytes::new()).unwrap();
+        let finished = node.submit("slow", Bytes::new()).unwrap();
         finished.await.unwrap().result.unwrap();
         let metrics = node.metrics.encode();
         assert!(
@@ -266,10 +352,9 @@ mod tests {
     async fn shutdown_finishes_running_calls_and_answers_queued_ones() {
         let dir = tempfile::tempdir().unwrap();
         let node = node(dir.path(), ExecutorsConfig::new(1)).await;
-        let slow = node.registry.get("slow").unwrap();
-        let running = node.executors.submit(slow.clone(), Bytes::new()).unwrap();
+        let running = node.submit("slow", Bytes::new()).unwrap();
         wait_until_busy(&node);
-        let queued = node.executors.submit(slow, Bytes::new()).unwrap();
+        let queued = node.submit("slow", Bytes::new()).unwrap();
         tokio::task::spawn_blocking(move || drop(node))
             .await
             .unwrap();
@@ -341,20 +426,17 @@ mod tests {
         // Teach the node both functions' processing times.
         node.invoke("slow", Bytes::new()).await.unwrap();
         node.invoke("fast", Bytes::new()).await.unwrap();
-        let (slow, fast) = (
-            node.registry.get("slow").unwrap(),
-            node.registry.get("fast").unwrap(),
-        );
 
-        let running = node.executors.submit(slow.clone(), Bytes::new()).unwrap();
+        let running = node.submit("slow", Bytes::new()).unwrap();
         wait_until_busy(&node);
-        let queued_slow = node.executors.submit(slow, Bytes::new()).unwrap();
-        let queued_fast = node.executors.submit(fast, Bytes::new()).unwrap();
+        let queued_slow = node.submit("slow", Bytes::new()).unwrap();
+        let queued_fast = node.submit("fast", Bytes::new()).unwrap();
         running.await.unwrap().result.unwrap();
-        queued_fast.await.unwrap().result.unwrap();
-        // The fast call finished while the second slow call still waited or ran.
-        assert!(!queued_slow.is_terminated(), "the long call ran first");
-        queued_slow.await.unwrap().result.unwrap();
+        let fast = queued_fast.await.unwrap();
+        let slow = queued_slow.await.unwrap();
+        // The fast call started before the long call queued ahead of it.
+        assert!(fast.queued < slow.queued, "the long call ran first");
+        slow.result.unwrap();
 
         let schedule = node.schedule();
         assert_eq!(schedule.policy, "sept");
@@ -373,5 +455,73 @@ mod tests {
                 .encode()
                 .contains(r#"mote_policy{policy="sept"} 1"#)
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn past_the_resident_budget_the_least_recently_called_are_evicted_and_load_cold() {
+        let dir = tempfile::tempdir().unwrap();
+        // No budget at all: only the function loaded last stays resident.
+        let config = NodeConfig {
+            resident_mb: 0,
+            ..ExecutorsConfig::new(1).into()
+        };
+        let node = Node::start_embedded(dir.path(), config).await.unwrap();
+        for name in ["a", "b"] {
+            let wasm = Bytes::from(wat::parse_str(FAST).unwrap());
+            node.deploy(FunctionName::new(name).unwrap(), wasm, Limits::default())
+                .await
+                .unwrap();
+        }
+        let resident = |n: &str| node.registry.get(n).unwrap().is_resident();
+        assert!(!resident("a") && resident("b"));
+
+        let warm = node.invoke_traced("b", Bytes::new()).await.unwrap();
+        assert!(warm.result.is_ok() && warm.cold_start.is_none());
+        let cold = node.invoke_traced("a", Bytes::new()).await.unwrap();
+        assert!(cold.result.is_ok() && cold.cold_start.is_some());
+        assert!(resident("a") && !resident("b"));
+        let again = node.invoke_traced("a", Bytes::new()).await.unwrap();
+        assert!(again.cold_start.is_none(), "a second call is warm");
+
+        let metrics = node.metrics.encode();
+        assert!(metrics.contains("mote_cold_starts_total 1"), "{metrics}");
+        assert!(metrics.contains("mote_functions_resident 1"), "{metrics}");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_function_whose_code_is_gone_fails_with_a_load_error_and_others_still_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = NodeConfig {
+            resident_mb: 0,
+            ..ExecutorsConfig::new(1).into()
+        };
+        let node = Node::start_embedded(dir.path(), config).await.unwrap();
+        let wasm = Bytes::from(wat::parse_str(FAST).unwrap());
+        node.deploy(FunctionName::new("gone").unwrap(), wasm, Limits::default())
+            .await
+            .unwrap();
+        let wasm = Bytes::from(wat::parse_str(SLOW).unwrap());
+        node.deploy(FunctionName::new("slow").unwrap(), wasm, Limits::default())
+            .await
+            .unwrap();
+        // Both the compiled artefact and the module blob of `gone` disappear from disk.
+        for sub in ["artifacts", "modules"] {
+            for entry in std::fs::read_dir(dir.path().join(sub)).unwrap() {
+                let path = entry.unwrap().path();
+                let sha = node.get("gone").unwrap().sha256;
+                if path
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with(&sha)
+                {
+                    std::fs::remove_file(path).unwrap();
+                }
+            }
+        }
+        let err = node.invoke("gone", Bytes::new()).await.unwrap_err();
+        assert!(matches!(err, InvokeError::Load { .. }), "{err}");
+        assert!(err.to_string().contains("redeploy"), "{err}");
+        assert!(node.invoke("slow", Bytes::new()).await.is_ok());
     }
 }

@@ -104,6 +104,9 @@ pub struct NodeMetrics {
     pub(crate) executors: Gauge,
     pub(crate) functions: Gauge,
     pub(crate) quarantined: Gauge,
+    pub(crate) resident: Gauge,
+    pub(crate) resident_bytes: Gauge,
+    pub(crate) cold_starts: Counter,
     pub(crate) expected: Family<FunctionLabels, SecondsGauge>,
     policy: Family<PolicyLabels, Gauge>,
 }
@@ -125,6 +128,9 @@ impl NodeMetrics {
         let executors = Gauge::default();
         let functions = Gauge::default();
         let quarantined = Gauge::default();
+        let resident = Gauge::default();
+        let resident_bytes = Gauge::default();
+        let cold_starts = Counter::default();
         let expected = Family::<FunctionLabels, SecondsGauge>::default();
         let policy = Family::<PolicyLabels, Gauge>::default();
         registry.register(
@@ -163,6 +169,21 @@ impl NodeMetrics {
             quarantined.clone(),
         );
         registry.register(
+            "functions_resident",
+            "Functions whose compiled code is mapped and linked, so a call is a warm start",
+            resident.clone(),
+        );
+        registry.register(
+            "resident_bytes",
+            "Bytes of compiled code the resident functions keep mapped (bounded by --resident-mb)",
+            resident_bytes.clone(),
+        );
+        registry.register(
+            "cold_starts",
+            "Calls that had to load their function's artefact from disk first",
+            cold_starts.clone(),
+        );
+        registry.register(
             "expected_processing_seconds",
             "Mean of the function's last 10 processing times on this node, which the policies rank by",
             expected.clone(),
@@ -181,6 +202,9 @@ impl NodeMetrics {
             executors,
             functions,
             quarantined,
+            resident,
+            resident_bytes,
+            cold_starts,
             expected,
             policy,
         }

@@ -1,15 +1,17 @@
-//! The functions deployed on a node: persisted in the state store, resident in memory.
+//! The functions deployed on a node: persisted in the state store, and (within a memory budget,
+//! see [`crate::resident`]) resident in memory.
 //!
 //! Invariants:
-//! - A function is in the resident table only after its module blob and its record are durable,
-//!   so anything a caller can invoke survives a restart.
-//! - Changes (deploy, remove) are serialised by `changes`; the resident table is replaced
-//!   wholesale (copy-on-write) so the call path reads it without a lock.
+//! - A function is in the table only after its module blob and its record are durable, so
+//!   anything a caller can invoke survives a restart.
+//! - Changes (deploy, remove) are serialised by `changes`; the table is replaced wholesale
+//!   (copy-on-write) so the call path reads it without a lock.
 //! - A module blob and its compiled artefact are deleted only when no record refers to them.
 
-use crate::error::DeployError;
+use crate::error::{DeployError, InvokeError};
 use crate::metrics::{FunctionLabels, InvocationLabels, NodeMetrics, Outcome, SecondsGauge};
-use arc_swap::ArcSwap;
+use crate::resident::{Code, Residency};
+use arc_swap::{ArcSwap, ArcSwapOption};
 use bytes::Bytes;
 use mote_runtime::{Function, Runtime};
 use mote_sched::FunctionKey;
@@ -20,17 +22,20 @@ use prometheus_client::metrics::histogram::Histogram;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Where function records live in the state store.
 const RECORD_PREFIX: &str = "/mote/functions/";
 
-/// A deployed function, resident and ready to call.
+/// A deployed function: its record, its code while resident, and its call statistics.
 pub struct Deployed {
     key: FunctionKey,
     record: FunctionRecord,
     name: Arc<str>,
-    function: Arc<Function>,
+    /// The compiled, linked code while the function is resident; see [`crate::resident`].
+    pub(crate) code: ArcSwapOption<Function>,
+    /// When it was last called, in nanoseconds since the node started (for eviction).
+    last_used: AtomicU64,
     outcomes: [Counter; Outcome::ALL.len()],
     duration: Histogram,
     expected: SecondsGauge,
@@ -42,12 +47,7 @@ pub struct Deployed {
 }
 
 impl Deployed {
-    fn new(
-        key: FunctionKey,
-        record: FunctionRecord,
-        function: Arc<Function>,
-        metrics: &NodeMetrics,
-    ) -> Self {
+    fn new(key: FunctionKey, record: FunctionRecord, metrics: &NodeMetrics) -> Self {
         let function_label = record.name.to_string();
         let outcomes = Outcome::ALL.map(|outcome| {
             let labels = InvocationLabels {
@@ -67,7 +67,8 @@ impl Deployed {
             expected,
             name: record.name.as_str().into(),
             record,
-            function,
+            code: ArcSwapOption::empty(),
+            last_used: AtomicU64::new(0),
             outcomes,
             duration,
             budget_kills: AtomicU32::new(0),
@@ -90,9 +91,21 @@ impl Deployed {
         self.key
     }
 
-    /// The compiled function.
-    pub fn function(&self) -> &Function {
-        &self.function
+    /// Whether its code is resident, so that a call is a warm start.
+    pub fn is_resident(&self) -> bool {
+        self.code.load().is_some()
+    }
+
+    /// Records a call at `stamp`. Recency only needs to be right to a millisecond, and writing
+    /// the shared line on every call would make each executor that reads this function miss.
+    pub(crate) fn touch(&self, stamp: u64) {
+        if stamp.saturating_sub(self.last_used.load(Ordering::Relaxed)) > 1_000_000 {
+            self.last_used.store(stamp, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn last_used(&self) -> u64 {
+        self.last_used.load(Ordering::Relaxed)
     }
 
     pub(crate) fn count(&self, outcome: Outcome) {
@@ -143,6 +156,7 @@ pub struct Registry {
     store: Arc<dyn StateStore>,
     blobs: ModuleBlobs,
     metrics: Arc<NodeMetrics>,
+    residency: Residency,
     table: ArcSwap<Table>,
     changes: tokio::sync::Mutex<()>,
     next_key: AtomicU64,
@@ -154,8 +168,15 @@ impl Registry {
         store: Arc<dyn StateStore>,
         blobs: ModuleBlobs,
         metrics: Arc<NodeMetrics>,
+        resident_budget_bytes: u64,
     ) -> Self {
         Self {
+            residency: Residency::new(
+                runtime.clone(),
+                blobs.clone(),
+                resident_budget_bytes,
+                metrics.clone(),
+            ),
             runtime,
             store,
             blobs,
@@ -169,6 +190,18 @@ impl Registry {
     /// Looks up a deployed function without locking.
     pub fn get(&self, name: &str) -> Option<Arc<Deployed>> {
         self.table.load().get(name).cloned()
+    }
+
+    /// The code of `function` for a call arriving at `now`, loading it from its artefact if it
+    /// is not resident (a cold start).
+    pub(crate) fn code(&self, function: &Deployed, now: Instant) -> Result<Code, InvokeError> {
+        self.residency.code(function, now)
+    }
+
+    /// Evicts the least recently called functions if the resident set is over its budget;
+    /// `keep` stays.
+    pub(crate) fn sweep(&self, keep: &Deployed) {
+        self.residency.sweep(keep, self.table.load().values());
     }
 
     /// Every deployed function, by name.
@@ -190,9 +223,10 @@ impl Registry {
         records
     }
 
-    /// Loads every stored function into memory. A record that cannot be decoded, or a function
-    /// that cannot be loaded, is logged and left out, so one bad entry cannot keep the node
-    /// down; the record stays in the store untouched for the operator to inspect.
+    /// Reads every stored function and makes as many resident as the budget holds; the rest
+    /// load on their first call. A record that cannot be decoded, or a function that cannot be
+    /// loaded, is logged and left out, so one bad entry cannot keep the node down; the record
+    /// stays in the store untouched for the operator to inspect.
     pub(crate) async fn load_all(&self) -> Result<(), DeployError> {
         let _changes = self.changes.lock().await;
         let mut table = Table::new();
@@ -204,24 +238,26 @@ impl Registry {
                     continue;
                 }
             };
-            let (runtime, blobs, sha) = (
-                self.runtime.clone(),
-                self.blobs.clone(),
-                record.sha256.clone(),
-            );
-            let loaded =
-                tokio::task::spawn_blocking(move || runtime.load(&sha, || blobs.get(&sha)))
-                    .await
-                    .map_err(|e| DeployError::Internal(e.to_string()))?;
-            match loaded {
-                Ok(function) => {
-                    let deployed = Deployed::new(self.new_key(), record, function, &self.metrics);
-                    table.insert(deployed.record.name.clone(), Arc::new(deployed));
-                }
-                Err(e) => {
-                    tracing::error!(function = %record.name, error = %e, "cannot load function; it stays stored but is not callable")
+            let deployed = Arc::new(Deployed::new(self.new_key(), record, &self.metrics));
+            if self.residency.fits(0) {
+                let (runtime, blobs, sha) = (
+                    self.runtime.clone(),
+                    self.blobs.clone(),
+                    deployed.record.sha256.clone(),
+                );
+                let loaded =
+                    tokio::task::spawn_blocking(move || runtime.load(&sha, || blobs.get(&sha)))
+                        .await
+                        .map_err(|e| DeployError::Internal(e.to_string()))?;
+                match loaded {
+                    Ok(code) => self.residency.admit(&deployed, code),
+                    Err(e) => {
+                        tracing::error!(function = %deployed.record.name, error = %e, "cannot load function; it stays stored but is not callable");
+                        continue;
+                    }
                 }
             }
+            table.insert(deployed.record.name.clone(), deployed);
         }
         self.metrics.functions.set(table.len() as i64);
         self.table.store(Arc::new(table));
@@ -264,16 +300,14 @@ impl Registry {
         };
         let json = serde_json::to_vec(&record).expect("a record always serialises");
         self.store.put(&record_key(&name), json).await?;
-        let deployed = Arc::new(Deployed::new(
-            self.new_key(),
-            record.clone(),
-            function,
-            &self.metrics,
-        ));
+        let deployed = Arc::new(Deployed::new(self.new_key(), record.clone(), &self.metrics));
+        self.residency.admit(&deployed, function);
         let mut table = Table::clone(&self.table.load());
-        let replaced = table.insert(name, deployed);
+        let replaced = table.insert(name, deployed.clone());
         self.publish(table);
+        self.sweep(&deployed);
         if let Some(old) = &replaced {
+            self.residency.evict(old);
             self.collect_unused(&old.record.sha256);
         }
         Ok((record, replaced))
@@ -290,6 +324,7 @@ impl Registry {
         let mut table = Table::clone(&self.table.load());
         table.remove(name);
         self.publish(table);
+        self.residency.evict(&deployed);
         let labels = FunctionLabels {
             function: name.to_owned(),
         };

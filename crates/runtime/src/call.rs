@@ -3,6 +3,8 @@
 //!
 //! The store and instance are dropped when the call returns, whatever happened, which returns
 //! the instance's slot (and its memory) to the pool: no state survives from one call to the next.
+//! [`Runtime::call_then`] hands the result to the caller before that teardown, so the reply does
+//! not wait for the memory reset (about 40% of a microsecond call).
 
 use crate::engine::Runtime;
 use crate::error::CallError;
@@ -32,6 +34,8 @@ const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 pub struct CallOutput {
     /// The response body.
     pub body: Vec<u8>,
+    /// When the guest's entry point was called: the instance was ready and the input copied in.
+    pub entered: Instant,
 }
 
 /// Per-call state inside the wasmtime `Store`.
@@ -118,6 +122,19 @@ impl Runtime {
         limits: Limits,
         input: &[u8],
     ) -> Result<CallOutput, CallError> {
+        self.call_then(function, name, limits, input, |result| result)
+    }
+
+    /// Like [`Runtime::call`], but gives the result to `finish` before the instance is torn
+    /// down, so a reply sent from `finish` does not wait for the memory reset.
+    pub fn call_then<R>(
+        &self,
+        function: &Function,
+        name: &Arc<str>,
+        limits: Limits,
+        input: &[u8],
+        finish: impl FnOnce(Result<CallOutput, CallError>) -> R,
+    ) -> R {
         let stdin = match function.entry {
             Entry::WasiCommand { .. } => Bytes::copy_from_slice(input),
             Entry::MoteAbi { .. } => Bytes::new(),
@@ -135,18 +152,20 @@ impl Runtime {
             max_response_bytes: self.max_response_bytes(),
             wasi: None,
         };
-        self.ticker().call_starting(limits.timeout());
         let mut store = Store::new(self.engine(), state);
         store.limiter(|s| &mut s.limiter);
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(|mut ctx| {
-            let state = ctx.data_mut();
-            if Instant::now() >= state.deadline {
-                state.timed_out = true;
-                return Err(Trap::Interrupt.into());
-            }
-            Ok(UpdateDeadline::Continue(1))
-        });
+        if let Some(ticker) = self.ticker() {
+            ticker.call_starting(limits.timeout());
+            store.set_epoch_deadline(1);
+            store.epoch_deadline_callback(|mut ctx| {
+                let state = ctx.data_mut();
+                if Instant::now() >= state.deadline {
+                    state.timed_out = true;
+                    return Err(Trap::Interrupt.into());
+                }
+                Ok(UpdateDeadline::Continue(1))
+            });
+        }
 
         let result = self.run_entry(function, &mut store, input);
         let stderr = match &store.data().wasi {
@@ -160,10 +179,13 @@ impl Runtime {
             }
             None => Bytes::new(),
         };
-        result.map_err(|e| match e {
+        let result = result.map_err(|e| match e {
             Failure::Call(e) => classify(e, store.data(), limits, &stderr),
             Failure::Known(e) => e,
-        })
+        });
+        let value = finish(result);
+        drop(store);
+        value
     }
 
     fn run_entry(
@@ -198,11 +220,6 @@ impl Runtime {
                     .get_module_export(&mut *store, memory)
                     .and_then(Extern::into_memory)
                     .expect("deploy checked that `memory` is a memory");
-                let alloc = instance
-                    .get_module_export(&mut *store, alloc)
-                    .and_then(Extern::into_func)
-                    .expect("deploy checked that `mote_alloc` is a function")
-                    .typed::<i32, i32>(&*store)?;
                 let handle = instance
                     .get_module_export(&mut *store, handle)
                     .and_then(Extern::into_func)
@@ -214,7 +231,12 @@ impl Runtime {
                     let len = i32::try_from(input.len()).map_err(|_| {
                         Failure::Known(CallError::Abi("request body exceeds 2 GiB".into()))
                     })?;
-                    let ptr = alloc.call(&mut *store, len)?;
+                    let ptr = instance
+                        .get_module_export(&mut *store, alloc)
+                        .and_then(Extern::into_func)
+                        .expect("deploy checked that `mote_alloc` is a function")
+                        .typed::<i32, i32>(&*store)?
+                        .call(&mut *store, len)?;
                     memory.write(&mut *store, ptr as u32 as usize, input).map_err(|_| {
                         Failure::Known(CallError::Abi(format!(
                             "mote_alloc({len}) returned {ptr}, which leaves no room for {len} bytes in a memory of {} bytes",
@@ -223,6 +245,7 @@ impl Runtime {
                     })?;
                     (ptr, len)
                 };
+                let entered = Instant::now();
                 let (out_ptr, out_len) =
                     abi::unpack_response(handle.call(&mut *store, (ptr, len))?);
                 let (out_ptr, out_len) = (out_ptr as usize, out_len as usize);
@@ -241,6 +264,7 @@ impl Runtime {
                 })?;
                 Ok(CallOutput {
                     body: body.to_vec(),
+                    entered,
                 })
             }
             Entry::WasiCommand { start } => {
@@ -249,6 +273,7 @@ impl Runtime {
                     .and_then(Extern::into_func)
                     .expect("deploy checked that `_start` is a function")
                     .typed::<(), ()>(&*store)?;
+                let entered = Instant::now();
                 if let Err(e) = start.call(&mut *store, ()) {
                     match e.downcast_ref::<I32Exit>() {
                         Some(I32Exit(0)) => {}
@@ -270,6 +295,7 @@ impl Runtime {
                 }
                 Ok(CallOutput {
                     body: stdout.to_vec(),
+                    entered,
                 })
             }
         }
@@ -428,6 +454,32 @@ mod tests {
             b"ping"
         );
         assert_eq!(call(&rt, &echo, Limits::default(), b"").unwrap(), b"");
+    }
+
+    #[test]
+    fn the_result_is_handed_over_before_teardown_with_the_entry_time() {
+        let (rt, _d) = runtime();
+        let f = rt
+            .compile(&wat::parse_str(abi("i64.const 0")).unwrap())
+            .unwrap();
+        let before = Instant::now();
+        let (entered, finished) = rt.call_then(&f, &Arc::from("t"), Limits::default(), b"", |r| {
+            (r.unwrap().entered, Instant::now())
+        });
+        assert!(before <= entered && entered <= finished);
+    }
+
+    #[test]
+    fn an_engine_without_epochs_runs_calls_and_no_ticker() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = RuntimeConfig::new(dir.path(), 1);
+        config.epoch_interruption = false;
+        let rt = Runtime::new(config).unwrap();
+        assert!(rt.ticker().is_none());
+        assert_eq!(
+            call(&rt, &abi("i64.const 0"), Limits::default(), b"x").unwrap(),
+            b""
+        );
     }
 
     #[test]

@@ -22,6 +22,9 @@ pub struct RuntimeConfig {
     pub max_memory_mb: u32,
     /// The epoch ticker's periods, which bound how far a call can overrun its budget.
     pub epoch_tick: TickerPeriods,
+    /// Compile epoch checks into guest code and run the ticker. Only a benchmark's baseline
+    /// turns this off, to measure what the checks cost: without them budgets are not enforced.
+    pub epoch_interruption: bool,
     /// The largest response a call may return, in bytes.
     pub max_response_bytes: usize,
     /// How many dirtied bytes of an instance's memory are reset in place between calls rather
@@ -42,6 +45,7 @@ impl RuntimeConfig {
                 coarse: Duration::from_micros(500),
                 fine: Duration::from_micros(25),
             },
+            epoch_interruption: true,
             max_response_bytes: 16 << 20,
             keep_resident_bytes: 2 << 20,
         }
@@ -54,7 +58,8 @@ pub struct Runtime {
     linker: Linker<CallState>,
     artifacts: ArtifactCache,
     config: RuntimeConfig,
-    ticker: EpochTicker,
+    /// `None` only when `epoch_interruption` is off.
+    ticker: Option<EpochTicker>,
 }
 
 impl Runtime {
@@ -74,7 +79,7 @@ impl Runtime {
             .linear_memory_keep_resident(config.keep_resident_bytes)
             .table_keep_resident(64 << 10);
         let mut wasm = Config::new();
-        wasm.epoch_interruption(true)
+        wasm.epoch_interruption(config.epoch_interruption)
             .memory_init_cow(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&wasm).map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
@@ -82,7 +87,9 @@ impl Runtime {
         call::add_host_functions(&mut linker)
             .map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
         let artifacts = ArtifactCache::open(&config.artifact_dir, &engine)?;
-        let ticker = EpochTicker::start(engine.clone(), config.epoch_tick);
+        let ticker = config
+            .epoch_interruption
+            .then(|| EpochTicker::start(engine.clone(), config.epoch_tick));
         // WASI preview1's synchronous host functions run on a Tokio runtime that wasmtime-wasi
         // builds on first use. Build it now, on a thread outside any Tokio context, so that the
         // first use is not on an executor thread, where seccomp forbids the threads and
@@ -154,8 +161,8 @@ impl Runtime {
         &self.engine
     }
 
-    pub(crate) fn ticker(&self) -> &EpochTicker {
-        &self.ticker
+    pub(crate) fn ticker(&self) -> Option<&EpochTicker> {
+        self.ticker.as_ref()
     }
 }
 

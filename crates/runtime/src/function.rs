@@ -15,6 +15,7 @@ pub struct Function {
     pub(crate) pre: InstancePre<CallState>,
     pub(crate) entry: Entry,
     min_memory_bytes: u64,
+    resident_bytes: u64,
 }
 
 /// The exports a call uses, resolved at deploy time.
@@ -59,6 +60,8 @@ impl Function {
         module
             .initialize_copy_on_write_image()
             .map_err(|e| CompileError::Link(format!("cannot build the memory image: {e:#}")))?;
+        let image = module.image_range();
+        let resident_bytes = (image.end as usize - image.start as usize) as u64;
         let pre = linker.instantiate_pre(&module).map_err(|e| {
             let msg = format!("{e:#}");
             match unknown_import_in(&msg) {
@@ -72,6 +75,7 @@ impl Function {
             pre,
             entry,
             min_memory_bytes,
+            resident_bytes,
         })
     }
 
@@ -83,6 +87,12 @@ impl Function {
     /// The detected guest kind.
     pub fn kind(&self) -> GuestKind {
         self.kind
+    }
+
+    /// The size of the compiled artefact it keeps mapped (machine code, metadata and data
+    /// segments): what keeping it resident costs.
+    pub fn resident_bytes(&self) -> u64 {
+        self.resident_bytes
     }
 
     /// The initial size of the module's exported memory, which must fit its memory limit.

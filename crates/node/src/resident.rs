@@ -1,0 +1,175 @@
+//! Which deployed functions are resident: compiled code mapped and an `InstancePre` linked, ready
+//! for a warm call. A memory budget bounds them. Past it, the least recently called functions are
+//! evicted, and the next call of an evicted function is a cold start: its precompiled artefact is
+//! mapped from disk (mmap), linked, and then instantiated like any call. The load runs on the
+//! caller's thread, because executor threads are confined by seccomp and cannot open files.
+//!
+//! Invariants:
+//! - `resident_bytes` is the sum of [`Function::resident_bytes`] over the functions whose `code`
+//!   slot is filled: it is added to only by the caller that filled a slot and taken from only by
+//!   the caller that emptied it (both with a swap, so no count is lost or doubled).
+//! - A call takes its own reference to the code before it is queued, so evicting a function never
+//!   pulls code from under a queued or running call; the code is unmapped when the last call
+//!   that holds it ends.
+//!
+//! Recency is a timestamp each call stores in its function (one relaxed store, no lock). Eviction
+//! is rare (only when a load passes the budget); it scans every function and evicts down to 90%
+//! of the budget, so a run of cold starts does not sweep on every call.
+
+use crate::error::InvokeError;
+use crate::metrics::NodeMetrics;
+use crate::registry::Deployed;
+use mote_runtime::{Function, Runtime};
+use mote_state::ModuleBlobs;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The resident set and its budget.
+pub(crate) struct Residency {
+    runtime: Arc<Runtime>,
+    blobs: ModuleBlobs,
+    budget_bytes: u64,
+    resident_bytes: AtomicU64,
+    origin: Instant,
+    sweep: Mutex<()>,
+    metrics: Arc<NodeMetrics>,
+}
+
+/// A function's code for one call, and how long loading it took if the call was a cold start.
+pub(crate) struct Code {
+    pub function: Arc<Function>,
+    pub cold_start: Option<Duration>,
+}
+
+impl Residency {
+    pub(crate) fn new(
+        runtime: Arc<Runtime>,
+        blobs: ModuleBlobs,
+        budget_bytes: u64,
+        metrics: Arc<NodeMetrics>,
+    ) -> Self {
+        Self {
+            runtime,
+            blobs,
+            budget_bytes,
+            resident_bytes: AtomicU64::new(0),
+            origin: Instant::now(),
+            sweep: Mutex::new(()),
+            metrics,
+        }
+    }
+
+    /// Whether another function of `bytes` still fits the budget.
+    pub(crate) fn fits(&self, bytes: u64) -> bool {
+        self.resident_bytes.load(Ordering::Relaxed) + bytes <= self.budget_bytes
+    }
+
+    /// The code of `function` for a call arriving at `now`: resident already (a warm start), or
+    /// loaded from its artefact now (a cold start). A load may pass the budget; the caller
+    /// sweeps after queueing its call, so the eviction is not on the call's path.
+    pub(crate) fn code(&self, function: &Deployed, now: Instant) -> Result<Code, InvokeError> {
+        function.touch(self.stamp(now));
+        if let Some(code) = function.code.load_full() {
+            return Ok(Code {
+                function: code,
+                cold_start: None,
+            });
+        }
+        let sha = &function.record().sha256;
+        let loaded = self
+            .runtime
+            .load(sha, || self.blobs.get(sha))
+            .map_err(|e| InvokeError::Load {
+                name: function.name().to_string(),
+                detail: e.to_string(),
+            })?;
+        let cold_start = now.elapsed();
+        self.metrics.cold_starts.inc();
+        // Two callers may load the same function at once; the first to fill the slot wins and
+        // the other call runs on the winner's code.
+        let previous = function
+            .code
+            .compare_and_swap(&None::<Arc<Function>>, Some(loaded.clone()));
+        let code = match &*previous {
+            Some(winner) => winner.clone(),
+            None => {
+                self.added(&loaded);
+                loaded
+            }
+        };
+        Ok(Code {
+            function: code,
+            cold_start: Some(cold_start),
+        })
+    }
+
+    /// Makes `code` resident for `function` (a deploy or a start-up load).
+    pub(crate) fn admit(&self, function: &Deployed, code: Arc<Function>) {
+        function.touch(self.stamp(Instant::now()));
+        self.added(&code);
+        if let Some(old) = function.code.swap(Some(code)) {
+            self.removed(&old);
+        }
+    }
+
+    /// Drops `function`'s code from the resident set (an eviction, a removal, a replacement).
+    pub(crate) fn evict(&self, function: &Deployed) {
+        if let Some(code) = function.code.swap(None) {
+            self.removed(&code);
+        }
+    }
+
+    fn added(&self, code: &Function) {
+        self.resident_bytes
+            .fetch_add(code.resident_bytes(), Ordering::Relaxed);
+        self.metrics.resident.inc();
+        self.publish_bytes();
+    }
+
+    fn removed(&self, code: &Function) {
+        self.resident_bytes
+            .fetch_sub(code.resident_bytes(), Ordering::Relaxed);
+        self.metrics.resident.dec();
+        self.publish_bytes();
+    }
+
+    fn publish_bytes(&self) {
+        let bytes = self.resident_bytes.load(Ordering::Relaxed);
+        self.metrics
+            .resident_bytes
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
+    /// If the resident set is over budget, evicts the least recently called of `everyone` until
+    /// it is back under 90% of the budget; `keep` (the function just loaded) stays.
+    pub(crate) fn sweep<'a>(
+        &self,
+        keep: &Deployed,
+        everyone: impl Iterator<Item = &'a Arc<Deployed>>,
+    ) {
+        if self.resident_bytes.load(Ordering::Relaxed) <= self.budget_bytes {
+            return;
+        }
+        // Another caller is sweeping already; it will bring the total down for both.
+        let Ok(_sweeping) = self.sweep.try_lock() else {
+            return;
+        };
+        let mut resident: Vec<(u64, &Arc<Deployed>)> = everyone
+            .filter(|f| f.is_resident() && !std::ptr::eq(&***f, keep))
+            .map(|f| (f.last_used(), f))
+            .collect();
+        resident.sort_unstable_by_key(|(used, _)| *used);
+        let target = self.budget_bytes / 10 * 9;
+        for (_, function) in resident {
+            if self.resident_bytes.load(Ordering::Relaxed) <= target {
+                break;
+            }
+            self.evict(function);
+        }
+    }
+
+    fn stamp(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.origin).as_nanos() as u64
+    }
+}
