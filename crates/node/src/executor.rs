@@ -11,8 +11,8 @@
 //!   queue empty, then waits on `available` (which releases the lock atomically). A submitter
 //!   pushes under the lock and notifies only if `sleepers > 0`; because both sides order through
 //!   the lock, a push can never be missed by a sleeping executor.
-//! - Before sleeping an executor spins for `spin` on the queue length, so back-to-back calls are picked
-//!   up without a futex wake-up.
+//! - Before sleeping an executor spins for `spin` on the queue length, so back-to-back calls are
+//!   picked up without a futex wake-up.
 //! - A call's processing time (measured on the executor, queueing excluded) is recorded in the
 //!   queue's function history under the same lock hold that takes the executor's next call.
 

@@ -486,6 +486,13 @@ mod tests {
         let metrics = node.metrics.encode();
         assert!(metrics.contains("mote_cold_starts_total 1"), "{metrics}");
         assert!(metrics.contains("mote_functions_resident 1"), "{metrics}");
+
+        // Removing functions takes their code out of the resident set and its accounting.
+        node.remove("a").await.unwrap();
+        node.remove("b").await.unwrap();
+        let metrics = node.metrics.encode();
+        assert!(metrics.contains("mote_functions_resident 0"), "{metrics}");
+        assert!(metrics.contains("mote_resident_bytes 0"), "{metrics}");
     }
 
     #[tokio::test(flavor = "multi_thread")]

@@ -36,6 +36,8 @@ pub struct Deployed {
     pub(crate) code: ArcSwapOption<Function>,
     /// When it was last called, in nanoseconds since the node started (for eviction).
     last_used: AtomicU64,
+    /// Set once it is removed or replaced: its code must not become resident again.
+    pub(crate) retired: AtomicBool,
     outcomes: [Counter; Outcome::ALL.len()],
     duration: Histogram,
     expected: SecondsGauge,
@@ -69,6 +71,7 @@ impl Deployed {
             record,
             code: ArcSwapOption::empty(),
             last_used: AtomicU64::new(0),
+            retired: AtomicBool::new(false),
             outcomes,
             duration,
             budget_kills: AtomicU32::new(0),
@@ -307,7 +310,7 @@ impl Registry {
         self.publish(table);
         self.sweep(&deployed);
         if let Some(old) = &replaced {
-            self.residency.evict(old);
+            self.residency.retire(old);
             self.collect_unused(&old.record.sha256);
         }
         Ok((record, replaced))
@@ -324,7 +327,7 @@ impl Registry {
         let mut table = Table::clone(&self.table.load());
         table.remove(name);
         self.publish(table);
-        self.residency.evict(&deployed);
+        self.residency.retire(&deployed);
         let labels = FunctionLabels {
             function: name.to_owned(),
         };

@@ -8,6 +8,10 @@
 //! - `resident_bytes` is the sum of [`Function::resident_bytes`] over the functions whose `code`
 //!   slot is filled: it is added to only by the caller that filled a slot and taken from only by
 //!   the caller that emptied it (both with a swap, so no count is lost or doubled).
+//! - A removed or replaced function is `retired` before its code is evicted, and a cold load
+//!   checks `retired` after filling the slot (both sequentially consistent), so a load racing a
+//!   removal either sees the flag and empties the slot again or is emptied by the removal:
+//!   nothing stays counted for a function no one can call.
 //! - A call takes its own reference to the code before it is queued, so evicting a function never
 //!   pulls code from under a queued or running call; the code is unmapped when the last call
 //!   that holds it ends.
@@ -95,6 +99,9 @@ impl Residency {
             Some(winner) => winner.clone(),
             None => {
                 self.added(&loaded);
+                if function.retired.load(Ordering::SeqCst) {
+                    self.evict(function);
+                }
                 loaded
             }
         };
@@ -113,7 +120,13 @@ impl Residency {
         }
     }
 
-    /// Drops `function`'s code from the resident set (an eviction, a removal, a replacement).
+    /// Takes a removed or replaced function out of the resident set for good.
+    pub(crate) fn retire(&self, function: &Deployed) {
+        function.retired.store(true, Ordering::SeqCst);
+        self.evict(function);
+    }
+
+    /// Drops `function`'s code from the resident set; its next call loads it again.
     pub(crate) fn evict(&self, function: &Deployed) {
         if let Some(code) = function.code.swap(None) {
             self.removed(&code);
