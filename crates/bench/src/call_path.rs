@@ -49,7 +49,7 @@ pub struct Latency {
 }
 
 impl Latency {
-    fn of(h: &Histogram<u64>) -> Self {
+    pub(crate) fn of(h: &Histogram<u64>) -> Self {
         let us = |ns: u64| ns as f64 / 1000.0;
         Self {
             p50_us: us(h.value_at_quantile(0.5)),

@@ -17,6 +17,7 @@
 //! - Preemption: the `sha512` guest's throughput with the epoch ticker at each quantum, against
 //!   an engine that compiles no epoch checks at all.
 
+use crate::call_path::Latency;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use mote_node::{ExecutorsConfig, Node, NodeConfig, PendingCall};
@@ -107,31 +108,6 @@ impl MicroConfig {
     }
 }
 
-/// A latency distribution, in microseconds.
-#[derive(Clone, Debug, Serialize)]
-pub struct Dist {
-    /// Median.
-    pub p50_us: f64,
-    /// 99th percentile.
-    pub p99_us: f64,
-    /// Mean.
-    pub mean_us: f64,
-    /// Samples.
-    pub samples: u64,
-}
-
-impl Dist {
-    fn of(h: &Histogram<u64>) -> Self {
-        let us = |ns: u64| ns as f64 / 1000.0;
-        Self {
-            p50_us: us(h.value_at_quantile(0.5)),
-            p99_us: us(h.value_at_quantile(0.99)),
-            mean_us: h.mean() / 1000.0,
-            samples: h.len(),
-        }
-    }
-}
-
 /// One point of the preemption run.
 #[derive(Clone, Debug, Serialize)]
 pub struct QuantumPoint {
@@ -167,26 +143,26 @@ pub struct MicroReport {
     /// The machine: CPU model and cores.
     pub machine: String,
     /// Warm, dispatcher to guest start.
-    pub warm_start: Dist,
+    pub warm_start: Latency,
     /// Warm, dispatcher until the reply is back.
-    pub warm_round_trip: Dist,
+    pub warm_round_trip: Latency,
     /// Baseline without dispatch: the runtime alone on the caller's thread, call start to guest
     /// start.
-    pub runtime_only_start: Dist,
+    pub runtime_only_start: Latency,
     /// Runtime alone: calls per second on one thread, teardown included.
     pub runtime_only_calls_per_s: f64,
     /// Cold, dispatcher to guest start.
-    pub cold_start: Dist,
+    pub cold_start: Latency,
     /// Cold: loading the artefact alone (mmap and link).
-    pub cold_load: Dist,
+    pub cold_load: Latency,
     /// Functions deployed during the cold run.
     pub cold_functions: usize,
     /// Process baseline, warm round trip.
-    pub process_warm: Dist,
+    pub process_warm: Latency,
     /// Process baseline, fork/exec to response.
-    pub process_cold: Dist,
+    pub process_cold: Latency,
     /// Runaway calls: start to stop.
-    pub budget_kill: Dist,
+    pub budget_kill: Latency,
     /// The preemption run.
     pub quanta: Vec<QuantumPoint>,
     /// SHA-512 blocks per second on the engine without epoch checks.
@@ -265,29 +241,29 @@ pub fn run(config: &MicroConfig) -> anyhow::Result<MicroReport> {
     let process_cold = process_cold(config)?;
     let (quanta, no_epoch_hashes_per_s) = preemption(&dir.path().join("sha"), config)?;
 
-    let (warm_start, warm_round_trip) = (Dist::of(&warm_start), Dist::of(&warm_round_trip));
-    let process_warm = Dist::of(&process_warm);
+    let (warm_start, warm_round_trip) = (Latency::of(&warm_start), Latency::of(&warm_round_trip));
+    let process_warm = Latency::of(&process_warm);
     Ok(MicroReport {
         warm_p50_us: warm_start.p50_us,
         warm_p99_us: warm_start.p99_us,
         warm_calls_per_s_per_core: warm_calls_per_s,
-        cold_p50_us: Dist::of(&cold_start).p50_us,
+        cold_p50_us: Latency::of(&cold_start).p50_us,
         process_warm_p50_us: process_warm.p50_us,
-        process_cold_p50_us: Dist::of(&process_cold).p50_us,
-        budget_kill_p99_us: Dist::of(&budget_kill).p99_us,
+        process_cold_p50_us: Latency::of(&process_cold).p50_us,
+        budget_kill_p99_us: Latency::of(&budget_kill).p99_us,
         epoch_throughput_ratio_20us: quanta.iter().find(|q| q.quantum_us == 20).map(|q| q.ratio),
         process_to_warm_ratio: process_warm.p50_us / warm_start.p50_us,
         machine: machine(),
         warm_start,
         warm_round_trip,
-        runtime_only_start: Dist::of(&runtime_only_start),
+        runtime_only_start: Latency::of(&runtime_only_start),
         runtime_only_calls_per_s,
-        cold_start: Dist::of(&cold_start),
-        cold_load: Dist::of(&cold_load),
+        cold_start: Latency::of(&cold_start),
+        cold_load: Latency::of(&cold_load),
         cold_functions: config.cold_functions,
         process_warm,
-        process_cold: Dist::of(&process_cold),
-        budget_kill: Dist::of(&budget_kill),
+        process_cold: Latency::of(&process_cold),
+        budget_kill: Latency::of(&budget_kill),
         quanta,
         no_epoch_hashes_per_s,
     })
@@ -621,10 +597,10 @@ const PAPER: [(&str, &str); 4] = [
 impl MicroReport {
     /// A table for humans.
     pub fn table(&self) -> String {
-        let row = |name: &str, d: &Dist| {
+        let row = |name: &str, d: &Latency| {
             format!(
                 "{name:<52} {:>9.2} {:>9.2} {:>9.2} {:>8}\n",
-                d.p50_us, d.p99_us, d.mean_us, d.samples
+                d.p50_us, d.p99_us, d.mean_us, d.calls
             )
         };
         let mut s = format!("microsecond path on {}\n", self.machine);
