@@ -179,11 +179,13 @@ impl Node {
             .get(name)
             .ok_or_else(|| InvokeError::NotFound(name.to_owned()))?;
         let code = self.registry.code(&function, arrival)?;
+        // Only a cold load can push the resident set over budget; a warm call skips the clone.
+        let loaded = code.cold_start.is_some().then(|| function.clone());
         let reply = self
             .executors
-            .submit(function.clone(), code.function, input, arrival)?;
-        if code.cold_start.is_some() {
-            self.registry.sweep(&function);
+            .submit(function, code.function, input, arrival)?;
+        if let Some(loaded) = loaded {
+            self.registry.sweep(&loaded);
         }
         Ok(PendingCall {
             reply,
