@@ -5,8 +5,13 @@
 //! - Warm: a synchronous dispatcher thread calls `functions` resident no-op functions at random
 //!   through a node with one executor core; latency runs from the dispatcher's clock reading
 //!   before it queues the call to the moment the guest's entry point is called (a fresh instance
-//!   each time), and separately until the reply is back. The runtime alone (instance and call on
-//!   the caller's thread, no dispatch) runs beside it.
+//!   each time), and separately until the reply is back. As in the paper's benchmark, the
+//!   dispatcher sends a call when the executor is free (its previous instance torn down). The
+//!   same loop without that wait (back to back: each call queued as soon as the previous reply
+//!   is in, so it waits out the previous teardown) is measured beside it, and so are the
+//!   Fair-Choice policy's ranked queue (a heap behind a mutex, against the lock-free queue of
+//!   arrival order) and the runtime alone (instance and call on the caller's thread, no
+//!   dispatch).
 //! - Throughput: the same dispatcher keeps a window of calls queued on the one executor core.
 //! - Cold: `cold_functions` distinct functions are deployed under a resident budget that holds
 //!   few of them; calls in least-recently-called order each load their compiled artefact (mmap),
@@ -22,6 +27,7 @@ use bytes::Bytes;
 use hdrhistogram::Histogram;
 use mote_node::{ExecutorsConfig, Node, NodeConfig, PendingCall};
 use mote_runtime::{CallError, Runtime, RuntimeConfig, TickerPeriods};
+use mote_sched::Policy;
 use mote_types::{FunctionName, Limits};
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -122,9 +128,9 @@ pub struct QuantumPoint {
 /// The results: the flat fields the issue names, then the distributions behind them.
 #[derive(Clone, Debug, Serialize)]
 pub struct MicroReport {
-    /// Warm call, dispatcher to guest start, median.
+    /// Warm call to a free executor, dispatcher to guest start, median.
     pub warm_p50_us: f64,
-    /// Warm call, dispatcher to guest start, 99th percentile.
+    /// Warm call to a free executor, dispatcher to guest start, 99th percentile.
     pub warm_p99_us: f64,
     /// Warm calls completed per second by one executor core.
     pub warm_calls_per_s_per_core: f64,
@@ -142,8 +148,13 @@ pub struct MicroReport {
     pub process_to_warm_ratio: f64,
     /// The machine: CPU model and cores.
     pub machine: String,
-    /// Warm, dispatcher to guest start.
+    /// Warm, dispatcher to guest start, each call sent to a free executor.
     pub warm_start: Latency,
+    /// Warm, dispatcher to guest start, each call sent as soon as the previous reply is in.
+    pub warm_back_to_back: Latency,
+    /// Warm, dispatcher to guest start, to a free executor, under the Fair-Choice policy
+    /// (`mote up`'s default), whose ranked queue is a heap behind a mutex.
+    pub warm_fair_choice: Latency,
     /// Warm, dispatcher until the reply is back.
     pub warm_round_trip: Latency,
     /// Baseline without dispatch: the runtime alone on the caller's thread, call start to guest
@@ -229,9 +240,19 @@ pub fn run(config: &MicroConfig) -> anyhow::Result<MicroReport> {
     };
     let node = rt.block_on(Node::start_embedded(&dir.path().join("warm"), executors))?;
     let names = rt.block_on(deploy_noops(&node, config.functions, "noop"))?;
-    let (warm_start, warm_round_trip) = warm(&node, &names, config.warm_calls)?;
+    let (warm_start, warm_round_trip) = warm(&node, &names, config.warm_calls, Dispatch::ToFree)?;
+    let (warm_back_to_back, _) = warm(&node, &names, config.warm_calls, Dispatch::BackToBack)?;
     let warm_calls_per_s = throughput(&node, &names, config.warm_calls)?;
     let budget_kill = budget_kills(&rt, &node, config.budget_runs)?;
+    drop(node);
+
+    let ranked = ExecutorsConfig {
+        policy: Policy::Fc,
+        ..ExecutorsConfig::new(1)
+    };
+    let node = rt.block_on(Node::start_embedded(&dir.path().join("ranked"), ranked))?;
+    let names = rt.block_on(deploy_noops(&node, config.functions, "noop"))?;
+    let (warm_fair_choice, _) = warm(&node, &names, config.warm_calls, Dispatch::ToFree)?;
     drop(node);
 
     let (runtime_only_start, runtime_only_calls_per_s) =
@@ -256,6 +277,8 @@ pub fn run(config: &MicroConfig) -> anyhow::Result<MicroReport> {
         machine: machine(),
         warm_start,
         warm_round_trip,
+        warm_back_to_back: Latency::of(&warm_back_to_back),
+        warm_fair_choice: Latency::of(&warm_fair_choice),
         runtime_only_start: Latency::of(&runtime_only_start),
         runtime_only_calls_per_s,
         cold_start: Latency::of(&cold_start),
@@ -269,16 +292,31 @@ pub fn run(config: &MicroConfig) -> anyhow::Result<MicroReport> {
     })
 }
 
+/// When the warm dispatcher sends its next call.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dispatch {
+    /// Once the executor is free, as the paper's dispatcher does.
+    ToFree,
+    /// As soon as the previous reply is in.
+    BackToBack,
+}
+
 /// Sequential warm calls at random over `names`: dispatcher to guest start, and round trip.
 fn warm(
     node: &Node,
     names: &[String],
     calls: u64,
+    dispatch: Dispatch,
 ) -> anyhow::Result<(Histogram<u64>, Histogram<u64>)> {
     let mut pick = Pick(0x9e37_79b9_7f4a_7c15);
     let (mut start, mut round_trip) = (histogram(), histogram());
     for i in 0..calls + calls / 10 {
         let name = &names[pick.next(names.len())];
+        if dispatch == Dispatch::ToFree {
+            while node.busy_executors() >= node.cores() {
+                std::hint::spin_loop();
+            }
+        }
         let t = Instant::now();
         let reply = node.invoke_blocking(name, Bytes::new(), REPLY_SPIN)?;
         let back = t.elapsed();
@@ -610,6 +648,14 @@ impl MicroReport {
         );
         s += &row("mote warm: dispatcher → guest start", &self.warm_start);
         s += &row("mote warm: dispatcher → reply", &self.warm_round_trip);
+        s += &row(
+            "mote warm, back to back: dispatcher → guest start",
+            &self.warm_back_to_back,
+        );
+        s += &row(
+            "mote warm, fair-choice queue: dispatcher → start",
+            &self.warm_fair_choice,
+        );
         s += &row(
             "runtime alone (no dispatch): call → guest start",
             &self.runtime_only_start,

@@ -1,32 +1,24 @@
-//! The executors: one thread per core, each running at most one call at a time, fed from one
-//! policy-ordered [`CallQueue`]. Guest code only ever runs on these threads. Under the
+//! The executors: one thread per core, each running at most one call at a time, fed from the
+//! calls [`Pending`] in policy order. Guest code only ever runs on these threads. Under the
 //! `baseline` policy there are more threads than cores (a memory-derived cap), so calls start
 //! as they arrive and share cores through the OS, as OpenWhisk does by default.
 //!
-//! Invariants of the shared state:
-//! - `queue` holds every accepted call that has not started; the `mote_queue_length` gauge
-//!   mirrors its length (written under the lock), so idle executors can poll it without taking
-//!   the lock and the metric costs no extra atomic operation per call.
-//! - An executor increments `sleepers` only while holding the queue lock and after seeing the
-//!   queue empty, then waits on `available` (which releases the lock atomically). A submitter
-//!   pushes under the lock and notifies only if `sleepers > 0`; because both sides order through
-//!   the lock, a push can never be missed by a sleeping executor.
-//! - Before sleeping an executor spins for `spin` on the queue length, so back-to-back calls are
-//!   picked up without a futex wake-up.
-//! - A call's processing time (measured on the executor, queueing excluded) is recorded in the
-//!   queue's function history under the same lock hold that takes the executor's next call.
+//! An executor replies before it tears the instance down, so the caller does not wait for the
+//! memory reset; it counts as busy (`mote_busy_executors`) until the teardown is done. Before
+//! sleeping an idle executor polls for `spin`, so back-to-back calls are picked up without a
+//! futex wake-up.
 
 use crate::confine::{ConfineError, ExecutorFilter};
 use crate::error::InvokeError;
 use crate::metrics::{NodeMetrics, Outcome};
+use crate::pending::{Pending, Refused};
 use crate::registry::Deployed;
 use bytes::Bytes;
 use mote_runtime::{Function, Runtime};
-use mote_sched::{CallQueue, Policy};
+use mote_sched::Policy;
 use serde::Serialize;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -136,10 +128,7 @@ pub struct ScheduleSnapshot {
 }
 
 struct Shared {
-    queue: Mutex<CallQueue<Call>>,
-    available: Condvar,
-    sleepers: AtomicUsize,
-    shutdown: AtomicBool,
+    pending: Pending<Call>,
     runtime: Arc<Runtime>,
     metrics: Arc<NodeMetrics>,
     config: ExecutorsConfig,
@@ -165,10 +154,12 @@ impl Executors {
         metrics.executors.set(threads as i64);
         metrics.set_policy(config.policy);
         let shared = Arc::new(Shared {
-            queue: Mutex::new(CallQueue::new(config.policy, config.fc_window)),
-            available: Condvar::new(),
-            sleepers: AtomicUsize::new(0),
-            shutdown: AtomicBool::new(false),
+            pending: Pending::new(
+                config.policy,
+                config.fc_window,
+                config.max_queue,
+                metrics.queue_length.clone(),
+            ),
             runtime,
             metrics,
             config,
@@ -227,36 +218,21 @@ impl Executors {
     ) -> Result<oneshot::Receiver<Reply>, InvokeError> {
         refuse_if_quarantined(&function)?;
         let (reply, rx) = oneshot::channel();
-        let shared = &*self.shared;
-        {
-            let mut queue = shared.lock_queue();
-            if shared.shutdown.load(Ordering::Relaxed) {
-                return Err(InvokeError::ShuttingDown);
+        let key = function.key();
+        let call = Call {
+            function,
+            code,
+            input,
+            reply,
+            arrival,
+        };
+        match self.shared.pending.push(key, arrival, call) {
+            Ok(()) => {}
+            Err((Refused::ShuttingDown, _)) => return Err(InvokeError::ShuttingDown),
+            Err((Refused::Full { waiting, limit }, call)) => {
+                call.function.count(Outcome::Rejected);
+                return Err(InvokeError::QueueFull { waiting, limit });
             }
-            let waiting = queue.len();
-            if waiting >= shared.config.max_queue {
-                function.count(Outcome::Rejected);
-                return Err(InvokeError::QueueFull {
-                    waiting,
-                    limit: shared.config.max_queue,
-                });
-            }
-            let key = function.key();
-            queue.push(
-                key,
-                arrival,
-                Call {
-                    function,
-                    code,
-                    input,
-                    reply,
-                    arrival,
-                },
-            );
-            shared.publish_length(&queue);
-        }
-        if shared.sleepers.load(Ordering::Acquire) > 0 {
-            shared.available.notify_one();
         }
         Ok(rx)
     }
@@ -269,7 +245,7 @@ impl Executors {
     /// Drops the history of a function that was replaced or removed.
     pub fn forget(&self, function: &Deployed) {
         self.release(function);
-        self.shared.lock_queue().forget(function.key());
+        self.shared.pending.forget(function.key());
     }
 
     /// Lets a quarantined function's calls in again; returns whether it was quarantined.
@@ -283,27 +259,26 @@ impl Executors {
 
     /// The policy, the queue and what it knows about each of `functions`.
     pub fn snapshot(&self, functions: &[Arc<Deployed>]) -> ScheduleSnapshot {
-        let queue = self.shared.lock_queue();
+        let pending = &self.shared.pending;
         let ms = |ns: u64| ns as f64 / 1e6;
         let functions = functions
             .iter()
             .map(|f| {
-                let history = queue.history(f.key());
-                FunctionSchedule {
+                pending.history(f.key(), |history| FunctionSchedule {
                     name: f.name().to_string(),
                     expected_ms: history.map(|h| ms(h.expected_ns())).unwrap_or(0.0),
                     recent_ms: history
                         .map(|h| h.recent_processing_ns().into_iter().map(ms).collect())
                         .unwrap_or_default(),
                     recent_calls: history.map(|h| h.recent_calls()).unwrap_or(0),
-                }
+                })
             })
             .collect();
         ScheduleSnapshot {
-            policy: queue.policy().as_str(),
+            policy: self.shared.config.policy.as_str(),
             cores: self.shared.config.cores,
             executor_threads: self.shared.threads,
-            queue_length: queue.len(),
+            queue_length: pending.len(),
             functions,
         }
     }
@@ -311,16 +286,11 @@ impl Executors {
 
 impl Drop for Executors {
     fn drop(&mut self) {
-        {
-            let _queue = self.shared.lock_queue();
-            self.shared.shutdown.store(true, Ordering::Release);
-        }
-        self.shared.available.notify_all();
+        self.shared.pending.shut_down();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
-        let mut queue = self.shared.lock_queue();
-        while let Some(call) = queue.pop() {
+        while let Some(call) = self.shared.pending.try_take() {
             let _ = call
                 .reply
                 .send(Reply::unstarted(Err(InvokeError::ShuttingDown)));
@@ -329,20 +299,6 @@ impl Drop for Executors {
 }
 
 impl Shared {
-    fn lock_queue(&self) -> MutexGuard<'_, CallQueue<Call>> {
-        // A panic while holding the lock cannot leave the queue half-updated (push, pop and
-        // complete are single operations), so a poisoned lock is still safe to use.
-        self.queue.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn publish_length(&self, queue: &CallQueue<Call>) {
-        let len = i64::try_from(queue.len()).unwrap_or(i64::MAX);
-        self.metrics
-            .queue_length
-            .inner()
-            .store(len, Ordering::Release);
-    }
-
     fn run_executor(&self) {
         let mut next = self.wait_for_call();
         while let Some(call) = next {
@@ -352,49 +308,12 @@ impl Shared {
 
     /// Blocks until there is a call to run, or returns `None` at shutdown.
     fn wait_for_call(&self) -> Option<Call> {
-        let spin_until = Instant::now() + self.config.spin;
-        loop {
-            if self.shutdown.load(Ordering::Acquire) {
-                return None;
-            }
-            if self.metrics.queue_length.inner().load(Ordering::Acquire) > 0
-                && let Some(call) = self.pop(&mut self.lock_queue())
-            {
-                return Some(call);
-            }
-            if Instant::now() >= spin_until {
-                break;
-            }
-            for _ in 0..64 {
-                std::hint::spin_loop();
-            }
-        }
-        let mut queue = self.lock_queue();
-        loop {
-            if let Some(call) = self.pop(&mut queue) {
-                return Some(call);
-            }
-            if self.shutdown.load(Ordering::Acquire) {
-                return None;
-            }
-            self.sleepers.fetch_add(1, Ordering::AcqRel);
-            queue = self
-                .available
-                .wait(queue)
-                .unwrap_or_else(|p| p.into_inner());
-            self.sleepers.fetch_sub(1, Ordering::AcqRel);
-        }
-    }
-
-    fn pop(&self, queue: &mut CallQueue<Call>) -> Option<Call> {
-        let call = queue.pop()?;
-        self.publish_length(queue);
-        Some(call)
+        self.pending.take(self.config.spin)
     }
 
     /// Runs one call, records its processing time, replies, and returns the next call to run
     /// (`None` at shutdown). The reply goes out before the instance is torn down, and the next
-    /// call is taken under the same lock hold that records this one's processing time.
+    /// call is taken then too, so a call queued meanwhile is not missed by a sleep.
     fn run(&self, call: Call) -> Option<Call> {
         let Call {
             function,
@@ -475,11 +394,10 @@ impl Shared {
             );
             self.metrics.quarantined.inc();
         }
-        let mut queue = self.lock_queue();
-        function.set_expected(queue.complete(function.key(), processing));
-        match self.shutdown.load(Ordering::Acquire) {
+        function.set_expected(self.pending.complete(function.key(), processing));
+        match self.pending.is_shut_down() {
             true => None,
-            false => self.pop(&mut queue),
+            false => self.pending.try_take(),
         }
     }
 }

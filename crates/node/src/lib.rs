@@ -18,6 +18,7 @@ pub mod confine;
 mod error;
 mod executor;
 mod metrics;
+mod pending;
 mod registry;
 mod resident;
 
@@ -27,7 +28,7 @@ pub use metrics::{NodeMetrics, Outcome};
 pub use registry::{Deployed, Registry};
 
 use bytes::Bytes;
-use mote_runtime::{Runtime, RuntimeConfig};
+use mote_runtime::{Function, Runtime, RuntimeConfig};
 use mote_state::{EmbeddedStore, ModuleBlobs, StateError, StateStore};
 use mote_types::{FunctionName, FunctionRecord, Limits};
 use std::path::Path;
@@ -71,6 +72,8 @@ pub struct Node {
 pub struct PendingCall {
     reply: oneshot::Receiver<Reply>,
     cold_start: Option<Duration>,
+    /// Code this call's cold start evicted: unmapped when the call is done, not while it starts.
+    evicted: Vec<Arc<Function>>,
 }
 
 impl PendingCall {
@@ -81,6 +84,7 @@ impl PendingCall {
         let Self {
             mut reply,
             cold_start,
+            evicted: _evicted,
         } = self;
         let until = Instant::now() + spin;
         let reply = loop {
@@ -184,12 +188,14 @@ impl Node {
         let reply = self
             .executors
             .submit(function, code.function, input, arrival)?;
-        if let Some(loaded) = loaded {
-            self.registry.sweep(&loaded);
-        }
+        let evicted = match loaded {
+            Some(loaded) => self.registry.sweep(&loaded),
+            None => Vec::new(),
+        };
         Ok(PendingCall {
             reply,
             cold_start: code.cold_start,
+            evicted,
         })
     }
 
@@ -266,6 +272,12 @@ impl Node {
     pub fn cores(&self) -> usize {
         self.executors.cores()
     }
+
+    /// Executors running a call or tearing its instance down; a dispatcher that sends work
+    /// only to free cores waits for this to fall below [`Node::cores`].
+    pub fn busy_executors(&self) -> usize {
+        usize::try_from(self.metrics.busy_executors.get()).unwrap_or(0)
+    }
 }
 
 fn dropped() -> InvokeError {
@@ -325,6 +337,11 @@ mod tests {
             "{err}"
         );
         assert!(err.to_string().contains("retry later"));
+        let metrics = node.metrics.encode();
+        assert!(
+            metrics.contains(r#"mote_invocations_total{function="slow",outcome="rejected"} 1"#),
+            "{metrics}"
+        );
         running.await.unwrap().result.unwrap();
         for reply in queued {
             reply.await.unwrap().result.unwrap();

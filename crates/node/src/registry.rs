@@ -202,9 +202,9 @@ impl Registry {
     }
 
     /// Evicts the least recently called functions if the resident set is over its budget;
-    /// `keep` stays.
-    pub(crate) fn sweep(&self, keep: &Deployed) {
-        self.residency.sweep(keep, self.table.load().values());
+    /// `keep` stays. Returns the evicted code, unmapped when the caller drops it.
+    pub(crate) fn sweep(&self, keep: &Deployed) -> Vec<Arc<Function>> {
+        self.residency.sweep(keep, self.table.load().values())
     }
 
     /// Every deployed function, by name.
@@ -308,7 +308,7 @@ impl Registry {
         let mut table = Table::clone(&self.table.load());
         let replaced = table.insert(name, deployed.clone());
         self.publish(table);
-        self.sweep(&deployed);
+        drop(self.sweep(&deployed));
         if let Some(old) = &replaced {
             self.residency.retire(old);
             self.collect_unused(&old.record.sha256);

@@ -71,7 +71,8 @@ impl Residency {
 
     /// The code of `function` for a call arriving at `now`: resident already (a warm start), or
     /// loaded from its artefact now (a cold start). A load may pass the budget; the caller
-    /// sweeps after queueing its call, so the eviction is not on the call's path.
+    /// sweeps after queueing its call and unmaps what it evicted after the reply, so the
+    /// eviction is not on the call's path.
     pub(crate) fn code(&self, function: &Deployed, now: Instant) -> Result<Code, InvokeError> {
         function.touch(self.stamp(now));
         if let Some(code) = function.code.load_full() {
@@ -126,11 +127,12 @@ impl Residency {
         self.evict(function);
     }
 
-    /// Drops `function`'s code from the resident set; its next call loads it again.
-    pub(crate) fn evict(&self, function: &Deployed) {
-        if let Some(code) = function.code.swap(None) {
-            self.removed(&code);
-        }
+    /// Takes `function`'s code out of the resident set (its next call loads it again) and
+    /// returns it.
+    pub(crate) fn evict(&self, function: &Deployed) -> Option<Arc<Function>> {
+        let code = function.code.swap(None)?;
+        self.removed(&code);
+        Some(code)
     }
 
     fn added(&self, code: &Function) {
@@ -155,18 +157,21 @@ impl Residency {
     }
 
     /// If the resident set is over budget, evicts the least recently called of `everyone` until
-    /// it is back under 90% of the budget; `keep` (the function just loaded) stays.
+    /// it is back under 90% of the budget; `keep` (the function just loaded) stays. Returns the
+    /// evicted code, for the caller to drop when it suits: unmapping code makes the kernel
+    /// flush the TLB of every core running this process, which stalls a running call.
     pub(crate) fn sweep<'a>(
         &self,
         keep: &Deployed,
         everyone: impl Iterator<Item = &'a Arc<Deployed>>,
-    ) {
+    ) -> Vec<Arc<Function>> {
+        let mut evicted = Vec::new();
         if self.resident_bytes.load(Ordering::Relaxed) <= self.budget_bytes {
-            return;
+            return evicted;
         }
         // Another caller is sweeping already; it will bring the total down for both.
         let Ok(_sweeping) = self.sweep.try_lock() else {
-            return;
+            return evicted;
         };
         let mut resident: Vec<(u64, &Arc<Deployed>)> = everyone
             .filter(|f| f.is_resident() && !std::ptr::eq(&***f, keep))
@@ -178,8 +183,9 @@ impl Residency {
             if self.resident_bytes.load(Ordering::Relaxed) <= target {
                 break;
             }
-            self.evict(function);
+            evicted.extend(self.evict(function));
         }
+        evicted
     }
 
     fn stamp(&self, now: Instant) -> u64 {

@@ -45,13 +45,20 @@ impl ArtifactCache {
     /// case the caller compiles again and overwrites it).
     pub fn load(&self, engine: &Engine, sha256: &str) -> Option<Module> {
         let path = self.path(sha256);
-        if !path.exists() {
-            return None;
-        }
+        // Opening is the existence check: a separate `stat` would cost a system call on every
+        // cold start.
+        let file = match std::fs::File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot open compiled artefact");
+                return None;
+            }
+        };
         // SAFETY: the file was written by `store` below from a module this engine compiled, under
         // a name that includes the engine's compatibility hash, and only mote writes this
         // directory. wasmtime additionally checks the header and engine settings.
-        match unsafe { Module::deserialize_file(engine, &path) } {
+        match unsafe { Module::deserialize_open_file(engine, file) } {
             Ok(module) => Some(module),
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "discarding unusable compiled artefact");

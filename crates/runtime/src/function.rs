@@ -18,6 +18,16 @@ pub struct Function {
     resident_bytes: u64,
 }
 
+impl std::fmt::Debug for Function {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Function")
+            .field("sha256", &self.sha256)
+            .field("kind", &self.kind)
+            .field("resident_bytes", &self.resident_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The exports a call uses, resolved at deploy time.
 pub(crate) enum Entry {
     MoteAbi {

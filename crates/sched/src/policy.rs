@@ -110,6 +110,12 @@ impl Policy {
         self == Self::Baseline
     }
 
+    /// Whether waiting calls run in arrival order, so they need no ranking (and no history at
+    /// arrival) and can wait in a lock-free queue.
+    pub fn arrival_order(self) -> bool {
+        matches!(self, Self::Fifo | Self::Baseline)
+    }
+
     /// The ranking this policy applies to waiting calls.
     pub fn ranking(self) -> Box<dyn PriorityPolicy> {
         match self {
@@ -159,6 +165,15 @@ mod tests {
                 .to_string()
                 .contains("fc, baseline")
         );
+    }
+
+    #[test]
+    fn arrival_order_policies_rank_every_call_by_arrival() {
+        for policy in Policy::ALL.into_iter().filter(|p| p.arrival_order()) {
+            let ranking = policy.ranking();
+            let history = FunctionHistory::default();
+            assert!(ranking.priority(5, 5, &history) < ranking.priority(6, 6, &history));
+        }
     }
 
     #[test]

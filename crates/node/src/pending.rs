@@ -1,0 +1,373 @@
+//! The calls waiting for an executor, and how idle executors sleep and are woken.
+//!
+//! Under an arrival-order policy (`fifo`, the default, and `baseline`) calls wait in a lock-free
+//! queue (crossbeam's `SegQueue`), so a submitter and an executor share no lock: handing a call
+//! over costs a few cache-line transfers and no system call. Every other policy ranks calls by
+//! their function's history, so they wait in a [`CallQueue`] heap behind a mutex.
+//!
+//! Invariants:
+//! - `waiting` counts accepted calls that no executor has taken. A submitter increments it
+//!   before it enqueues and an executor decrements it after it dequeues, so it may be ahead of
+//!   the queue for an instant: a taker that sees it above zero and finds nothing tries again.
+//!   It is the `mote_queue_length` gauge's own atomic, so the metric costs nothing extra.
+//! - An executor about to sleep increments `sleepers` while it holds `sleep_lock`, then rereads
+//!   `waiting`; a submitter increments `waiting`, then reads `sleepers`. All four are
+//!   sequentially consistent, so one side sees the other: the executor sees the call and stays
+//!   awake, or the submitter sees the sleeper and notifies it under `sleep_lock`, which the
+//!   sleeper holds until it is waiting on `available`. No call is left with every executor
+//!   asleep.
+//! - Under arrival order, run times are kept in `histories` (for `GET /v1/node` and the
+//!   expected-time gauge); only executors take that lock, never a submitter.
+
+use crossbeam_queue::SegQueue;
+use mote_sched::{CallQueue, FunctionHistory, FunctionKey, Policy};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Why a call was not queued.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// `waiting` calls were already queued, the most allowed.
+    Full { waiting: usize, limit: usize },
+    /// The executors are stopping.
+    ShuttingDown,
+}
+
+enum Order<T> {
+    Arrival {
+        calls: SegQueue<T>,
+        histories: Mutex<HashMap<FunctionKey, FunctionHistory>>,
+    },
+    Ranked(Mutex<CallQueue<T>>),
+}
+
+/// Waiting calls in their policy's order, and the executors that sleep until there are some.
+pub(crate) struct Pending<T> {
+    order: Order<T>,
+    waiting: prometheus_client::metrics::gauge::Gauge,
+    limit: usize,
+    sleepers: AtomicUsize,
+    sleep_lock: Mutex<()>,
+    available: Condvar,
+    shutdown: AtomicBool,
+}
+
+/// A poisoned lock is still safe to use here: every update under these locks is a single
+/// operation that a panic cannot leave half done.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl<T> Pending<T> {
+    /// An empty queue for `policy` holding at most `limit` calls, counting them in `waiting`.
+    pub(crate) fn new(
+        policy: Policy,
+        window: Duration,
+        limit: usize,
+        waiting: prometheus_client::metrics::gauge::Gauge,
+    ) -> Self {
+        let order = match policy.arrival_order() {
+            true => Order::Arrival {
+                calls: SegQueue::new(),
+                histories: Mutex::new(HashMap::new()),
+            },
+            false => Order::Ranked(Mutex::new(CallQueue::new(policy, window))),
+        };
+        Self {
+            order,
+            waiting,
+            limit,
+            sleepers: AtomicUsize::new(0),
+            sleep_lock: Mutex::new(()),
+            available: Condvar::new(),
+            shutdown: AtomicBool::new(false),
+        }
+    }
+
+    fn waiting(&self) -> &AtomicI64 {
+        self.waiting.inner()
+    }
+
+    /// Queues `call` of `function`, which arrived at `arrival`, and wakes an executor if all
+    /// are asleep. A refused call is handed back with the reason.
+    pub(crate) fn push(
+        &self,
+        function: FunctionKey,
+        arrival: Instant,
+        call: T,
+    ) -> Result<(), (Refused, T)> {
+        if self.shutdown.load(Ordering::Acquire) {
+            return Err((Refused::ShuttingDown, call));
+        }
+        let before = self.waiting().fetch_add(1, Ordering::SeqCst);
+        let before = usize::try_from(before).unwrap_or(0);
+        if before >= self.limit {
+            self.waiting().fetch_sub(1, Ordering::SeqCst);
+            let full = Refused::Full {
+                waiting: before,
+                limit: self.limit,
+            };
+            return Err((full, call));
+        }
+        match &self.order {
+            Order::Arrival { calls, .. } => calls.push(call),
+            Order::Ranked(queue) => lock(queue).push(function, arrival, call),
+        }
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            let _sleep = lock(&self.sleep_lock);
+            self.available.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Takes the call that should run next, if one is waiting.
+    pub(crate) fn try_take(&self) -> Option<T> {
+        if self.waiting().load(Ordering::Acquire) <= 0 {
+            return None;
+        }
+        let call = match &self.order {
+            Order::Arrival { calls, .. } => calls.pop(),
+            Order::Ranked(queue) => lock(queue).pop(),
+        }?;
+        self.waiting().fetch_sub(1, Ordering::AcqRel);
+        Some(call)
+    }
+
+    /// Takes the next call, polling for up to `spin` and then sleeping until one is queued;
+    /// `None` once the queue is shut down, even if calls are still queued (they are for the
+    /// owner to drain and answer).
+    pub(crate) fn take(&self, spin: Duration) -> Option<T> {
+        let spin_until = Instant::now() + spin;
+        let mut polls = 0u32;
+        loop {
+            // Reading the clock costs as much as a poll, so check it (and shutdown) every 16th.
+            if polls.is_multiple_of(16) {
+                if self.shutdown.load(Ordering::Acquire) {
+                    return None;
+                }
+                if Instant::now() >= spin_until {
+                    break;
+                }
+            }
+            if let Some(call) = self.try_take() {
+                return Some(call);
+            }
+            polls = polls.wrapping_add(1);
+            std::hint::spin_loop();
+        }
+        let mut sleep = lock(&self.sleep_lock);
+        loop {
+            if self.shutdown.load(Ordering::Acquire) {
+                return None;
+            }
+            if let Some(call) = self.try_take() {
+                return Some(call);
+            }
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            if self.waiting().load(Ordering::SeqCst) <= 0 && !self.shutdown.load(Ordering::SeqCst) {
+                sleep = self
+                    .available
+                    .wait(sleep)
+                    .unwrap_or_else(|p| p.into_inner());
+            }
+            self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Records that a call of `function` ran for `processing`; returns its new expected time.
+    pub(crate) fn complete(&self, function: FunctionKey, processing: Duration) -> Duration {
+        match &self.order {
+            Order::Arrival { histories, .. } => {
+                let mut histories = lock(histories);
+                let history = histories.entry(function).or_default();
+                history.complete(processing.as_nanos() as u64);
+                Duration::from_nanos(history.expected_ns())
+            }
+            Order::Ranked(queue) => lock(queue).complete(function, processing),
+        }
+    }
+
+    /// Drops the history of a function that is gone.
+    pub(crate) fn forget(&self, function: FunctionKey) {
+        match &self.order {
+            Order::Arrival { histories, .. } => {
+                lock(histories).remove(&function);
+            }
+            Order::Ranked(queue) => lock(queue).forget(function),
+        }
+    }
+
+    /// Runs `read` on what is known of `function`.
+    pub(crate) fn history<R>(
+        &self,
+        function: FunctionKey,
+        read: impl FnOnce(Option<&FunctionHistory>) -> R,
+    ) -> R {
+        match &self.order {
+            Order::Arrival { histories, .. } => read(lock(histories).get(&function)),
+            Order::Ranked(queue) => read(lock(queue).history(function)),
+        }
+    }
+
+    /// How many calls are waiting.
+    pub(crate) fn len(&self) -> usize {
+        usize::try_from(self.waiting().load(Ordering::Acquire)).unwrap_or(0)
+    }
+
+    /// Whether [`Pending::shut_down`] was called.
+    pub(crate) fn is_shut_down(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    /// Refuses new calls and wakes every sleeping executor so that it can stop; calls already
+    /// queued stay until [`Pending::try_take`] drains them.
+    pub(crate) fn shut_down(&self) {
+        let _sleep = lock(&self.sleep_lock);
+        self.shutdown.store(true, Ordering::SeqCst);
+        self.available.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::sync::Arc;
+
+    fn pending(policy: Policy, limit: usize) -> Pending<(u64, u32)> {
+        Pending::new(policy, Duration::from_secs(60), limit, Default::default())
+    }
+
+    #[test]
+    fn a_full_queue_refuses_and_hands_the_call_back() {
+        let q = pending(Policy::Fifo, 2);
+        let now = Instant::now();
+        q.push(1, now, (1, 0)).unwrap();
+        q.push(1, now, (1, 1)).unwrap();
+        assert_eq!(
+            q.push(1, now, (1, 2)),
+            Err((
+                Refused::Full {
+                    waiting: 2,
+                    limit: 2
+                },
+                (1, 2)
+            ))
+        );
+        assert_eq!(q.len(), 2);
+        assert_eq!(q.try_take(), Some((1, 0)));
+        q.push(1, now, (1, 3)).unwrap();
+        assert_eq!(q.len(), 2);
+    }
+
+    #[test]
+    fn shut_down_refuses_new_calls_and_keeps_queued_ones() {
+        let q = pending(Policy::Sept, 8);
+        q.push(1, Instant::now(), (1, 0)).unwrap();
+        q.shut_down();
+        assert_eq!(
+            q.push(1, Instant::now(), (1, 1)),
+            Err((Refused::ShuttingDown, (1, 1)))
+        );
+        assert_eq!(q.try_take(), Some((1, 0)));
+        assert_eq!(q.take(Duration::ZERO), None);
+    }
+
+    #[test]
+    fn histories_are_kept_under_every_policy() {
+        for policy in Policy::ALL {
+            let q = pending(policy, 8);
+            q.complete(7, Duration::from_micros(10));
+            assert_eq!(
+                q.complete(7, Duration::from_micros(30)),
+                Duration::from_micros(20)
+            );
+            assert_eq!(q.history(7, |h| h.map(|h| h.expected_ns())), Some(20_000));
+            q.forget(7);
+            assert!(q.history(7, |h| h.is_none()), "{policy}");
+        }
+    }
+
+    /// Producers and sleeping consumers on real threads: every call is taken exactly once, each
+    /// producer's calls in the order it sent them, and no consumer sleeps through a call.
+    #[test]
+    fn no_call_is_lost_or_repeated_across_threads() {
+        for policy in [Policy::Fifo, Policy::Sept] {
+            let q = Arc::new(pending(policy, usize::MAX));
+            let (producers, per_producer) = (3u64, 20_000u32);
+            let consumers: Vec<_> = (0..2)
+                .map(|_| {
+                    let q = q.clone();
+                    // A zero spin sends consumers to sleep whenever the queue runs dry.
+                    std::thread::spawn(move || {
+                        std::iter::from_fn(|| q.take(Duration::ZERO)).collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            let senders: Vec<_> = (0..producers)
+                .map(|p| {
+                    let q = q.clone();
+                    std::thread::spawn(move || {
+                        for i in 0..per_producer {
+                            q.push(p, Instant::now(), (p, i)).unwrap();
+                            if i % 1000 == 0 {
+                                std::thread::sleep(Duration::from_micros(200));
+                            }
+                        }
+                    })
+                })
+                .collect();
+            senders.into_iter().for_each(|s| s.join().unwrap());
+            while q.len() > 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            q.shut_down();
+            let taken: Vec<Vec<(u64, u32)>> =
+                consumers.into_iter().map(|c| c.join().unwrap()).collect();
+            let total: usize = taken.iter().map(Vec::len).sum();
+            assert_eq!(
+                total,
+                (producers * per_producer as u64) as usize,
+                "{policy}"
+            );
+            if policy == Policy::Fifo {
+                for consumer in &taken {
+                    for p in 0..producers {
+                        let seen: Vec<u32> =
+                            consumer.iter().filter(|c| c.0 == p).map(|c| c.1).collect();
+                        assert!(seen.windows(2).all(|w| w[0] < w[1]), "out of order: {p}");
+                    }
+                }
+            }
+            let mut all: Vec<_> = taken.into_iter().flatten().collect();
+            all.sort_unstable();
+            all.dedup();
+            assert_eq!(all.len(), total, "a call was taken twice");
+        }
+    }
+
+    proptest! {
+        /// Under arrival order, one thread's pushes and takes behave as a bounded FIFO queue.
+        #[test]
+        fn arrival_order_is_a_bounded_fifo(ops in proptest::collection::vec(any::<bool>(), 0..200), limit in 1usize..8) {
+            let q = pending(Policy::Fifo, limit);
+            let mut model = std::collections::VecDeque::new();
+            for (i, push) in ops.into_iter().enumerate() {
+                if push {
+                    let pushed = q.push(0, Instant::now(), (0, i as u32));
+                    if model.len() < limit {
+                        prop_assert!(pushed.is_ok());
+                        model.push_back((0, i as u32));
+                    } else {
+                        prop_assert_eq!(pushed, Err((Refused::Full { waiting: limit, limit }, (0, i as u32))));
+                    }
+                } else {
+                    prop_assert_eq!(q.try_take(), model.pop_front());
+                }
+                prop_assert_eq!(q.len(), model.len());
+            }
+        }
+    }
+}
