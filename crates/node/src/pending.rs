@@ -1,9 +1,10 @@
 //! The calls waiting for an executor, and how idle executors sleep and are woken.
 //!
-//! Under an arrival-order policy (`fifo`, the default, and `baseline`) calls wait in a lock-free
-//! queue (crossbeam's `SegQueue`), so a submitter and an executor share no lock: handing a call
-//! over costs a few cache-line transfers and no system call. Every other policy ranks calls by
-//! their function's history, so they wait in a [`CallQueue`] heap behind a mutex.
+//! Under an arrival-order policy (`fifo` and `baseline`) calls wait in a lock-free queue
+//! (crossbeam's `SegQueue`, which allocates one block per 31 calls), so a submitter and an
+//! executor share no lock: handing a call over costs a few cache-line transfers and no system
+//! call. Every other policy ranks calls by their function's history, so they wait in a
+//! [`CallQueue`] heap behind a mutex.
 //!
 //! Invariants:
 //! - `waiting` counts accepted calls that no executor has taken. A submitter increments it
