@@ -4,7 +4,8 @@
 //! the node's executors asynchronously.
 //!
 //! Routes:
-//! - `PUT /v1/functions/{name}?timeout_ms=|timeout_us=&memory_mb=` deploys the module in the body (201).
+//! - `PUT /v1/functions/{name}?timeout_ms=|timeout_us=&memory_mb=` deploys the module in the
+//!   body (201).
 //! - `GET /v1/functions`, `GET /v1/functions/{name}`, `DELETE /v1/functions/{name}`.
 //! - `POST /v1/functions/{name}/release` lets a quarantined function's calls in again.
 //! - `POST /v1/invoke/{name}` runs the function with the body as input (200 with its output).

@@ -339,7 +339,7 @@ impl Shared {
         let ran = std::panic::catch_unwind(AssertUnwindSafe(|| {
             let limits = function.record().limits;
             self.runtime
-                .call_then(&code, function.name(), limits, &input, |result| {
+                .call_then(&code, function.name(), limits, started, &input, |result| {
                     let processing = started.elapsed();
                     let (outcome, entered, result) = match result {
                         Ok(out) => (Outcome::Ok, Some(out.entered), Ok(out.body)),

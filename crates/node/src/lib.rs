@@ -3,11 +3,12 @@
 //! The call path is `Node::submit` → [`Registry`] lookup (lock-free) → the function's resident
 //! code (or a cold load) → [`Executors`] (the policy queue) → an executor thread →
 //! [`mote_runtime::Runtime::call_then`] → reply over a oneshot channel, sent before the instance
-//! is torn down. The control path is `Node::deploy`/`Node::remove` → compile → persist (module blob,
-//! then record) → publish to the registry.
+//! is torn down. The control path is `Node::deploy`/`Node::remove` → compile → persist (module
+//! blob, then record) → publish to the registry.
 //!
 //! - [`Executors`]: one thread per core, at most one running call each (no oversubscription),
-//!   fed from one [`mote_sched::CallQueue`].
+//!   fed from the waiting calls of `pending` (lock-free under arrival order, a
+//!   [`mote_sched::CallQueue`] heap under the ranking policies).
 //! - [`Registry`]: deployed functions, backed by a [`mote_state::StateStore`] so they survive
 //!   restarts; within a memory budget their code stays resident, ready to instantiate, and the
 //!   least recently called are evicted past it (`resident`: LRU, cold starts by mmap).
@@ -95,10 +96,15 @@ impl PendingCall {
                 Err(TryRecvError::Empty) => break reply.blocking_recv().map_err(|_| dropped())?,
             }
         };
-        Ok(Reply {
+        Ok(Self::complete(cold_start, reply))
+    }
+
+    /// The executor's reply with what only the submitting side knows: the cold start.
+    fn complete(cold_start: Option<Duration>, reply: Reply) -> Reply {
+        Reply {
             cold_start,
             ..reply
-        })
+        }
     }
 }
 
@@ -111,11 +117,8 @@ impl std::future::Future for PendingCall {
     ) -> std::task::Poll<Self::Output> {
         let cold_start = self.cold_start;
         std::pin::Pin::new(&mut self.reply).poll(cx).map(|r| {
-            r.map(|reply| Reply {
-                cold_start,
-                ..reply
-            })
-            .map_err(|_| dropped())
+            r.map(|reply| Self::complete(cold_start, reply))
+                .map_err(|_| dropped())
         })
     }
 }
@@ -297,13 +300,27 @@ mod tests {
           (loop $l (local.set $i (i32.sub (local.get $i) (i32.const 1))) (br_if $l (local.get $i)))
           i64.const 0))"#;
 
-    async fn node(dir: &std::path::Path, config: ExecutorsConfig) -> Node {
+    async fn node(dir: &std::path::Path, config: impl Into<NodeConfig>) -> Node {
         let node = Node::start_embedded(dir, config).await.unwrap();
-        let wasm = Bytes::from(wat::parse_str(SLOW).unwrap());
-        node.deploy(FunctionName::new("slow").unwrap(), wasm, Limits::default())
+        deploy(&node, "slow", SLOW).await;
+        node
+    }
+
+    /// Deploys the module written in `wat` as `name`, with default limits.
+    async fn deploy(node: &Node, name: &str, wat: &str) {
+        let wasm = Bytes::from(wat::parse_str(wat).unwrap());
+        node.deploy(FunctionName::new(name).unwrap(), wasm, Limits::default())
             .await
             .unwrap();
-        node
+    }
+
+    /// A node of one executor with no resident budget: only the function loaded last stays
+    /// resident.
+    fn no_resident_budget() -> NodeConfig {
+        NodeConfig {
+            resident_mb: 0,
+            ..ExecutorsConfig::new(1).into()
+        }
     }
 
     fn wait_until_busy(node: &Node) {
@@ -438,10 +455,7 @@ mod tests {
             ..ExecutorsConfig::new(1)
         };
         let node = node(dir.path(), config).await;
-        let fast = Bytes::from(wat::parse_str(FAST).unwrap());
-        node.deploy(FunctionName::new("fast").unwrap(), fast, Limits::default())
-            .await
-            .unwrap();
+        deploy(&node, "fast", FAST).await;
         // Teach the node both functions' processing times.
         node.invoke("slow", Bytes::new()).await.unwrap();
         node.invoke("fast", Bytes::new()).await.unwrap();
@@ -479,17 +493,11 @@ mod tests {
     #[tokio::test(flavor = "multi_thread")]
     async fn past_the_resident_budget_the_least_recently_called_are_evicted_and_load_cold() {
         let dir = tempfile::tempdir().unwrap();
-        // No budget at all: only the function loaded last stays resident.
-        let config = NodeConfig {
-            resident_mb: 0,
-            ..ExecutorsConfig::new(1).into()
-        };
-        let node = Node::start_embedded(dir.path(), config).await.unwrap();
+        let node = Node::start_embedded(dir.path(), no_resident_budget())
+            .await
+            .unwrap();
         for name in ["a", "b"] {
-            let wasm = Bytes::from(wat::parse_str(FAST).unwrap());
-            node.deploy(FunctionName::new(name).unwrap(), wasm, Limits::default())
-                .await
-                .unwrap();
+            deploy(&node, name, FAST).await;
         }
         let resident = |n: &str| node.registry.get(n).unwrap().is_resident();
         assert!(!resident("a") && resident("b"));
@@ -517,19 +525,11 @@ mod tests {
     #[tokio::test(flavor = "multi_thread")]
     async fn a_function_whose_code_is_gone_fails_with_a_load_error_and_others_still_run() {
         let dir = tempfile::tempdir().unwrap();
-        let config = NodeConfig {
-            resident_mb: 0,
-            ..ExecutorsConfig::new(1).into()
-        };
-        let node = Node::start_embedded(dir.path(), config).await.unwrap();
-        let wasm = Bytes::from(wat::parse_str(FAST).unwrap());
-        node.deploy(FunctionName::new("gone").unwrap(), wasm, Limits::default())
+        let node = Node::start_embedded(dir.path(), no_resident_budget())
             .await
             .unwrap();
-        let wasm = Bytes::from(wat::parse_str(SLOW).unwrap());
-        node.deploy(FunctionName::new("slow").unwrap(), wasm, Limits::default())
-            .await
-            .unwrap();
+        deploy(&node, "gone", FAST).await;
+        deploy(&node, "slow", SLOW).await;
         // Both the compiled artefact and the module blob of `gone` disappear from disk.
         for sub in ["artifacts", "modules"] {
             for entry in std::fs::read_dir(dir.path().join(sub)).unwrap() {

@@ -21,8 +21,7 @@
 //!   expected-time gauge); only executors take that lock, never a submitter.
 
 use crossbeam_queue::SegQueue;
-use mote_sched::{CallQueue, FunctionHistory, FunctionKey, Policy};
-use std::collections::HashMap;
+use mote_sched::{CallQueue, FunctionHistory, FunctionKey, Histories, Policy};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -39,7 +38,7 @@ pub(crate) enum Refused {
 enum Order<T> {
     Arrival {
         calls: SegQueue<T>,
-        histories: Mutex<HashMap<FunctionKey, FunctionHistory>>,
+        histories: Mutex<Histories>,
     },
     Ranked(Mutex<CallQueue<T>>),
 }
@@ -72,7 +71,7 @@ impl<T> Pending<T> {
         let order = match policy.arrival_order() {
             true => Order::Arrival {
                 calls: SegQueue::new(),
-                histories: Mutex::new(HashMap::new()),
+                histories: Mutex::new(Histories::default()),
             },
             false => Order::Ranked(Mutex::new(CallQueue::new(policy, window))),
         };
@@ -180,12 +179,7 @@ impl<T> Pending<T> {
     /// Records that a call of `function` ran for `processing`; returns its new expected time.
     pub(crate) fn complete(&self, function: FunctionKey, processing: Duration) -> Duration {
         match &self.order {
-            Order::Arrival { histories, .. } => {
-                let mut histories = lock(histories);
-                let history = histories.entry(function).or_default();
-                history.complete(processing.as_nanos() as u64);
-                Duration::from_nanos(history.expected_ns())
-            }
+            Order::Arrival { histories, .. } => lock(histories).complete(function, processing),
             Order::Ranked(queue) => lock(queue).complete(function, processing),
         }
     }
@@ -193,9 +187,7 @@ impl<T> Pending<T> {
     /// Drops the history of a function that is gone.
     pub(crate) fn forget(&self, function: FunctionKey) {
         match &self.order {
-            Order::Arrival { histories, .. } => {
-                lock(histories).remove(&function);
-            }
+            Order::Arrival { histories, .. } => lock(histories).forget(function),
             Order::Ranked(queue) => lock(queue).forget(function),
         }
     }
@@ -207,7 +199,7 @@ impl<T> Pending<T> {
         read: impl FnOnce(Option<&FunctionHistory>) -> R,
     ) -> R {
         match &self.order {
-            Order::Arrival { histories, .. } => read(lock(histories).get(&function)),
+            Order::Arrival { histories, .. } => read(lock(histories).get(function)),
             Order::Ranked(queue) => read(lock(queue).history(function)),
         }
     }

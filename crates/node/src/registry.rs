@@ -242,7 +242,7 @@ impl Registry {
                 }
             };
             let deployed = Arc::new(Deployed::new(self.new_key(), record, &self.metrics));
-            if self.residency.fits(0) {
+            if self.residency.has_room() {
                 let (runtime, blobs, sha) = (
                     self.runtime.clone(),
                     self.blobs.clone(),

@@ -5,9 +5,10 @@
 //! caller's thread, because executor threads are confined by seccomp and cannot open files.
 //!
 //! Invariants:
-//! - `resident_bytes` is the sum of [`Function::resident_bytes`] over the functions whose `code`
-//!   slot is filled: it is added to only by the caller that filled a slot and taken from only by
-//!   the caller that emptied it (both with a swap, so no count is lost or doubled).
+//! - The `mote_resident_bytes` gauge is the sum of [`Function::resident_bytes`] over the
+//!   functions whose `code` slot is filled (its atomic is the count itself): it is added to only
+//!   by the caller that filled a slot and taken from only by the caller that emptied it (both
+//!   with a swap, so no count is lost or doubled).
 //! - A removed or replaced function is `retired` before its code is evicted, and a cold load
 //!   checks `retired` after filling the slot (both sequentially consistent), so a load racing a
 //!   removal either sees the flag and empties the slot again or is emptied by the removal:
@@ -25,7 +26,7 @@ use crate::metrics::NodeMetrics;
 use crate::registry::Deployed;
 use mote_runtime::{Function, Runtime};
 use mote_state::ModuleBlobs;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -34,7 +35,6 @@ pub(crate) struct Residency {
     runtime: Arc<Runtime>,
     blobs: ModuleBlobs,
     budget_bytes: u64,
-    resident_bytes: AtomicU64,
     origin: Instant,
     sweep: Mutex<()>,
     metrics: Arc<NodeMetrics>,
@@ -57,16 +57,20 @@ impl Residency {
             runtime,
             blobs,
             budget_bytes,
-            resident_bytes: AtomicU64::new(0),
             origin: Instant::now(),
             sweep: Mutex::new(()),
             metrics,
         }
     }
 
-    /// Whether another function of `bytes` still fits the budget.
-    pub(crate) fn fits(&self, bytes: u64) -> bool {
-        self.resident_bytes.load(Ordering::Relaxed) + bytes <= self.budget_bytes
+    /// Whether the resident set is within its budget, so another function may be loaded.
+    pub(crate) fn has_room(&self) -> bool {
+        self.resident_bytes() <= self.budget_bytes
+    }
+
+    fn resident_bytes(&self) -> u64 {
+        let bytes = self.metrics.resident_bytes.inner().load(Ordering::Relaxed);
+        u64::try_from(bytes).unwrap_or(0)
     }
 
     /// The code of `function` for a call arriving at `now`: resident already (a warm start), or
@@ -136,24 +140,13 @@ impl Residency {
     }
 
     fn added(&self, code: &Function) {
-        self.resident_bytes
-            .fetch_add(code.resident_bytes(), Ordering::Relaxed);
+        self.metrics.resident_bytes.inc_by(bytes_of(code));
         self.metrics.resident.inc();
-        self.publish_bytes();
     }
 
     fn removed(&self, code: &Function) {
-        self.resident_bytes
-            .fetch_sub(code.resident_bytes(), Ordering::Relaxed);
+        self.metrics.resident_bytes.dec_by(bytes_of(code));
         self.metrics.resident.dec();
-        self.publish_bytes();
-    }
-
-    fn publish_bytes(&self) {
-        let bytes = self.resident_bytes.load(Ordering::Relaxed);
-        self.metrics
-            .resident_bytes
-            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
     /// If the resident set is over budget, evicts the least recently called of `everyone` until
@@ -166,7 +159,7 @@ impl Residency {
         everyone: impl Iterator<Item = &'a Arc<Deployed>>,
     ) -> Vec<Arc<Function>> {
         let mut evicted = Vec::new();
-        if self.resident_bytes.load(Ordering::Relaxed) <= self.budget_bytes {
+        if self.has_room() {
             return evicted;
         }
         // Another caller is sweeping already; it will bring the total down for both.
@@ -180,7 +173,7 @@ impl Residency {
         resident.sort_unstable_by_key(|(used, _)| *used);
         let target = self.budget_bytes / 10 * 9;
         for (_, function) in resident {
-            if self.resident_bytes.load(Ordering::Relaxed) <= target {
+            if self.resident_bytes() <= target {
                 break;
             }
             evicted.extend(self.evict(function));
@@ -191,4 +184,8 @@ impl Residency {
     fn stamp(&self, now: Instant) -> u64 {
         now.saturating_duration_since(self.origin).as_nanos() as u64
     }
+}
+
+fn bytes_of(code: &Function) -> i64 {
+    i64::try_from(code.resident_bytes()).unwrap_or(i64::MAX)
 }

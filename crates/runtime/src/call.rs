@@ -122,16 +122,21 @@ impl Runtime {
         limits: Limits,
         input: &[u8],
     ) -> Result<CallOutput, CallError> {
-        self.call_then(function, name, limits, input, |result| result)
+        self.call_then(function, name, limits, Instant::now(), input, |result| {
+            result
+        })
     }
 
     /// Like [`Runtime::call`], but gives the result to `finish` before the instance is torn
-    /// down, so a reply sent from `finish` does not wait for the memory reset.
+    /// down, so a reply sent from `finish` does not wait for the memory reset. The budget runs
+    /// from `started`, the caller's own reading of when the call began, so the call path reads
+    /// the clock once for both.
     pub fn call_then<R>(
         &self,
         function: &Function,
         name: &Arc<str>,
         limits: Limits,
+        started: Instant,
         input: &[u8],
         finish: impl FnOnce(Result<CallOutput, CallError>) -> R,
     ) -> R {
@@ -144,7 +149,7 @@ impl Runtime {
                 memory_limit: limits.memory_bytes(),
                 denied: None,
             },
-            deadline: Instant::now() + limits.timeout(),
+            deadline: started + limits.timeout(),
             timed_out: false,
             function: name.clone(),
             log_lines: 0,
@@ -458,15 +463,27 @@ mod tests {
 
     #[test]
     fn the_result_is_handed_over_before_teardown_with_the_entry_time() {
-        let (rt, _d) = runtime();
+        // One instance slot: while the call's instance is alive, no other call can start.
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = RuntimeConfig::new(dir.path(), 1);
+        config.instance_slots = 1;
+        let rt = Runtime::new(config).unwrap();
         let f = rt
             .compile(&wat::parse_str(abi("i64.const 0")).unwrap())
             .unwrap();
+        let name = Arc::from("t");
         let before = Instant::now();
-        let (entered, finished) = rt.call_then(&f, &Arc::from("t"), Limits::default(), b"", |r| {
-            (r.unwrap().entered, Instant::now())
-        });
+        let (entered, finished, second) =
+            rt.call_then(&f, &name, Limits::default(), before, b"", |r| {
+                let second = rt.call(&f, &name, Limits::default(), b"");
+                (r.unwrap().entered, Instant::now(), second)
+            });
         assert!(before <= entered && entered <= finished);
+        assert!(
+            matches!(second, Err(CallError::Instantiate(_))),
+            "the instance was already torn down when the result was handed over: {second:?}"
+        );
+        assert!(rt.call(&f, &name, Limits::default(), b"").is_ok());
     }
 
     #[test]

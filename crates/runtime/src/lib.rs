@@ -13,8 +13,9 @@
 //!
 //! Per call the guest gets: a linear memory capped by `memory_mb` (enforced by a
 //! `ResourceLimiter`), a wall-clock deadline (epoch interruption plus a clock check in the epoch
-//! callback, so the overshoot is bounded by one tick; `timeout_us` budgets go down to 100 µs), WASI preview1 with no files, sockets,
-//! environment or arguments beyond the function's name, and the `mote` host functions.
+//! callback, so the overshoot is bounded by one tick; `timeout_us` budgets go down to 100 µs),
+//! WASI preview1 with no files, sockets, environment or arguments beyond the function's name,
+//! and the `mote` host functions.
 
 mod artifact;
 mod call;

@@ -1,6 +1,8 @@
 //! What the scheduler remembers about each function.
 
-use std::collections::VecDeque;
+use crate::FunctionKey;
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
 
 /// How many recent processing times the estimate averages, as in the paper.
 pub const HISTORY_LEN: usize = 10;
@@ -69,6 +71,34 @@ impl FunctionHistory {
         while self.arrivals.front().is_some_and(|&t| t < cutoff_ns) {
             self.arrivals.pop_front();
         }
+    }
+}
+
+/// Every function's history on a node, by key: what a [`crate::CallQueue`] ranks by, and what a
+/// node that runs calls in arrival order keeps for its operators.
+#[derive(Debug, Default)]
+pub struct Histories(HashMap<FunctionKey, FunctionHistory>);
+
+impl Histories {
+    /// Records that a call of `function` ran for `processing`; returns its new expected time.
+    pub fn complete(&mut self, function: FunctionKey, processing: Duration) -> Duration {
+        let history = self.entry(function);
+        history.complete(processing.as_nanos() as u64);
+        Duration::from_nanos(history.expected_ns())
+    }
+
+    /// What is known of `function`.
+    pub fn get(&self, function: FunctionKey) -> Option<&FunctionHistory> {
+        self.0.get(&function)
+    }
+
+    /// Drops the history of a function that is gone.
+    pub fn forget(&mut self, function: FunctionKey) {
+        self.0.remove(&function);
+    }
+
+    pub(crate) fn entry(&mut self, function: FunctionKey) -> &mut FunctionHistory {
+        self.0.entry(function).or_default()
     }
 }
 

@@ -18,6 +18,6 @@ mod history;
 mod policy;
 mod queue;
 
-pub use history::{FunctionHistory, HISTORY_LEN};
+pub use history::{FunctionHistory, HISTORY_LEN, Histories};
 pub use policy::{Eect, FairChoice, Fifo, Policy, PriorityPolicy, Rect, Sept, UnknownPolicy};
 pub use queue::{CallQueue, FunctionKey};

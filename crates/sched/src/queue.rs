@@ -5,9 +5,9 @@
 //! priority leave in arrival order (a sequence number breaks ties); push and pop are O(log n) on
 //! a binary heap, so tens of thousands of waiting calls cost microseconds per operation.
 
-use crate::{FunctionHistory, Policy, PriorityPolicy};
+use crate::{FunctionHistory, Histories, Policy, PriorityPolicy};
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
 /// Identifies a function (one deployment of it) to the scheduler.
@@ -45,7 +45,7 @@ pub struct CallQueue<T> {
     policy: Policy,
     ranking: Box<dyn PriorityPolicy>,
     waiting: BinaryHeap<Waiting<T>>,
-    histories: HashMap<FunctionKey, FunctionHistory>,
+    histories: Histories,
     seq: u64,
     origin: Instant,
     window_ns: u64,
@@ -58,7 +58,7 @@ impl<T> CallQueue<T> {
             policy,
             ranking: policy.ranking(),
             waiting: BinaryHeap::with_capacity(1024),
-            histories: HashMap::new(),
+            histories: Histories::default(),
             seq: 0,
             origin: Instant::now(),
             window_ns: window.as_nanos() as u64,
@@ -78,7 +78,7 @@ impl<T> CallQueue<T> {
 
     /// Adds a call that arrived `arrival_ns` after the queue was created.
     pub fn push_at(&mut self, function: FunctionKey, arrival_ns: u64, call: T) {
-        let history = self.histories.entry(function).or_default();
+        let history = self.histories.entry(function);
         let previous = history.arrive(arrival_ns, self.window_ns);
         let priority = self.ranking.priority(arrival_ns, previous, history);
         self.seq += 1;
@@ -96,19 +96,17 @@ impl<T> CallQueue<T> {
 
     /// Records that a call of `function` ran for `processing`; returns the new expected time.
     pub fn complete(&mut self, function: FunctionKey, processing: Duration) -> Duration {
-        let history = self.histories.entry(function).or_default();
-        history.complete(processing.as_nanos() as u64);
-        Duration::from_nanos(history.expected_ns())
+        self.histories.complete(function, processing)
     }
 
     /// What the queue knows about `function`.
     pub fn history(&self, function: FunctionKey) -> Option<&FunctionHistory> {
-        self.histories.get(&function)
+        self.histories.get(function)
     }
 
     /// Drops the history of a function that is gone.
     pub fn forget(&mut self, function: FunctionKey) {
-        self.histories.remove(&function);
+        self.histories.forget(function);
     }
 
     /// How many calls are waiting.
