@@ -15,7 +15,9 @@
 //! - Throughput: the same dispatcher keeps a window of calls queued on the one executor core.
 //! - Cold: `cold_functions` distinct functions are deployed under a resident budget that holds
 //!   few of them; calls in least-recently-called order each load their compiled artefact (mmap),
-//!   link, queue and instantiate. Only calls the node reports as cold are counted.
+//!   link, queue and instantiate. Only calls the node reports as cold are counted. The same
+//!   artefacts are then loaded by a runtime alone in the process, to show what the other core's
+//!   running thread costs a load (each change of memory permissions interrupts it).
 //! - Process baseline: each function is a resident process woken over a pipe (warm), or a process
 //!   started with fork/exec for one request (cold), running the same no-op.
 //! - Budgets: a guest that never returns, with a 100 µs budget, until the node stops it.
@@ -166,6 +168,8 @@ pub struct MicroReport {
     pub cold_start: Latency,
     /// Cold: loading the artefact alone (mmap and link).
     pub cold_load: Latency,
+    /// Loading the same artefacts with no other thread of the process running.
+    pub cold_load_alone: Latency,
     /// Functions deployed during the cold run.
     pub cold_functions: usize,
     /// Process baseline, warm round trip.
@@ -257,7 +261,7 @@ pub fn run(config: &MicroConfig) -> anyhow::Result<MicroReport> {
 
     let (runtime_only_start, runtime_only_calls_per_s) =
         runtime_only(&dir.path().join("runtime-only"), config.warm_calls)?;
-    let (cold_start, cold_load) = cold(&rt, &dir.path().join("cold"), config)?;
+    let (cold_start, cold_load, cold_load_alone) = cold(&rt, &dir.path().join("cold"), config)?;
     let process_warm = process_warm(config)?;
     let process_cold = process_cold(config)?;
     let (quanta, no_epoch_hashes_per_s) = preemption(&dir.path().join("sha"), config)?;
@@ -283,6 +287,7 @@ pub fn run(config: &MicroConfig) -> anyhow::Result<MicroReport> {
         runtime_only_calls_per_s,
         cold_start: Latency::of(&cold_start),
         cold_load: Latency::of(&cold_load),
+        cold_load_alone: Latency::of(&cold_load_alone),
         cold_functions: config.cold_functions,
         process_warm,
         process_cold: Latency::of(&process_cold),
@@ -407,11 +412,15 @@ fn runtime_only(dir: &std::path::Path, calls: u64) -> anyhow::Result<(Histogram<
 }
 
 /// Cold starts among `cold_functions` deployed functions under a budget that holds few.
+///
+/// Then the same artefacts are loaded again by a runtime alone in the process, with no executor
+/// polling on the other core: loading changes memory permissions, and each change must
+/// interrupt every core running a thread of the process, so this shows what that costs.
 fn cold(
     rt: &tokio::runtime::Runtime,
     dir: &std::path::Path,
     config: &MicroConfig,
-) -> anyhow::Result<(Histogram<u64>, Histogram<u64>)> {
+) -> anyhow::Result<(Histogram<u64>, Histogram<u64>, Histogram<u64>)> {
     let node_config = NodeConfig {
         resident_mb: 1,
         ..ExecutorsConfig::new(1).into()
@@ -439,7 +448,23 @@ fn cold(
             load.saturating_record(ns(loading));
         }
     }
-    Ok((start, load))
+    let shas = names[..i.min(names.len())]
+        .iter()
+        .map(|name| node.get(name).map(|f| f.sha256))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| anyhow::anyhow!("a cold function disappeared"))?;
+    drop(node);
+    let runtime = Runtime::new(RuntimeConfig::new(dir.join("artifacts"), 1))?;
+    let mut alone = histogram();
+    for sha in &shas {
+        let t = Instant::now();
+        let code = runtime.load(sha, || {
+            Err(std::io::Error::other("the benchmark keeps every artefact"))
+        })?;
+        alone.saturating_record(ns(t.elapsed()));
+        drop(code);
+    }
+    Ok((start, load, alone))
 }
 
 /// A resident worker process of the process baseline.
@@ -668,6 +693,10 @@ impl MicroReport {
             &self.cold_start,
         );
         s += &row("mote cold: artefact load (mmap + link)", &self.cold_load);
+        s += &row(
+            "artefact load, no other thread running",
+            &self.cold_load_alone,
+        );
         s += &row("process baseline warm: pipe round trip", &self.process_warm);
         s += &row(
             "process baseline cold: fork/exec → response",
