@@ -28,7 +28,9 @@ impl std::fmt::Debug for Function {
     }
 }
 
-/// The exports a call uses, resolved at deploy time.
+/// The exports a call uses, resolved at deploy time. Every function export here has the type
+/// the ABI requires, checked by `detect` against `Function::pre`'s module: calls rely on this to
+/// skip wasmtime's per-call type check.
 pub(crate) enum Entry {
     MoteAbi {
         memory: ModuleExport,
@@ -229,6 +231,64 @@ fn bad_export(name: &'static str, problem: &str, expected: &'static str) -> Comp
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Calls skip wasmtime's type check on these exports (`Entry`), so a wrong type must never
+    /// get past `detect`.
+    #[test]
+    fn every_entry_export_of_the_wrong_type_is_rejected() {
+        let engine = wasmtime::Engine::default();
+        let abi = |handle: &str, alloc: &str, initialize: &str| {
+            format!(
+                r#"(module (memory (export "memory") 1)
+                (func (export "mote_handle") {handle} unreachable)
+                (func (export "mote_alloc") {alloc} unreachable) {initialize})"#
+            )
+        };
+        let good_handle = "(param i32 i32) (result i64)";
+        let good_alloc = "(param i32) (result i32)";
+        let cases = [
+            (
+                "mote_handle",
+                abi("(param i32) (result i64)", good_alloc, ""),
+            ),
+            (
+                "mote_handle",
+                abi("(param i32 i32) (result i32)", good_alloc, ""),
+            ),
+            (
+                "mote_alloc",
+                abi(good_handle, "(param i64) (result i32)", ""),
+            ),
+            ("mote_alloc", abi(good_handle, "(param i32)", "")),
+            (
+                "_initialize",
+                abi(
+                    good_handle,
+                    good_alloc,
+                    r#"(func (export "_initialize") (param i32))"#,
+                ),
+            ),
+            (
+                "_start",
+                r#"(module (func (export "_start") (result i32) i32.const 0))"#.to_owned(),
+            ),
+        ];
+        for (export, wat) in cases {
+            let wasm = wat::parse_str(&wat).expect("the test module is valid");
+            let module = Module::new(&engine, wasm).expect("the test module compiles");
+            match detect(&module) {
+                Err(CompileError::BadExport { name, problem, .. }) => {
+                    assert_eq!(name, export, "{wat}");
+                    assert!(problem.starts_with("has type"), "{problem}");
+                }
+                Err(e) => panic!("{export}: expected a bad export, got {e}"),
+                Ok(_) => panic!("{export}: a wrong type was accepted: {wat}"),
+            }
+        }
+        let ok = abi(good_handle, good_alloc, r#"(func (export "_initialize"))"#);
+        let ok = Module::new(&engine, wat::parse_str(ok).expect("valid")).expect("compiles");
+        assert!(detect(&ok).is_ok());
+    }
 
     #[test]
     fn parses_wasmtime_unknown_import_message() {
