@@ -38,6 +38,8 @@ enum Command {
     Rm(commands::client::RmArgs),
     /// Let a quarantined function's calls in again.
     Release(commands::client::ReleaseArgs),
+    /// Run one replica of mote store, an eventually consistent store with the etcd v3 API.
+    Store(commands::store::StoreArgs),
     /// Measure the platform (see docs/benchmarks.md).
     #[command(subcommand)]
     Bench(commands::bench::BenchCommand),
@@ -52,6 +54,7 @@ fn main() -> ExitCode {
         Command::Ls(args) => commands::client::ls(args),
         Command::Rm(args) => commands::client::rm(args),
         Command::Release(args) => commands::client::release(args),
+        Command::Store(args) => commands::store::run(args),
         Command::Bench(cmd) => commands::bench::run(cmd),
     };
     match result {

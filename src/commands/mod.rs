@@ -3,4 +3,5 @@
 pub mod bench;
 pub mod client;
 pub mod platform;
+pub mod store;
 pub mod up;

@@ -1,0 +1,298 @@
+//! A running replica: the engine behind a lock, the disk that makes its changes durable, the
+//! feed of its writes for watchers, the lease timer, and the loop that pulls changes from each
+//! peer.
+
+use crate::disk::{self, Disk};
+use crate::engine::{Applied, Engine};
+use crate::error::StoreError;
+use crate::pb;
+use etcd_client::proto::PbEvent;
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::{broadcast, oneshot};
+
+/// Write batches kept for watchers that fall behind before they must catch up from history.
+const FEED_CAPACITY: usize = 4096;
+/// Changes a replica sends a peer in one pull.
+pub const PULL_LIMIT: u32 = 1024;
+
+/// Who a replica is, for `MemberList` and `Status`.
+#[derive(Clone, Debug)]
+pub struct Member {
+    /// Its name (`--name`).
+    pub name: String,
+    /// Its id, derived from the name.
+    pub id: u64,
+    /// Where clients reach it.
+    pub client_urls: Vec<String>,
+    /// Where peers reach it.
+    pub peer_urls: Vec<String>,
+}
+
+impl Member {
+    /// A member called `name`; its id is a hash of the name, so it is the same on every start
+    /// and every replica agrees on it.
+    pub fn new(name: &str, client_urls: Vec<String>, peer_urls: Vec<String>) -> Self {
+        Self {
+            name: name.to_owned(),
+            id: member_id(name),
+            client_urls,
+            peer_urls,
+        }
+    }
+}
+
+/// FNV-1a of the name, never zero (etcd treats member id 0 as none).
+pub fn member_id(name: &str) -> u64 {
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    hash.max(1)
+}
+
+/// The write feed watchers read, and how far it has got.
+struct Feed {
+    sender: broadcast::Sender<Arc<Vec<PbEvent>>>,
+    /// The revision of the last events sent: a watcher that has drained the feed has seen
+    /// everything up to it.
+    published: AtomicI64,
+}
+
+impl Feed {
+    fn publish(&self, revision: i64, events: Option<Arc<Vec<PbEvent>>>) {
+        if let Some(events) = events {
+            // No receivers is fine: nobody is watching.
+            let _ = self.sender.send(events);
+        }
+        // Stored after the send: whoever reads it finds those events in the feed already.
+        self.published.fetch_max(revision, Ordering::Release);
+    }
+}
+
+/// The state one replica's services share.
+pub struct Replica {
+    engine: Mutex<Engine>,
+    feed: Arc<Feed>,
+    /// Where changes are made durable before they are acknowledged; `None` keeps the replica
+    /// in memory only.
+    disk: Option<Disk>,
+    /// This replica first, then its peers.
+    members: Vec<Member>,
+    /// Tells this run of the replica from earlier ones, so peers' pull positions from before a
+    /// restart are not trusted.
+    incarnation: u64,
+}
+
+/// A change applied to the engine, on its way to disk.
+type Pending = Option<oneshot::Receiver<Result<(), StoreError>>>;
+
+/// A number that differs between starts: the clock in nanoseconds mixed with the process id,
+/// never zero (zero is what a puller sends before it knows).
+fn incarnation() -> u64 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    (nanos ^ u64::from(std::process::id()).rotate_left(48)).max(1)
+}
+
+/// Milliseconds since the Unix epoch, the engine's wall time.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Replica {
+    /// A replica described by `members[0]`, with `members[1..]` as its peers. With `data` it
+    /// restores the state kept there and makes every change durable before acknowledging it;
+    /// without, it starts empty and keeps everything in memory.
+    pub fn open(members: Vec<Member>, data: Option<&Path>) -> Result<Arc<Self>, StoreError> {
+        let (sender, _) = broadcast::channel(FEED_CAPACITY);
+        let id = members[0].id;
+        let (engine, db) = match data {
+            None => (Engine::new(id), None),
+            Some(dir) => {
+                let (db, restored) = disk::open(dir)?;
+                (Engine::restore(id, restored, now_ms()), Some((db, dir)))
+            }
+        };
+        let feed = Arc::new(Feed {
+            sender,
+            published: AtomicI64::new(engine.revision()),
+        });
+        let disk = db.map(|(db, dir)| {
+            let feed = feed.clone();
+            let publish = Box::new(move |revision, events| feed.publish(revision, events));
+            Disk::start(db, dir.to_path_buf(), publish)
+        });
+        Ok(Arc::new(Self {
+            engine: Mutex::new(engine),
+            feed,
+            disk,
+            members,
+            incarnation: incarnation(),
+        }))
+    }
+
+    /// This replica.
+    pub fn me(&self) -> &Member {
+        &self.members[0]
+    }
+
+    /// This run of the replica: a different number each start.
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
+    }
+
+    /// This replica and its peers.
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// The engine, locked. A panic while it was held cannot leave it half-written in a way a
+    /// reader could see: every engine method either finishes its change or returns an error
+    /// before making one.
+    pub fn engine(&self) -> MutexGuard<'_, Engine> {
+        self.engine.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs a write on the engine and returns its answer once the change is durable (at once
+    /// in memory); watchers get its events then too, in revision order.
+    pub async fn write<T>(
+        &self,
+        f: impl FnOnce(&mut Engine, u64) -> Result<(T, Applied), StoreError>,
+    ) -> Result<T, StoreError> {
+        let (value, pending) = {
+            let mut engine = self.engine();
+            let (value, applied) = f(&mut engine, now_ms())?;
+            (value, self.record(&engine, applied, true)?)
+        };
+        if let Some(pending) = pending {
+            pending.await.map_err(|_| {
+                StoreError::Disk("the disk thread stopped before committing".into())
+            })??;
+        }
+        Ok(value)
+    }
+
+    /// Hands a change the engine just applied to the disk, or straight to watchers when in
+    /// memory. Called with the engine's lock held, so changes leave in revision order.
+    fn record(
+        &self,
+        engine: &Engine,
+        mut applied: Applied,
+        wait: bool,
+    ) -> Result<Pending, StoreError> {
+        let events =
+            (!applied.events.is_empty()).then(|| Arc::new(std::mem::take(&mut applied.events)));
+        let Some(disk) = &self.disk else {
+            self.feed.publish(engine.revision(), events);
+            return Ok(None);
+        };
+        if events.is_none() && applied.is_empty() {
+            return Ok(None);
+        }
+        let (done, pending) = match wait {
+            true => {
+                let (done, pending) = oneshot::channel();
+                (Some(done), Some(pending))
+            }
+            false => (None, None),
+        };
+        disk.submit(engine.revision(), applied, events, done)?;
+        Ok(pending)
+    }
+
+    /// Records a change nobody waits on (a merge, an expiry); a disk failure is logged, and
+    /// every later write reports it.
+    fn record_in_background(&self, engine: &Engine, applied: Applied) {
+        if let Err(e) = self.record(engine, applied, false) {
+            tracing::error!(error = %e, "a change could not be queued for disk");
+        }
+    }
+
+    /// The size of this replica's database in bytes: its file on disk, or an estimate of its
+    /// history in memory.
+    pub fn db_size(&self) -> u64 {
+        match &self.disk {
+            Some(disk) => disk.size(),
+            None => self.engine().history_bytes(),
+        }
+    }
+
+    /// The revision up to which every change has reached the feed: what a progress
+    /// notification may promise.
+    pub fn published(&self) -> i64 {
+        self.feed.published.load(Ordering::Acquire)
+    }
+
+    /// A receiver of every write published after this moment, in revision order.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Vec<PbEvent>>> {
+        self.feed.sender.subscribe()
+    }
+
+    /// Expires leases whose time ran out, now and whenever the next one is due.
+    pub async fn run_lease_timer(self: Arc<Self>) {
+        loop {
+            let next = {
+                let mut engine = self.engine();
+                let applied = engine.expire_leases(now_ms());
+                self.record_in_background(&engine, applied);
+                engine.leases().next_expiry_ms()
+            };
+            let wait = next.map_or(Duration::from_millis(500), |at| {
+                Duration::from_millis(at.saturating_sub(now_ms()).clamp(1, 500))
+            });
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Merges one peer's changes and publishes what they changed here.
+    pub fn merge(&self, changes: Vec<pb::Change>) {
+        let mut engine = self.engine();
+        let applied = engine.merge(changes);
+        self.record_in_background(&engine, applied);
+    }
+
+    /// Pulls changes from the peer at `url` forever, every `interval` when idle and at once
+    /// while it has more. A peer that is down is retried at the same pace; its changes arrive
+    /// when it is back.
+    pub async fn run_pull_loop(self: Arc<Self>, url: String, interval: Duration) {
+        let mut since = 0i64;
+        let mut incarnation = 0;
+        let mut client = None;
+        loop {
+            if client.is_none() {
+                client = pb::peer_client::PeerClient::connect(url.clone()).await.ok();
+            }
+            let Some(peer) = client.as_mut() else {
+                tokio::time::sleep(interval).await;
+                continue;
+            };
+            let request = pb::PullRequest {
+                replica: self.me().id,
+                since,
+                limit: PULL_LIMIT,
+                incarnation,
+            };
+            match peer.pull(request).await {
+                Ok(resp) => {
+                    let resp = resp.into_inner();
+                    self.merge(resp.changes);
+                    since = resp.next;
+                    incarnation = resp.incarnation;
+                    if resp.more {
+                        continue;
+                    }
+                }
+                Err(status) => {
+                    tracing::debug!(peer = %url, error = %status, "pull failed; retrying");
+                    client = None;
+                }
+            }
+            tokio::time::sleep(interval).await;
+        }
+    }
+}

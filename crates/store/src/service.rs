@@ -1,0 +1,383 @@
+//! The etcd v3 gRPC services (KV, Watch, Lease, Cluster, Maintenance) over a [`Replica`], the
+//! peer service, and the server that hosts them.
+
+use crate::error::StoreError;
+use crate::pb;
+use crate::replica::{Member, Replica, now_ms};
+use crate::watch;
+use etcd_client::proto::*;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+/// The etcd version mote store reports, the API level it serves.
+pub const ETCD_VERSION: &str = "3.6.0";
+
+type Answer<T> = Result<Response<T>, Status>;
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+/// The etcd API and the peer API of one replica; cheap to clone.
+#[derive(Clone)]
+pub struct Services {
+    replica: Arc<Replica>,
+}
+
+impl Services {
+    /// The services of `replica`.
+    pub fn new(replica: Arc<Replica>) -> Self {
+        Self { replica }
+    }
+
+    fn header(&self) -> PbResponseHeader {
+        self.replica.engine().header()
+    }
+}
+
+fn unsupported(what: &str) -> Status {
+    Status::unimplemented(format!(
+        "mote store does not support {what}; see docs/store.md for what it serves"
+    ))
+}
+
+#[tonic::async_trait]
+impl PbKvService for Services {
+    async fn range(&self, req: Request<PbRangeRequest>) -> Answer<PbRangeResponse> {
+        Ok(Response::new(self.replica.engine().range(req.get_ref())?))
+    }
+
+    type RangeStreamStream = BoxStream<PbRangeStreamResponse>;
+
+    async fn range_stream(&self, _req: Request<PbRangeRequest>) -> Answer<Self::RangeStreamStream> {
+        Err(unsupported("RangeStream"))
+    }
+
+    async fn put(&self, req: Request<PbPutRequest>) -> Answer<PbPutResponse> {
+        let req = req.into_inner();
+        let resp = self.replica.write(|e, now| e.put(req, now)).await?;
+        Ok(Response::new(resp))
+    }
+
+    async fn delete_range(&self, req: Request<PbDeleteRequest>) -> Answer<PbDeleteResponse> {
+        let req = req.into_inner();
+        if req.key.is_empty() {
+            return Err(StoreError::EmptyKey.into());
+        }
+        let resp = self
+            .replica
+            .write(|e, now| e.delete_range(req, now))
+            .await?;
+        Ok(Response::new(resp))
+    }
+
+    async fn txn(&self, req: Request<PbTxnRequest>) -> Answer<PbTxnResponse> {
+        let req = req.into_inner();
+        let resp = self.replica.write(|e, now| e.txn(req, now)).await?;
+        Ok(Response::new(resp))
+    }
+
+    async fn compact(&self, req: Request<PbCompactionRequest>) -> Answer<PbCompactionResponse> {
+        let revision = req.get_ref().revision;
+        let header = self
+            .replica
+            .write(|e, _| Ok((e.header(), e.compact(revision)?)))
+            .await?;
+        Ok(Response::new(PbCompactionResponse {
+            header: Some(header),
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl PbWatchService for Services {
+    type WatchStream = BoxStream<PbWatchResponse>;
+
+    async fn watch(&self, req: Request<Streaming<PbWatchRequest>>) -> Answer<Self::WatchStream> {
+        let (out, rx) = mpsc::channel(64);
+        tokio::spawn(watch::serve(self.replica.clone(), req.into_inner(), out));
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}
+
+#[tonic::async_trait]
+impl PbLeaseService for Services {
+    async fn lease_grant(&self, req: Request<PbLeaseGrantRequest>) -> Answer<PbLeaseGrantResponse> {
+        let req = req.into_inner();
+        let ((id, ttl), header) = self
+            .replica
+            .write(|e, now| {
+                let (granted, applied) = e.grant_lease(req.id, req.ttl, now)?;
+                Ok(((granted, e.header()), applied))
+            })
+            .await?;
+        Ok(Response::new(PbLeaseGrantResponse {
+            header: Some(header),
+            id,
+            ttl,
+            error: String::new(),
+        }))
+    }
+
+    async fn lease_revoke(
+        &self,
+        req: Request<PbLeaseRevokeRequest>,
+    ) -> Answer<PbLeaseRevokeResponse> {
+        let id = req.get_ref().id;
+        self.replica
+            .write(|e, now| e.revoke_lease(id, now).map(|applied| ((), applied)))
+            .await?;
+        Ok(Response::new(PbLeaseRevokeResponse {
+            header: Some(self.header()),
+        }))
+    }
+
+    type LeaseKeepAliveStream = BoxStream<PbLeaseKeepAliveResponse>;
+
+    async fn lease_keep_alive(
+        &self,
+        req: Request<Streaming<PbLeaseKeepAliveRequest>>,
+    ) -> Answer<Self::LeaseKeepAliveStream> {
+        let mut requests = req.into_inner();
+        let replica = self.replica.clone();
+        let (out, rx) = mpsc::channel(16);
+        tokio::spawn(async move {
+            while let Ok(Some(request)) = requests.message().await {
+                let response = {
+                    let mut engine = replica.engine();
+                    // As etcd does, an unknown lease answers with a TTL of 0 rather than an
+                    // error, and the client treats the lease as gone.
+                    let ttl = engine.keep_alive(request.id, now_ms()).unwrap_or(0);
+                    PbLeaseKeepAliveResponse {
+                        header: Some(engine.header()),
+                        id: request.id,
+                        ttl,
+                    }
+                };
+                if out.send(Ok(response)).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn lease_time_to_live(
+        &self,
+        req: Request<PbLeaseTimeToLiveRequest>,
+    ) -> Answer<PbLeaseTimeToLiveResponse> {
+        let req = req.into_inner();
+        let engine = self.replica.engine();
+        // etcd answers an unknown lease with TTL -1 rather than an error.
+        let (ttl, granted_ttl, keys) = match engine.leases().get(req.id) {
+            Some(lease) => (
+                lease.remaining(now_ms()),
+                lease.granted_ttl,
+                if req.keys {
+                    lease.keys().cloned().collect()
+                } else {
+                    Vec::new()
+                },
+            ),
+            None => (-1, 0, Vec::new()),
+        };
+        Ok(Response::new(PbLeaseTimeToLiveResponse {
+            header: Some(engine.header()),
+            id: req.id,
+            ttl,
+            granted_ttl,
+            keys,
+        }))
+    }
+
+    async fn lease_leases(
+        &self,
+        _req: Request<PbLeaseLeasesRequest>,
+    ) -> Answer<PbLeaseLeasesResponse> {
+        let engine = self.replica.engine();
+        Ok(Response::new(PbLeaseLeasesResponse {
+            header: Some(engine.header()),
+            leases: engine
+                .leases()
+                .ids()
+                .map(|id| PbLeaseStatus { id })
+                .collect(),
+        }))
+    }
+}
+
+fn pb_member(m: &Member) -> PbMember {
+    PbMember {
+        id: m.id,
+        name: m.name.clone(),
+        peer_ur_ls: m.peer_urls.clone(),
+        client_ur_ls: m.client_urls.clone(),
+        is_learner: false,
+    }
+}
+
+#[tonic::async_trait]
+impl PbClusterService for Services {
+    async fn member_add(&self, _req: Request<PbMemberAddRequest>) -> Answer<PbMemberAddResponse> {
+        Err(unsupported("MemberAdd (members are given with --peers)"))
+    }
+
+    async fn member_remove(
+        &self,
+        _req: Request<PbMemberRemoveRequest>,
+    ) -> Answer<PbMemberRemoveResponse> {
+        Err(unsupported("MemberRemove (members are given with --peers)"))
+    }
+
+    async fn member_update(
+        &self,
+        _req: Request<PbMemberUpdateRequest>,
+    ) -> Answer<PbMemberUpdateResponse> {
+        Err(unsupported("MemberUpdate (members are given with --peers)"))
+    }
+
+    async fn member_list(
+        &self,
+        _req: Request<PbMemberListRequest>,
+    ) -> Answer<PbMemberListResponse> {
+        Ok(Response::new(PbMemberListResponse {
+            header: Some(self.header()),
+            members: self.replica.members().iter().map(pb_member).collect(),
+        }))
+    }
+
+    async fn member_promote(
+        &self,
+        _req: Request<PbMemberPromoteRequest>,
+    ) -> Answer<PbMemberPromoteResponse> {
+        Err(unsupported("MemberPromote (there are no learners)"))
+    }
+}
+
+#[tonic::async_trait]
+impl PbMaintenanceService for Services {
+    async fn alarm(&self, _req: Request<PbAlarmRequest>) -> Answer<PbAlarmResponse> {
+        Ok(Response::new(PbAlarmResponse {
+            header: Some(self.header()),
+            alarms: Vec::new(),
+        }))
+    }
+
+    async fn status(&self, _req: Request<PbStatusRequest>) -> Answer<PbStatusResponse> {
+        let header = self.header();
+        // etcdctl divides by the size, and a zero there would be a lie anyway.
+        let db_size = self.replica.db_size().max(1) as i64;
+        Ok(Response::new(PbStatusResponse {
+            header: Some(header),
+            version: ETCD_VERSION.into(),
+            // Every replica leads itself: there is no leader election to wait for.
+            leader: self.replica.me().id,
+            raft_index: header.revision as u64,
+            raft_applied_index: header.revision as u64,
+            storage_version: ETCD_VERSION.into(),
+            db_size,
+            db_size_in_use: db_size,
+            ..PbStatusResponse::default()
+        }))
+    }
+
+    async fn defragment(&self, _req: Request<PbDefragmentRequest>) -> Answer<PbDefragmentResponse> {
+        Ok(Response::new(PbDefragmentResponse {
+            header: Some(self.header()),
+        }))
+    }
+
+    async fn hash(&self, _req: Request<PbHashRequest>) -> Answer<PbHashResponse> {
+        Err(unsupported("Hash"))
+    }
+
+    async fn hash_kv(&self, _req: Request<PbHashKvRequest>) -> Answer<PbHashKvResponse> {
+        Err(unsupported("HashKV"))
+    }
+
+    type SnapshotStream = BoxStream<PbSnapshotResponse>;
+
+    async fn snapshot(&self, _req: Request<PbSnapshotRequest>) -> Answer<Self::SnapshotStream> {
+        Err(unsupported("Snapshot"))
+    }
+
+    async fn move_leader(
+        &self,
+        _req: Request<PbMoveLeaderRequest>,
+    ) -> Answer<PbMoveLeaderResponse> {
+        Err(unsupported("MoveLeader (there is no leader)"))
+    }
+
+    async fn downgrade(&self, _req: Request<PbDowngradeRequest>) -> Answer<PbDowngradeResponse> {
+        Err(unsupported("Downgrade"))
+    }
+}
+
+#[tonic::async_trait]
+impl pb::peer_server::Peer for Services {
+    async fn pull(&self, req: Request<pb::PullRequest>) -> Answer<pb::PullResponse> {
+        let req = req.into_inner();
+        let limit = req.limit.clamp(1, crate::replica::PULL_LIMIT) as usize;
+        let incarnation = self.replica.incarnation();
+        let since = if req.incarnation == incarnation {
+            req.since
+        } else {
+            0
+        };
+        let (changes, next, more) = self.replica.engine().changes_after(since, limit);
+        Ok(Response::new(pb::PullResponse {
+            changes,
+            next,
+            more,
+            incarnation,
+        }))
+    }
+}
+
+/// Connections accepted on `listener`, with Nagle's algorithm off: a small response held back
+/// for the client's delayed ACK costs 40 ms, which is what every put took before.
+fn incoming(listener: tokio::net::TcpListener) -> tonic::transport::server::TcpIncoming {
+    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
+}
+
+/// Serves `replica`'s etcd API on `clients` and its peer API on `peers`, pulling from each of
+/// its peers every `pull_interval` when idle, until `shutdown` resolves.
+pub async fn serve(
+    replica: Arc<Replica>,
+    pull_interval: Duration,
+    clients: tokio::net::TcpListener,
+    peers: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), tonic::transport::Error> {
+    let services = Services::new(replica.clone());
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(replica.clone().run_lease_timer());
+    for peer in &replica.members()[1..] {
+        if let Some(url) = peer.peer_urls.first() {
+            tasks.spawn(replica.clone().run_pull_loop(url.clone(), pull_interval));
+        }
+    }
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let stopped = |mut stop: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    let peer_server = tonic::transport::Server::builder()
+        .add_service(pb::peer_server::PeerServer::new(services.clone()))
+        .serve_with_incoming_shutdown(incoming(peers), stopped(stop.clone()));
+    let client_server = tonic::transport::Server::builder()
+        .add_service(PbKvServer::new(services.clone()))
+        .add_service(PbWatchServer::new(services.clone()))
+        .add_service(PbLeaseServer::new(services.clone()))
+        .add_service(PbClusterServer::new(services.clone()))
+        .add_service(PbMaintenanceServer::new(services))
+        .serve_with_incoming_shutdown(incoming(clients), stopped(stop));
+    let result = tokio::try_join!(client_server, peer_server).map(|_| ());
+    tasks.abort_all();
+    result
+}

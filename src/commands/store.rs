@@ -1,0 +1,107 @@
+//! `mote store`: one replica of mote store, serving the etcd v3 API.
+
+use anyhow::Context;
+use clap::Args;
+use mote_store::replica::{Member, Replica};
+use mote_store::service::serve;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Options of `mote store`.
+#[derive(Args)]
+pub struct StoreArgs {
+    /// This replica's name; its member id is derived from it.
+    #[arg(long, default_value = "default")]
+    name: String,
+    /// Address the etcd v3 gRPC API listens on (etcdctl's --endpoints).
+    #[arg(long, default_value = "127.0.0.1:2379")]
+    listen: SocketAddr,
+    /// Address the peer API listens on, for the other replicas.
+    #[arg(long, default_value = "127.0.0.1:2380")]
+    peer_listen: SocketAddr,
+    /// The other replicas, as NAME=URL of their peer API, comma-separated
+    /// (e.g. `b=http://127.0.0.1:2480,c=http://127.0.0.1:2580`). None: a single replica.
+    #[arg(long, value_delimiter = ',')]
+    peers: Vec<String>,
+    /// Directory the replica keeps its data in; every acknowledged write is on disk there.
+    /// Without it the replica keeps everything in memory and forgets it on exit.
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// How often to pull each peer's changes when there were none, in milliseconds.
+    #[arg(long, default_value_t = 20)]
+    pull_interval_ms: u64,
+    /// Log filter (tracing's EnvFilter syntax), e.g. `info` or `mote_store=debug`.
+    #[arg(long, default_value = "info", env = "MOTE_LOG")]
+    log: String,
+}
+
+/// Runs the replica until Ctrl-C.
+pub fn run(args: StoreArgs) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&args.log).context("bad --log filter")?,
+        )
+        .init();
+    let peers = args
+        .peers
+        .iter()
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (name, url) = p.split_once('=').with_context(|| {
+                format!("--peers entry `{p}` is not NAME=URL, e.g. b=http://127.0.0.1:2480")
+            })?;
+            anyhow::ensure!(
+                url.starts_with("http://"),
+                "--peers entry `{p}`: the URL must start with http://"
+            );
+            Ok(Member::new(name, Vec::new(), vec![url.to_owned()]))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    anyhow::ensure!(
+        peers.iter().all(|p| p.name != args.name),
+        "--peers names this replica itself ({}); list only the others",
+        args.name
+    );
+    let me = Member::new(
+        &args.name,
+        vec![format!("http://{}", args.listen)],
+        vec![format!("http://{}", args.peer_listen)],
+    );
+    let mut members = vec![me];
+    members.extend(peers);
+    let replica = match &args.data {
+        Some(dir) => Replica::open(members, Some(dir))
+            .with_context(|| format!("cannot open the store's data in {}", dir.display()))?,
+        None => {
+            tracing::warn!("no --data: this replica keeps its state in memory only");
+            Replica::open(members, None)?
+        }
+    };
+    let pull_interval = Duration::from_millis(args.pull_interval_ms.max(1));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("mote-store")
+        .build()?;
+    runtime.block_on(async {
+        let clients = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {} (--listen)", args.listen))?;
+        let peers = tokio::net::TcpListener::bind(args.peer_listen)
+            .await
+            .with_context(|| format!("cannot listen on {} (--peer-listen)", args.peer_listen))?;
+        tracing::info!(
+            name = %args.name,
+            clients = %clients.local_addr()?,
+            peers = %peers.local_addr()?,
+            "mote store serving the etcd v3 API"
+        );
+        let shutdown = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        serve(replica, pull_interval, clients, peers, shutdown)
+            .await
+            .context("the store's server failed")
+    })
+}
