@@ -1,5 +1,6 @@
 //! `mote store`: one replica of mote store, serving the etcd v3 API.
 
+use super::platform::shutdown_signal;
 use anyhow::Context;
 use clap::Args;
 use mote_store::replica::{Member, Replica};
@@ -36,7 +37,7 @@ pub struct StoreArgs {
     log: String,
 }
 
-/// Runs the replica until Ctrl-C.
+/// Runs the replica until Ctrl-C or SIGTERM.
 pub fn run(args: StoreArgs) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -91,16 +92,13 @@ pub fn run(args: StoreArgs) -> anyhow::Result<()> {
         let peers = tokio::net::TcpListener::bind(args.peer_listen)
             .await
             .with_context(|| format!("cannot listen on {} (--peer-listen)", args.peer_listen))?;
-        tracing::info!(
-            name = %args.name,
-            clients = %clients.local_addr()?,
-            peers = %peers.local_addr()?,
-            "mote store serving the etcd v3 API"
+        let (client_addr, peer_addr) = (clients.local_addr()?, peers.local_addr()?);
+        tracing::info!(name = %args.name, clients = %client_addr, peers = %peer_addr, "mote store is up");
+        println!(
+            "mote store {} is up: etcd v3 API on http://{client_addr}, peer API on http://{peer_addr}",
+            args.name
         );
-        let shutdown = async {
-            let _ = tokio::signal::ctrl_c().await;
-        };
-        serve(replica, pull_interval, clients, peers, shutdown)
+        serve(replica, pull_interval, clients, Some(peers), shutdown_signal())
             .await
             .context("the store's server failed")
     })

@@ -1,6 +1,8 @@
 //! `mote up`: the whole platform in one process.
 
-use super::platform::{available_cores, baseline_cap, start_node};
+use super::platform::{
+    State, StateSource, available_cores, baseline_cap, shutdown_signal, start_node,
+};
 use anyhow::Context;
 use bytes::Bytes;
 use clap::Args;
@@ -16,9 +18,18 @@ pub struct UpArgs {
     /// Address the HTTP API listens on.
     #[arg(long, default_value = "127.0.0.1:8080", env = "MOTE_LISTEN")]
     listen: SocketAddr,
-    /// Directory for the platform's state: function records, modules, compiled artefacts.
+    /// Directory for the platform's state: the embedded store's data (function records),
+    /// modules, compiled artefacts.
     #[arg(long, default_value = "mote.data", env = "MOTE_DATA")]
     data: PathBuf,
+    /// Keep function records in this etcd-API store (a mote store cluster or a real etcd),
+    /// as comma-separated URLs, instead of the store embedded in this process.
+    #[arg(long, value_delimiter = ',', env = "MOTE_STORE")]
+    store: Vec<String>,
+    /// Address the embedded store serves the etcd v3 API on, for etcdctl and other clients
+    /// (unused with --store).
+    #[arg(long, default_value = "127.0.0.1:2379")]
+    store_listen: SocketAddr,
     /// Executor cores calls may use, one running call per core [default: all cores].
     #[arg(long)]
     cores: Option<usize>,
@@ -94,7 +105,13 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
         executors,
         resident_mb: args.resident_mb,
     };
-    let node = start_node(&args.data, config).await?;
+    let source = if args.store.is_empty() {
+        StateSource::Embedded(args.store_listen)
+    } else {
+        StateSource::Remote(args.store.clone())
+    };
+    let state = State::open(&args.data, source).await?;
+    let node = start_node(&args.data, state.store.clone(), config).await?;
     if args.examples {
         for example in mote_guests::ALL {
             let name = FunctionName::new(example.name)?;
@@ -118,11 +135,14 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
         cores,
         %policy,
         data = %args.data.display(),
+        store = %state.endpoints.join(","),
         functions = functions.len(),
         "mote is up"
     );
+    let store = state.endpoints.join(",");
     println!(
-        "mote is up on http://{addr} with {cores} executor cores, policy {policy}; state in {}",
+        "mote is up on http://{addr} with {cores} executor cores, policy {policy}; data in {}, \
+         function records in the etcd-API store at {store}",
         args.data.display()
     );
     if args.examples {
@@ -133,21 +153,7 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
         max_module_bytes: args.max_module_mb << 20,
     };
     mote_gateway::serve(listener, node, config, shutdown_signal()).await?;
+    state.close().await?;
     tracing::info!("mote stopped");
     Ok(())
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
-    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
 }

@@ -57,7 +57,14 @@ impl Platform {
     /// Starts `mote up` on `data` (which may hold state from an earlier run).
     pub fn start_in(data: &Path, args: &[&str]) -> Self {
         let mut child = Command::new(mote_bin())
-            .args(["up", "--listen", "127.0.0.1:0", "--log", "warn", "--data"])
+            .args([
+                "up",
+                "--listen",
+                "127.0.0.1:0",
+                "--store-listen",
+                "127.0.0.1:0",
+            ])
+            .args(["--log", "warn", "--data"])
             .arg(data)
             .args(args)
             .stdout(Stdio::piped())

@@ -88,3 +88,85 @@ fn past_the_resident_budget_functions_are_evicted_and_start_cold_from_their_arte
     assert_eq!(p.invoke("hello", b"y").text(), "Hello, y!\n");
     p.stop();
 }
+
+/// Starts `mote store` on free ports and answers its etcd URL; killed on drop.
+struct StoreProcess {
+    child: std::process::Child,
+    url: String,
+}
+
+impl StoreProcess {
+    fn start() -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(crate::platform::mote_bin())
+            .args(["store", "--name", "external", "--listen", "127.0.0.1:0"])
+            .args(["--peer-listen", "127.0.0.1:0", "--log", "warn"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("starting mote store");
+        let stdout = child.stdout.take().unwrap();
+        let line = std::io::BufReader::new(stdout)
+            .lines()
+            .next()
+            .expect("mote store exited before it was up")
+            .unwrap();
+        let url = line
+            .split("etcd v3 API on ")
+            .nth(1)
+            .and_then(|rest| rest.split(',').next())
+            .unwrap_or_else(|| panic!("unexpected first line from mote store: {line}"))
+            .to_owned();
+        Self { child, url }
+    }
+}
+
+impl Drop for StoreProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn with_store_url_functions_live_in_that_store() {
+    let store = StoreProcess::start();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let p = Platform::start_in(&data, &["--store", &store.url]);
+    p.deploy("hello", mote_guests::HELLO.wasm, "");
+    p.kill();
+    assert!(
+        !data.join("store").exists(),
+        "records went to an embedded store although --store was given"
+    );
+
+    let p = Platform::start_in(&data, &["--store", &store.url]);
+    assert_eq!(p.invoke("hello", b"store").text(), "Hello, store!\n");
+    p.stop();
+    // Without --store the platform uses its own embedded store, which never saw `hello`.
+    let p = Platform::start_in(&data, &[]);
+    assert_eq!(p.get("/v1/functions/hello").status, 404);
+}
+
+#[test]
+fn an_unreachable_store_is_named_and_the_platform_does_not_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(crate::platform::mote_bin())
+        .args([
+            "up",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "http://127.0.0.1:9",
+        ])
+        .arg("--data")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot reach the state store") && stderr.contains("127.0.0.1:9"),
+        "stderr does not name the store: {stderr}"
+    );
+}

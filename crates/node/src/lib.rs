@@ -123,6 +123,13 @@ impl std::future::Future for PendingCall {
     }
 }
 
+fn create_dir(dir: &Path) -> Result<(), StateError> {
+    std::fs::create_dir_all(dir).map_err(|source| StateError::Blob {
+        path: dir.display().to_string(),
+        source,
+    })
+}
+
 impl Node {
     /// Starts the executors and loads every function recorded in `store`.
     pub async fn start(
@@ -150,21 +157,29 @@ impl Node {
     }
 
     /// Starts a single-machine node whose state (records, module blobs, compiled artefacts) lives
-    /// under `data`, in the embedded store.
+    /// under `data`, its records in an in-process redb file: a node without a store server.
     pub async fn start_embedded(
         data: &Path,
         config: impl Into<NodeConfig>,
     ) -> Result<Self, DeployError> {
+        create_dir(data)?;
+        let store = EmbeddedStore::open(&data.join("state.redb"))?;
+        Self::start_on(data, Arc::new(store), config).await
+    }
+
+    /// Starts a node whose function records live in `store` and whose module blobs and
+    /// compiled artefacts live under `data`.
+    pub async fn start_on(
+        data: &Path,
+        store: Arc<dyn StateStore>,
+        config: impl Into<NodeConfig>,
+    ) -> Result<Self, DeployError> {
         let config = config.into();
-        std::fs::create_dir_all(data).map_err(|source| StateError::Blob {
-            path: data.display().to_string(),
-            source,
-        })?;
+        create_dir(data)?;
         let threads = Executors::threads_for(&config.executors);
         let runtime = Runtime::new(RuntimeConfig::new(data.join("artifacts"), threads))?;
-        let store = EmbeddedStore::open(&data.join("state.redb"))?;
         let blobs = ModuleBlobs::open(&data.join("modules"))?;
-        Self::start(Arc::new(runtime), Arc::new(store), blobs, config).await
+        Self::start(Arc::new(runtime), store, blobs, config).await
     }
 
     /// Runs `name` with `input` as the request body and returns the response body.

@@ -2,16 +2,20 @@
 //!
 //! - [`StateStore`]: a small key-value interface shaped like etcd's (get, put, delete, prefix
 //!   list over string keys), so that the etcd-API store, or a real etcd, can stand behind it.
-//! - [`EmbeddedStore`]: the single-machine implementation, a redb database file, where every
-//!   acknowledged write is durable (redb commits with fsync).
+//! - [`EtcdStore`]: the implementation `mote up` uses, an etcd v3 client: to the mote store
+//!   replica `mote up` embeds, or to any etcd-API endpoint given with `--store`.
+//! - [`EmbeddedStore`]: a redb database file in the process, for nodes that run without a store
+//!   server (the in-process benchmarks and tests); every acknowledged write is durable.
 //! - [`ModuleBlobs`]: module bytes, content-addressed by sha256 in a directory. Modules are kept
 //!   out of the key-value store because they are large and immutable; records point to them.
 
 mod blobs;
 mod embedded;
+mod etcd;
 
 pub use blobs::ModuleBlobs;
 pub use embedded::EmbeddedStore;
+pub use etcd::{EtcdStore, KEY_PREFIX};
 
 use async_trait::async_trait;
 
@@ -36,6 +40,14 @@ pub enum StateError {
     Storage {
         /// Where the store lives.
         path: String,
+        /// What failed.
+        message: String,
+    },
+    /// The etcd-API store did not answer or refused a request.
+    #[error("state store at {endpoints}: {message}")]
+    Remote {
+        /// The endpoints the platform uses.
+        endpoints: String,
         /// What failed.
         message: String,
     },

@@ -122,11 +122,13 @@ impl Replica {
             sender,
             published: AtomicI64::new(engine.revision()),
         });
-        let disk = db.map(|(db, dir)| {
-            let feed = feed.clone();
-            let publish = Box::new(move |revision, events| feed.publish(revision, events));
-            Disk::start(db, dir.to_path_buf(), publish)
-        });
+        let disk = db
+            .map(|(db, dir)| {
+                let feed = feed.clone();
+                let publish = Box::new(move |revision, events| feed.publish(revision, events));
+                Disk::start(db, dir.to_path_buf(), publish)
+            })
+            .transpose()?;
         Ok(Arc::new(Self {
             engine: Mutex::new(engine),
             feed,

@@ -342,13 +342,14 @@ fn incoming(listener: tokio::net::TcpListener) -> tonic::transport::server::TcpI
     tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
 }
 
-/// Serves `replica`'s etcd API on `clients` and its peer API on `peers`, pulling from each of
-/// its peers every `pull_interval` when idle, until `shutdown` resolves.
+/// Serves `replica`'s etcd API on `clients` and its peer API on `peers` (a replica nobody
+/// pulls from, such as the one `mote up` embeds, needs none), pulling from each of its peers
+/// every `pull_interval` when idle, until `shutdown` resolves.
 pub async fn serve(
     replica: Arc<Replica>,
     pull_interval: Duration,
     clients: tokio::net::TcpListener,
-    peers: tokio::net::TcpListener,
+    peers: Option<tokio::net::TcpListener>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
     let services = Services::new(replica.clone());
@@ -367,9 +368,21 @@ pub async fn serve(
     let stopped = |mut stop: tokio::sync::watch::Receiver<bool>| async move {
         let _ = stop.wait_for(|s| *s).await;
     };
-    let peer_server = tonic::transport::Server::builder()
-        .add_service(pb::peer_server::PeerServer::new(services.clone()))
-        .serve_with_incoming_shutdown(incoming(peers), stopped(stop.clone()));
+    let peer_server = {
+        let server = tonic::transport::Server::builder()
+            .add_service(pb::peer_server::PeerServer::new(services.clone()));
+        let stop = stopped(stop.clone());
+        async move {
+            match peers {
+                Some(peers) => {
+                    server
+                        .serve_with_incoming_shutdown(incoming(peers), stop)
+                        .await
+                }
+                None => Ok(()),
+            }
+        }
+    };
     let client_server = tonic::transport::Server::builder()
         .add_service(PbKvServer::new(services.clone()))
         .add_service(PbWatchServer::new(services.clone()))
