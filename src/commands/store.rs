@@ -3,7 +3,7 @@
 use super::platform::shutdown_signal;
 use anyhow::Context;
 use clap::Args;
-use mote_store::replica::{Member, Replica};
+use mote_store::replica::{Member, Replica, check_peer_url};
 use mote_store::service::serve;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -53,10 +53,7 @@ pub fn run(args: StoreArgs) -> anyhow::Result<()> {
             let (name, url) = p.split_once('=').with_context(|| {
                 format!("--peers entry `{p}` is not NAME=URL, e.g. b=http://127.0.0.1:2480")
             })?;
-            anyhow::ensure!(
-                url.starts_with("http://"),
-                "--peers entry `{p}`: the URL must start with http://"
-            );
+            check_peer_url(url).with_context(|| format!("--peers entry `{p}`"))?;
             Ok(Member::new(name, Vec::new(), vec![url.to_owned()]))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;

@@ -9,3 +9,4 @@ mod fixtures;
 mod limits;
 mod platform;
 mod restart;
+mod store;

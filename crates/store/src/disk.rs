@@ -9,7 +9,7 @@
 //! Compaction removes the records it drops, so the file stays as large as the live history.
 
 use crate::clock::Stamp;
-use crate::engine::{Applied, Restored};
+use crate::engine::{Applied, NEVER_COMPACTED, Restored};
 use crate::error::StoreError;
 use etcd_client::proto::PbEvent;
 use prost::Message;
@@ -84,10 +84,11 @@ pub fn open(dir: &Path) -> Result<(Database, Restored), StoreError> {
 fn read(db: &Database) -> Result<Restored, redb::Error> {
     let txn = db.begin_read()?;
     let meta = txn.open_table(META)?;
-    let get = |name| -> Result<i64, redb::Error> { Ok(meta.get(name)?.map_or(0, |v| v.value())) };
+    let get =
+        |name, or| -> Result<i64, redb::Error> { Ok(meta.get(name)?.map_or(or, |v| v.value())) };
     let mut state = Restored {
-        revision: get(REVISION)?,
-        compacted: get(COMPACTED)?,
+        revision: get(REVISION, 0)?,
+        compacted: get(COMPACTED, NEVER_COMPACTED)?,
         ..Restored::default()
     };
     for entry in txn.open_table(RECORDS)?.iter()? {

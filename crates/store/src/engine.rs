@@ -19,7 +19,7 @@ use crate::pb;
 use etcd_client::proto::{
     PbCompare, PbCompareTarget, PbDeleteRequest, PbDeleteResponse, PbEvent, PbKeyValue,
     PbPutRequest, PbPutResponse, PbRangeRequest, PbRangeResponse, PbResponseHeader, PbResponseOp,
-    PbTargetUnion, PbTxnOpRequest, PbTxnOpResponse, PbTxnRequest, PbTxnResponse,
+    PbTargetUnion, PbTxnOpRequest, PbTxnOpResponse, PbTxnRequest, PbTxnRequestOp, PbTxnResponse,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
@@ -27,9 +27,17 @@ use std::ops::Bound;
 /// etcd's limit on operations in one transaction (`--max-txn-ops`).
 pub const MAX_TXN_OPS: usize = 128;
 
+/// The compaction point before the first compaction. As on etcd it is below 0, so the first
+/// compaction may be to revision 0 (a no-op that succeeds once).
+pub const NEVER_COMPACTED: i64 = -1;
+
 /// `mvccpb.Event.EventType`.
 const EVENT_PUT: i32 = 0;
 const EVENT_DELETE: i32 = 1;
+
+/// `RangeRequest.SortOrder`: none (key order), and descending, the last one.
+const SORT_NONE: i32 = 0;
+const SORT_DESCEND: i32 = 2;
 
 /// A revision and the position of an operation within it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -127,25 +135,6 @@ impl KeyRange {
             (None, false) => (start, Bound::Unbounded),
         }
     }
-
-    fn overlaps(&self, other: &KeyRange) -> bool {
-        let (a_start, a_end) = (self.start.as_slice(), self.upper());
-        let (b_start, b_end) = (other.start.as_slice(), other.upper());
-        let below = |start: &[u8], end: &Option<Vec<u8>>| end.as_deref().is_none_or(|e| start < e);
-        below(a_start, &b_end) && below(b_start, &a_end)
-    }
-
-    /// The exclusive upper bound, for overlap checks (a single key ends just after itself).
-    fn upper(&self) -> Option<Vec<u8>> {
-        match self.single {
-            true => {
-                let mut next = self.start.clone();
-                next.push(0);
-                Some(next)
-            }
-            false => self.end.clone(),
-        }
-    }
 }
 
 /// What a change to the engine did besides its response: the events for watchers, and
@@ -191,7 +180,7 @@ pub struct Compaction {
 pub struct Restored {
     /// The current revision.
     pub revision: i64,
-    /// The compaction point.
+    /// The compaction point ([`NEVER_COMPACTED`] before the first compaction).
     pub compacted: i64,
     /// Every record in history, in revision order, as (revision, sub-revision, the event that
     /// wrote it).
@@ -209,7 +198,7 @@ impl Engine {
             replica,
             clock: Clock::new(replica),
             revision: 1,
-            compacted: 0,
+            compacted: NEVER_COMPACTED,
             keys: BTreeMap::new(),
             records: BTreeMap::new(),
             leases: Leases::default(),
@@ -282,7 +271,8 @@ impl Engine {
             .sum()
     }
 
-    /// The revision history has been compacted to.
+    /// The revision history has been compacted to ([`NEVER_COMPACTED`] before the first
+    /// compaction).
     pub fn compacted(&self) -> i64 {
         self.compacted
     }
@@ -304,9 +294,7 @@ impl Engine {
 
     /// `KV.Range`.
     pub fn range(&self, req: &PbRangeRequest) -> Result<PbRangeResponse, StoreError> {
-        if req.key.is_empty() {
-            return Err(StoreError::EmptyKey);
-        }
+        check_range(req)?;
         let at = self.read_revision(req.revision)?;
         let mut resp = self.range_at(req, at);
         resp.header = Some(self.header());
@@ -319,19 +307,15 @@ impl Engine {
         req: PbPutRequest,
         wall_ms: u64,
     ) -> Result<(PbPutResponse, Applied), StoreError> {
-        let txn = PbTxnRequest {
-            compare: Vec::new(),
-            success: vec![op(PbTxnOpRequest::RequestPut(req))],
-            failure: Vec::new(),
-        };
-        let (resp, applied) = self.txn(txn, wall_ms)?;
-        match first_response(resp) {
-            Some(PbTxnOpResponse::ResponsePut(mut put)) => {
-                put.header = Some(self.header());
-                Ok((put, applied))
-            }
-            _ => unreachable!("a put transaction answers with a put"),
-        }
+        check_put(&req)?;
+        // etcd looks the lease up before the previous value `ignore_*` needs.
+        self.check_lease(req.lease)?;
+        self.check_ignores(&req)?;
+        let (mut resp, applied) = self.write_next(wall_ms, |e, stamp, sub, applied| {
+            e.apply_put(req, stamp, sub, applied)
+        });
+        resp.header = Some(self.header());
+        Ok((resp, applied))
     }
 
     /// `KV.DeleteRange`.
@@ -340,51 +324,108 @@ impl Engine {
         req: PbDeleteRequest,
         wall_ms: u64,
     ) -> Result<(PbDeleteResponse, Applied), StoreError> {
-        let txn = PbTxnRequest {
-            compare: Vec::new(),
-            success: vec![op(PbTxnOpRequest::RequestDeleteRange(req))],
-            failure: Vec::new(),
-        };
-        let (resp, applied) = self.txn(txn, wall_ms)?;
-        match first_response(resp) {
-            Some(PbTxnOpResponse::ResponseDeleteRange(mut del)) => {
-                del.header = Some(self.header());
-                Ok((del, applied))
-            }
-            _ => unreachable!("a delete transaction answers with a delete"),
+        if req.key.is_empty() {
+            return Err(StoreError::EmptyKey);
         }
+        let (mut resp, applied) = self.write_next(wall_ms, |e, stamp, sub, applied| {
+            e.apply_delete(req, stamp, sub, applied)
+        });
+        resp.header = Some(self.header());
+        Ok((resp, applied))
     }
 
-    /// `KV.Txn`: the comparisons against the current state pick a branch, whose operations run
-    /// in order, each seeing the writes before it, all at one new revision (none if nothing is
-    /// written).
+    /// `KV.Txn`, as etcd runs it: every compare, nested ones included, is evaluated against the
+    /// state the transaction starts from, which decides the branch each (nested) transaction
+    /// takes; what the operations of those branches need (a lease, a key for `ignore_*`, a
+    /// readable revision) is checked against that state too; then the operations run in
+    /// order, each range seeing the writes before it, all writes at one new revision (none if
+    /// nothing is written).
     pub fn txn(
         &mut self,
         req: PbTxnRequest,
         wall_ms: u64,
     ) -> Result<(PbTxnResponse, Applied), StoreError> {
-        check_txn(&req, &self.leases)?;
-        self.check_ignores(&req)?;
+        check_txn(&req, MAX_TXN_OPS)?;
+        written(&req.success)?;
+        written(&req.failure)?;
+        let branches = self.branches(&req);
+        self.check_taken(&req, &branches)?;
+        let (mut resp, applied) = self.write_next(wall_ms, |e, stamp, sub, applied| {
+            e.run_txn(req, &branches, stamp, sub, applied)
+        });
+        resp.header = Some(self.header());
+        Ok((resp, applied))
+    }
+
+    /// Runs `f`, whose writes all take the next revision, if it writes anything.
+    fn write_next<T>(
+        &mut self,
+        wall_ms: u64,
+        f: impl FnOnce(&mut Self, Stamp, &mut u32, &mut Applied) -> T,
+    ) -> (T, Applied) {
+        let stamp = self.clock.tick(wall_ms);
         let mut applied = Applied::default();
         let mut sub = 0;
-        let stamp = self.clock.tick(wall_ms);
-        let resp = self.run_txn(req, stamp, &mut sub, &mut applied);
+        let value = f(self, stamp, &mut sub, &mut applied);
         if sub > 0 {
             self.revision += 1;
         }
-        Ok((resp, applied))
+        (value, applied)
+    }
+
+    /// The branch every transaction in `req` takes, decided before any of them runs.
+    fn branches(&self, req: &PbTxnRequest) -> Branches {
+        let succeeded = req.compare.iter().all(|c| self.compare(c));
+        let nested = taken(req, succeeded)
+            .iter()
+            .filter_map(|op| match &op.request {
+                Some(PbTxnOpRequest::RequestTxn(t)) => Some(self.branches(t)),
+                _ => None,
+            })
+            .collect();
+        Branches { succeeded, nested }
+    }
+
+    /// What etcd checks of the operations a transaction will run, on the branches it takes
+    /// only.
+    fn check_taken(&self, req: &PbTxnRequest, branches: &Branches) -> Result<(), StoreError> {
+        let mut nested = branches.nested.iter();
+        for op in taken(req, branches.succeeded) {
+            match &op.request {
+                Some(PbTxnOpRequest::RequestRange(r)) => match r.revision {
+                    0 => {}
+                    r if r > self.revision => return Err(StoreError::FutureRevision),
+                    r if r < self.compacted => return Err(StoreError::Compacted),
+                    _ => {}
+                },
+                Some(PbTxnOpRequest::RequestPut(p)) => {
+                    self.check_ignores(p)?;
+                    self.check_lease(p.lease)?;
+                }
+                Some(PbTxnOpRequest::RequestTxn(t)) => {
+                    let branches = nested.next().expect("every nested txn has its branch");
+                    self.check_taken(t, branches)?;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     fn run_txn(
         &mut self,
         req: PbTxnRequest,
+        branches: &Branches,
         stamp: Stamp,
         sub: &mut u32,
         applied: &mut Applied,
     ) -> PbTxnResponse {
-        let succeeded = req.compare.iter().all(|c| self.compare(c));
-        let branch = if succeeded { req.success } else { req.failure };
-        let responses = branch
+        let ops = match branches.succeeded {
+            true => req.success,
+            false => req.failure,
+        };
+        let mut nested = branches.nested.iter();
+        let responses = ops
             .into_iter()
             .filter_map(|op| op.request)
             .map(|request| {
@@ -397,15 +438,18 @@ impl Engine {
                         PbTxnOpResponse::ResponseRange(resp)
                     }
                     PbTxnOpRequest::RequestPut(p) => {
-                        PbTxnOpResponse::ResponsePut(self.apply_put(p, stamp, sub, applied))
-                    }
-                    PbTxnOpRequest::RequestDeleteRange(d) => PbTxnOpResponse::ResponseDeleteRange(
-                        self.apply_delete(d, stamp, sub, applied),
-                    ),
-                    PbTxnOpRequest::RequestTxn(t) => {
-                        let mut resp = self.run_txn(t, stamp, sub, applied);
+                        let mut resp = self.apply_put(p, stamp, sub, applied);
                         resp.header = Some(self.pending_header(*sub));
-                        PbTxnOpResponse::ResponseTxn(resp)
+                        PbTxnOpResponse::ResponsePut(resp)
+                    }
+                    PbTxnOpRequest::RequestDeleteRange(d) => {
+                        let mut resp = self.apply_delete(d, stamp, sub, applied);
+                        resp.header = Some(self.pending_header(*sub));
+                        PbTxnOpResponse::ResponseDeleteRange(resp)
+                    }
+                    PbTxnOpRequest::RequestTxn(t) => {
+                        let branches = nested.next().expect("every nested txn has its branch");
+                        PbTxnOpResponse::ResponseTxn(self.run_txn(t, branches, stamp, sub, applied))
                     }
                 };
                 PbResponseOp {
@@ -414,26 +458,45 @@ impl Engine {
             })
             .collect();
         PbTxnResponse {
-            header: Some(self.pending_header(*sub)),
-            succeeded,
+            // etcd fills in the outermost header only: a nested transaction's stays empty.
+            header: Some(PbResponseHeader::default()),
+            succeeded: branches.succeeded,
             responses,
         }
     }
 
-    /// The header a response inside a transaction carries: the revision the transaction will
-    /// have once it is done.
+    /// The header of a response to an operation inside a transaction: as on etcd, only the
+    /// revision, the one the transaction will have if it has written anything so far.
     fn pending_header(&self, sub: u32) -> PbResponseHeader {
-        let mut header = self.header();
-        header.revision = self.revision + i64::from(sub > 0);
-        header
+        PbResponseHeader {
+            revision: self.revision + i64::from(sub > 0),
+            ..PbResponseHeader::default()
+        }
     }
 
     /// A range at revision `at`, as etcd answers it: `count` is every key in the range, then
-    /// the revision filters, the sort and the limit apply.
+    /// the revision filters, the sort and the limit apply. Without an order or filters etcd
+    /// reads only one key past the limit (to know whether there are more) and sorts only those,
+    /// so a sort target without an order applies to the first keys, not to all of them.
     fn range_at(&self, req: &PbRangeRequest, at: i64) -> PbRangeResponse {
         let range = KeyRange::new(&req.key, &req.range_end);
-        let mut kvs: Vec<PbKeyValue> = self.visible(&range, at).collect();
-        let count = kvs.len() as i64;
+        let filtered = req.min_mod_revision != 0
+            || req.max_mod_revision != 0
+            || req.min_create_revision != 0
+            || req.max_create_revision != 0;
+        let limit = usize::try_from(req.limit).unwrap_or(0);
+        let read = match limit > 0 && req.sort_order == SORT_NONE && !filtered {
+            true => limit + 1,
+            false => usize::MAX,
+        };
+        let mut count = 0;
+        let mut kvs = Vec::new();
+        for (rev, record) in self.visible(&range, at) {
+            count += 1;
+            if !req.count_only && kvs.len() < read {
+                kvs.push(kv_of(rev, record));
+            }
+        }
         let within = |v: i64, min: i64, max: i64| (min == 0 || v >= min) && (max == 0 || v <= max);
         kvs.retain(|kv| {
             within(kv.mod_revision, req.min_mod_revision, req.max_mod_revision)
@@ -444,14 +507,11 @@ impl Engine {
                 )
         });
         sort(&mut kvs, req.sort_order, req.sort_target);
-        let limit = usize::try_from(req.limit).unwrap_or(0);
         let more = limit > 0 && kvs.len() > limit;
-        if limit > 0 {
+        if more {
             kvs.truncate(limit);
         }
-        if req.count_only {
-            kvs.clear();
-        } else if req.keys_only {
+        if req.keys_only {
             kvs.iter_mut().for_each(|kv| kv.value.clear());
         }
         PbRangeResponse {
@@ -462,20 +522,20 @@ impl Engine {
         }
     }
 
-    /// `ignore_value` and `ignore_lease` need the key to exist (etcd checks every branch).
-    fn check_ignores(&self, req: &PbTxnRequest) -> Result<(), StoreError> {
-        for op in req.success.iter().chain(&req.failure) {
-            match &op.request {
-                Some(PbTxnOpRequest::RequestPut(p))
-                    if (p.ignore_value || p.ignore_lease) && self.current(&p.key).is_none() =>
-                {
-                    return Err(StoreError::KeyNotFound);
-                }
-                Some(PbTxnOpRequest::RequestTxn(t)) => self.check_ignores(t)?,
-                _ => {}
-            }
+    /// `ignore_value` and `ignore_lease` need the key to exist.
+    fn check_ignores(&self, p: &PbPutRequest) -> Result<(), StoreError> {
+        match (p.ignore_value || p.ignore_lease) && self.current(&p.key).is_none() {
+            true => Err(StoreError::KeyNotFound),
+            false => Ok(()),
         }
-        Ok(())
+    }
+
+    /// A put's lease must be granted here (0 is none).
+    fn check_lease(&self, lease: i64) -> Result<(), StoreError> {
+        match lease != 0 && !self.leases.exists(lease) {
+            true => Err(StoreError::LeaseNotFound),
+            false => Ok(()),
+        }
     }
 
     fn apply_put(
@@ -515,7 +575,10 @@ impl Engine {
         applied: &mut Applied,
     ) -> PbDeleteResponse {
         let range = KeyRange::new(&d.key, &d.range_end);
-        let doomed: Vec<Vec<u8>> = self.visible(&range, i64::MAX).map(|kv| kv.key).collect();
+        let doomed: Vec<Vec<u8>> = self
+            .visible(&range, i64::MAX)
+            .map(|(_, record)| record.key.clone())
+            .collect();
         let mut prev_kvs = Vec::new();
         for key in &doomed {
             let write = Write {
@@ -576,22 +639,7 @@ impl Engine {
         if record.lease != 0 {
             self.leases.attach(record.lease, &key);
         }
-        applied.events.push(PbEvent {
-            r#type: if record.deleted {
-                EVENT_DELETE
-            } else {
-                EVENT_PUT
-            },
-            kv: Some(match record.deleted {
-                true => PbKeyValue {
-                    key: key.clone(),
-                    mod_revision: rev.main,
-                    ..PbKeyValue::default()
-                },
-                false => kv_of(rev, &record),
-            }),
-            prev_kv: prev_kv.clone(),
-        });
+        applied.events.push(self.event(rev, &record));
         applied.stamps.push((key.clone(), write.stamp));
         let index = self.keys.entry(key).or_default();
         index.revs.push(rev);
@@ -607,18 +655,19 @@ impl Engine {
         (!record.deleted).then_some((rev, record))
     }
 
-    /// The live keys in `range` as of revision `at`, in key order.
+    /// The live keys in `range` as of revision `at`, in key order, with the revision of the
+    /// record that set each.
     fn visible<'a>(
         &'a self,
         range: &'a KeyRange,
         at: i64,
-    ) -> impl Iterator<Item = PbKeyValue> + 'a {
+    ) -> impl Iterator<Item = (Rev, &'a Record)> + 'a {
         self.keys
             .range::<[u8], _>(range.bounds())
             .filter_map(move |(_, index)| {
                 let rev = index.revs.iter().rev().find(|r| r.main <= at)?;
                 let record = &self.records[rev];
-                (!record.deleted).then(|| kv_of(*rev, record))
+                (!record.deleted).then_some((*rev, record))
             })
     }
 
@@ -633,15 +682,14 @@ impl Engine {
 
     fn compare(&self, c: &PbCompare) -> bool {
         let range = KeyRange::new(&c.key, &c.range_end);
-        let target = PbCompareTarget::try_from(c.target).unwrap_or(PbCompareTarget::Version);
-        let kvs: Vec<PbKeyValue> = self.visible(&range, i64::MAX).collect();
-        if kvs.is_empty() {
+        let mut kvs = self.visible(&range, i64::MAX).peekable();
+        if kvs.peek().is_none() {
             // As on etcd: no key compares as a key of zero values, except that a value
             // comparison with no key is false.
-            return target != PbCompareTarget::Value
-                && compare_one(&PbKeyValue::default(), target, c);
+            return c.target != PbCompareTarget::Value as i32
+                && compare_one(&PbKeyValue::default(), c);
         }
-        kvs.iter().all(|kv| compare_one(kv, target, c))
+        kvs.all(|(rev, record)| compare_one(&kv_of(rev, record), c))
     }
 
     /// `KV.Compact`: drops history below `revision`; reads and watches below it then fail.
@@ -655,10 +703,12 @@ impl Engine {
         self.compacted = revision;
         let mut dropped = Vec::new();
         for index in self.keys.values_mut() {
-            // Keep the newest record at or below the compaction point, unless it is a deletion.
+            // Keep the newest record at or below the compaction point, unless it is a deletion
+            // below it: a deletion at the point is an event a watch from there still gets.
             let keep_from = index.revs.iter().rposition(|r| r.main <= revision);
             let Some(keep_from) = keep_from else { continue };
-            let drop_to = match self.records[&index.revs[keep_from]].deleted {
+            let kept = index.revs[keep_from];
+            let drop_to = match self.records[&kept].deleted && kept.main < revision {
                 true => keep_from + 1,
                 false => keep_from,
             };
@@ -687,38 +737,47 @@ impl Engine {
         Ok(self
             .records
             .range(from..)
-            .map(|(rev, record)| {
-                let prev = self.previous(&record.key, *rev);
-                PbEvent {
-                    r#type: if record.deleted {
-                        EVENT_DELETE
-                    } else {
-                        EVENT_PUT
-                    },
-                    kv: Some(match record.deleted {
-                        true => PbKeyValue {
-                            key: record.key.clone(),
-                            mod_revision: rev.main,
-                            ..PbKeyValue::default()
-                        },
-                        false => kv_of(*rev, record),
-                    }),
-                    prev_kv: prev,
-                }
-            })
+            .map(|(rev, record)| self.event(*rev, record))
             .collect())
     }
 
-    /// The key's live state just before `rev`, if history still has it.
-    fn previous(&self, key: &[u8], rev: Rev) -> Option<PbKeyValue> {
+    /// The event of `record`, written at `rev`. Its `prev_kv` is what etcd reads: the key as
+    /// of the revision before (not as an earlier operation of the same transaction left it),
+    /// and none for a put that creates the key.
+    fn event(&self, rev: Rev, record: &Record) -> PbEvent {
+        let (r#type, kv) = match record.deleted {
+            true => (
+                EVENT_DELETE,
+                PbKeyValue {
+                    key: record.key.clone(),
+                    mod_revision: rev.main,
+                    ..PbKeyValue::default()
+                },
+            ),
+            false => (EVENT_PUT, kv_of(rev, record)),
+        };
+        let creates = !record.deleted && record.create_revision == rev.main;
+        PbEvent {
+            r#type,
+            kv: Some(kv),
+            prev_kv: match creates {
+                true => None,
+                false => self.state_before(&record.key, rev.main),
+            },
+        }
+    }
+
+    /// The key's live state at the revision before `main`, if history still has it: an
+    /// event's `prev_kv`, as etcd reads it.
+    fn state_before(&self, key: &[u8], main: i64) -> Option<PbKeyValue> {
         let index = self.keys.get(key)?;
-        let before = index.revs.iter().rev().find(|r| **r < rev)?;
+        let before = index.revs.iter().rev().find(|r| r.main < main)?;
         let record = &self.records[before];
         (!record.deleted).then(|| kv_of(*before, record))
     }
 
-    /// Grants lease `id` (0 picks one) for `ttl` seconds at `now_ms`.
-    /// Returns the id and the TTL granted.
+    /// Grants lease `id` (0 or, as on etcd, a negative id picks one) for `ttl` seconds at
+    /// `now_ms`. Returns the id and the TTL granted.
     pub fn grant_lease(
         &mut self,
         id: i64,
@@ -726,7 +785,7 @@ impl Engine {
         now_ms: u64,
     ) -> Result<((i64, i64), Applied), StoreError> {
         let id = match id {
-            0 => self.leases.next_id(self.replica),
+            id if id <= 0 => self.leases.next_id(self.replica),
             id => id,
         };
         let granted = self.leases.grant(id, ttl, now_ms)?;
@@ -782,11 +841,18 @@ impl Engine {
         applied
     }
 
-    /// The current state of every key written after revision `since`, oldest first, about
-    /// `limit` of them (whole revisions only), the revision to pass next time, and whether more
-    /// are waiting: what a peer pulls. Below the compaction point history is gone, so a peer
-    /// that far behind gets every key's current state, deletions included, in one answer.
-    pub fn changes_after(&self, since: i64, limit: usize) -> (Vec<pb::Change>, i64, bool) {
+    /// What a peer pulls: the current state of every key written after revision `since`,
+    /// oldest first, whole revisions only, until about `limit` keys or `max_bytes` of keys and
+    /// values. Below the compaction point history is gone, so a peer that far behind pages
+    /// through every key's current state instead, deletions included, in key order after
+    /// `resume_key`.
+    pub fn changes_after(
+        &self,
+        since: i64,
+        resume_key: &[u8],
+        limit: usize,
+        max_bytes: usize,
+    ) -> pb::PullResponse {
         let change = |key: &[u8], index: &KeyIndex| {
             let latest = index.revs.last().map(|rev| &self.records[rev]);
             pb::Change {
@@ -797,11 +863,38 @@ impl Engine {
                 stamp: Some(index.stamp.into()),
             }
         };
-        if since < self.compacted {
-            let all = self.keys.iter().map(|(key, index)| change(key, index));
-            return (all.collect(), self.revision, false);
-        }
+        let full = |changes: &[pb::Change], bytes: usize| {
+            changes.len() >= limit.max(1) || bytes >= max_bytes
+        };
         let mut changes = Vec::new();
+        let mut bytes = 0;
+        if since < self.compacted || !resume_key.is_empty() {
+            let after = (Bound::Excluded(resume_key), Bound::Unbounded);
+            for (key, index) in self.keys.range::<[u8], _>(after) {
+                if full(&changes, bytes) {
+                    let resume_key = changes
+                        .last()
+                        .map_or_else(Vec::new, |c: &pb::Change| c.key.clone());
+                    return pb::PullResponse {
+                        changes,
+                        next: self.revision,
+                        more: true,
+                        incarnation: 0,
+                        resume_key,
+                    };
+                }
+                let change = change(key, index);
+                bytes += change.key.len() + change.value.len();
+                changes.push(change);
+            }
+            return pb::PullResponse {
+                changes,
+                next: self.revision,
+                more: false,
+                incarnation: 0,
+                resume_key: Vec::new(),
+            };
+        }
         let mut seen = BTreeSet::new();
         let from = Rev {
             main: since + 1,
@@ -809,15 +902,29 @@ impl Engine {
         };
         let mut last = since;
         for (rev, record) in self.records.range(from..) {
-            if changes.len() >= limit && rev.main != last {
-                return (changes, last, true);
+            if full(&changes, bytes) && rev.main != last {
+                return pb::PullResponse {
+                    changes,
+                    next: last,
+                    more: true,
+                    incarnation: 0,
+                    resume_key: Vec::new(),
+                };
             }
             last = rev.main;
             if seen.insert(record.key.as_slice()) {
-                changes.push(change(&record.key, &self.keys[&record.key]));
+                let change = change(&record.key, &self.keys[&record.key]);
+                bytes += change.key.len() + change.value.len();
+                changes.push(change);
             }
         }
-        (changes, self.revision, false)
+        pb::PullResponse {
+            changes,
+            next: self.revision,
+            more: false,
+            incarnation: 0,
+            resume_key: Vec::new(),
+        }
     }
 
     /// Merges changes pulled from a peer: each is applied if its stamp beats the key's, all
@@ -867,16 +974,6 @@ impl Engine {
     }
 }
 
-fn op(request: PbTxnOpRequest) -> etcd_client::proto::PbTxnRequestOp {
-    etcd_client::proto::PbTxnRequestOp {
-        request: Some(request),
-    }
-}
-
-fn first_response(resp: PbTxnResponse) -> Option<PbTxnOpResponse> {
-    resp.responses.into_iter().next()?.response
-}
-
 fn kv_of(rev: Rev, record: &Record) -> PbKeyValue {
     PbKeyValue {
         key: record.key.clone(),
@@ -889,12 +986,11 @@ fn kv_of(rev: Rev, record: &Record) -> PbKeyValue {
 }
 
 /// Sorts as etcd does (`RangeRequest.SortOrder` and `SortTarget`, as etcd numbers them): a
-/// target other than the key with no order means ascending. Ties keep key order.
+/// target other than the key with no order means ascending. Ties keep key order, as etcd's
+/// sort does for the dozen keys it sorts without reordering ties.
 fn sort(kvs: &mut [PbKeyValue], order: i32, target: i32) {
-    const NONE: i32 = 0;
-    const DESCEND: i32 = 2;
     const KEY: i32 = 0;
-    if order == NONE && target == KEY {
+    if order == SORT_NONE && target == KEY {
         return;
     }
     let by = |a: &PbKeyValue, b: &PbKeyValue| match target {
@@ -905,117 +1001,241 @@ fn sort(kvs: &mut [PbKeyValue], order: i32, target: i32) {
         _ => a.key.cmp(&b.key),
     };
     match order {
-        DESCEND => kvs.sort_by(|a, b| by(b, a)),
+        SORT_DESCEND => kvs.sort_by(|a, b| by(b, a)),
         _ => kvs.sort_by(by),
     }
 }
 
-/// `Compare.CompareResult`, as etcd numbers it.
-fn compare_one(kv: &PbKeyValue, target: PbCompareTarget, c: &PbCompare) -> bool {
+/// One key against one compare (`Compare.CompareResult` as etcd numbers it). A target or a
+/// result etcd does not define behaves as on etcd: the target compares as equal, the result
+/// holds.
+fn compare_one(kv: &PbKeyValue, c: &PbCompare) -> bool {
     use std::cmp::Ordering;
-    let ord = match (target, &c.target_union) {
-        (PbCompareTarget::Version, Some(PbTargetUnion::Version(v))) => kv.version.cmp(v),
-        (PbCompareTarget::Create, Some(PbTargetUnion::CreateRevision(v))) => {
+    let ord = match (PbCompareTarget::try_from(c.target), &c.target_union) {
+        (Ok(PbCompareTarget::Version), Some(PbTargetUnion::Version(v))) => kv.version.cmp(v),
+        (Ok(PbCompareTarget::Create), Some(PbTargetUnion::CreateRevision(v))) => {
             kv.create_revision.cmp(v)
         }
-        (PbCompareTarget::Mod, Some(PbTargetUnion::ModRevision(v))) => kv.mod_revision.cmp(v),
-        (PbCompareTarget::Value, Some(PbTargetUnion::Value(v))) => kv.value.as_slice().cmp(v),
-        (PbCompareTarget::Lease, Some(PbTargetUnion::Lease(v))) => kv.lease.cmp(v),
+        (Ok(PbCompareTarget::Mod), Some(PbTargetUnion::ModRevision(v))) => kv.mod_revision.cmp(v),
+        (Ok(PbCompareTarget::Value), Some(PbTargetUnion::Value(v))) => kv.value.as_slice().cmp(v),
+        (Ok(PbCompareTarget::Lease), Some(PbTargetUnion::Lease(v))) => kv.lease.cmp(v),
         // A target without its value compares against the zero value.
-        (PbCompareTarget::Value, _) => kv.value.as_slice().cmp(&[][..]),
-        (PbCompareTarget::Version, _) => kv.version.cmp(&0),
-        (PbCompareTarget::Create, _) => kv.create_revision.cmp(&0),
-        (PbCompareTarget::Mod, _) => kv.mod_revision.cmp(&0),
-        (PbCompareTarget::Lease, _) => kv.lease.cmp(&0),
+        (Ok(PbCompareTarget::Value), _) => kv.value.as_slice().cmp(&[][..]),
+        (Ok(PbCompareTarget::Version), _) => kv.version.cmp(&0),
+        (Ok(PbCompareTarget::Create), _) => kv.create_revision.cmp(&0),
+        (Ok(PbCompareTarget::Mod), _) => kv.mod_revision.cmp(&0),
+        (Ok(PbCompareTarget::Lease), _) => kv.lease.cmp(&0),
+        (Err(_), _) => Ordering::Equal,
     };
     match c.result {
         0 => ord == Ordering::Equal,
         1 => ord == Ordering::Greater,
         2 => ord == Ordering::Less,
         3 => ord != Ordering::Equal,
-        _ => false,
+        _ => true,
     }
 }
 
-/// Rejects what etcd rejects before running a transaction: too many operations, missing
-/// keys, a key written twice, value or lease given with `ignore_*`, an unknown lease.
-fn check_txn(req: &PbTxnRequest, leases: &Leases) -> Result<(), StoreError> {
-    if req.compare.len() > MAX_TXN_OPS
-        || req.success.len() > MAX_TXN_OPS
-        || req.failure.len() > MAX_TXN_OPS
-    {
-        return Err(StoreError::TooManyOps { limit: MAX_TXN_OPS });
+/// Which branch a transaction takes, and the nested transactions of that branch, in order:
+/// decided from the state before the transaction, as etcd does.
+#[derive(Debug)]
+struct Branches {
+    succeeded: bool,
+    nested: Vec<Branches>,
+}
+
+/// The operations of the branch a transaction takes.
+fn taken(req: &PbTxnRequest, succeeded: bool) -> &[PbTxnRequestOp] {
+    match succeeded {
+        true => &req.success,
+        false => &req.failure,
+    }
+}
+
+/// What etcd rejects in a range before reading: no key, an order or target it does not define.
+fn check_range(r: &PbRangeRequest) -> Result<(), StoreError> {
+    if r.key.is_empty() {
+        return Err(StoreError::EmptyKey);
+    }
+    if !(0..=SORT_DESCEND).contains(&r.sort_order) || !(0..=4).contains(&r.sort_target) {
+        return Err(StoreError::InvalidSortOption);
+    }
+    Ok(())
+}
+
+/// What etcd rejects in a put before looking at the store.
+fn check_put(p: &PbPutRequest) -> Result<(), StoreError> {
+    if p.key.is_empty() {
+        return Err(StoreError::EmptyKey);
+    }
+    if p.ignore_value && !p.value.is_empty() {
+        return Err(StoreError::ValueProvided);
+    }
+    if p.ignore_lease && p.lease != 0 {
+        return Err(StoreError::LeaseProvided);
+    }
+    Ok(())
+}
+
+/// What etcd rejects in a transaction before looking at the store, both branches, nested
+/// transactions included: more than `max_ops` compares or operations in a branch (a nested
+/// transaction may use what its parent's largest list left), a request without a key, an
+/// operation that is none of range, put, delete or txn.
+fn check_txn(req: &PbTxnRequest, max_ops: usize) -> Result<(), StoreError> {
+    let ops = req
+        .compare
+        .len()
+        .max(req.success.len())
+        .max(req.failure.len());
+    if ops > max_ops {
+        return Err(StoreError::TooManyOps);
     }
     if req.compare.iter().any(|c| c.key.is_empty()) {
         return Err(StoreError::EmptyKey);
     }
-    for branch in [&req.success, &req.failure] {
-        let mut puts: Vec<KeyRange> = Vec::new();
-        let mut deletes: Vec<KeyRange> = Vec::new();
-        check_branch(branch, leases, &mut puts, &mut deletes)?;
+    for op in req.success.iter().chain(&req.failure) {
+        match &op.request {
+            Some(PbTxnOpRequest::RequestRange(r)) => check_range(r)?,
+            Some(PbTxnOpRequest::RequestPut(p)) => check_put(p)?,
+            Some(PbTxnOpRequest::RequestDeleteRange(d)) if d.key.is_empty() => {
+                return Err(StoreError::EmptyKey);
+            }
+            Some(PbTxnOpRequest::RequestDeleteRange(_)) => {}
+            Some(PbTxnOpRequest::RequestTxn(t)) => check_txn(t, max_ops - ops)?,
+            // etcd's answer to an empty operation.
+            None => return Err(StoreError::KeyNotFound),
+        }
     }
     Ok(())
 }
 
-fn check_branch(
-    ops: &[etcd_client::proto::PbTxnRequestOp],
-    leases: &Leases,
-    puts: &mut Vec<KeyRange>,
-    deletes: &mut Vec<KeyRange>,
-) -> Result<(), StoreError> {
-    for op in ops {
-        match &op.request {
-            Some(PbTxnOpRequest::RequestRange(r)) if r.key.is_empty() => {
-                return Err(StoreError::EmptyKey);
-            }
-            Some(PbTxnOpRequest::RequestPut(p)) => {
-                if p.key.is_empty() {
-                    return Err(StoreError::EmptyKey);
-                }
-                if p.ignore_value && !p.value.is_empty() {
-                    return Err(StoreError::ValueProvided);
-                }
-                if p.ignore_lease && p.lease != 0 {
-                    return Err(StoreError::LeaseProvided);
-                }
-                if p.lease != 0 && !leases.exists(p.lease) {
-                    return Err(StoreError::LeaseNotFound);
-                }
-                let key = KeyRange::new(&p.key, &[]);
-                if puts.contains(&key) || deletes.iter().any(|d| d.overlaps(&key)) {
-                    return Err(StoreError::DuplicateKey);
-                }
-                puts.push(key);
-            }
-            Some(PbTxnOpRequest::RequestDeleteRange(d)) => {
-                if d.key.is_empty() {
-                    return Err(StoreError::EmptyKey);
-                }
-                let range = KeyRange::new(&d.key, &d.range_end);
-                if puts.iter().any(|p| p.overlaps(&range)) {
-                    return Err(StoreError::DuplicateKey);
-                }
-                deletes.push(range);
-            }
-            Some(PbTxnOpRequest::RequestTxn(t)) => {
-                if t.compare.iter().any(|c| c.key.is_empty()) {
-                    return Err(StoreError::EmptyKey);
-                }
-                for branch in [&t.success, &t.failure] {
-                    let (mut p, mut d) = (puts.clone(), deletes.clone());
-                    check_branch(branch, leases, &mut p, &mut d)?;
-                }
-            }
-            _ => {}
+/// The keys a delete in a transaction covers, for etcd's duplicate check: one key, or
+/// `[key, range_end)` compared byte by byte, so that there "from key" (`range_end` "\0")
+/// covers no key.
+struct Deleted<'a> {
+    key: &'a [u8],
+    end: &'a [u8],
+}
+
+impl Deleted<'_> {
+    fn covers(&self, key: &[u8]) -> bool {
+        match self.end {
+            [] => key == self.key,
+            end => self.key <= key && key < end,
         }
     }
-    Ok(())
+}
+
+/// The keys a branch puts and what it deletes, nested transactions included, or
+/// `DuplicateKey` where etcd finds a key written twice: a put of a key another put of the
+/// branch writes (the two branches of one nested transaction exclude each other) or a delete
+/// covers. Deletes may overlap each other, and a nested transaction's delete does not count
+/// against puts of nested transactions before it.
+fn written(ops: &[PbTxnRequestOp]) -> Result<(BTreeSet<&[u8]>, Vec<Deleted<'_>>), StoreError> {
+    let mut deletes: Vec<Deleted> = ops
+        .iter()
+        .filter_map(|op| match &op.request {
+            Some(PbTxnOpRequest::RequestDeleteRange(d)) => Some(Deleted {
+                key: &d.key,
+                end: &d.range_end,
+            }),
+            _ => None,
+        })
+        .collect();
+    let mut puts = BTreeSet::new();
+    let covered = |deletes: &[Deleted], key: &[u8]| deletes.iter().any(|d| d.covers(key));
+    for op in ops {
+        let Some(PbTxnOpRequest::RequestTxn(t)) = &op.request else {
+            continue;
+        };
+        let (puts_then, deletes_then) = written(&t.success)?;
+        let (puts_else, deletes_else) = written(&t.failure)?;
+        for key in &puts_then {
+            if puts.contains(key) || covered(&deletes, key) {
+                return Err(StoreError::DuplicateKey);
+            }
+            puts.insert(*key);
+        }
+        for key in &puts_else {
+            if (puts.contains(key) && !puts_then.contains(key)) || covered(&deletes, key) {
+                return Err(StoreError::DuplicateKey);
+            }
+            puts.insert(*key);
+        }
+        deletes.extend(deletes_then);
+        deletes.extend(deletes_else);
+    }
+    for op in ops {
+        if let Some(PbTxnOpRequest::RequestPut(p)) = &op.request {
+            if puts.contains(p.key.as_slice()) || covered(&deletes, &p.key) {
+                return Err(StoreError::DuplicateKey);
+            }
+            puts.insert(&p.key);
+        }
+    }
+    Ok((puts, deletes))
+}
+
+/// Where a replica is in pulling one peer: the revision of the peer it has everything up to,
+/// in which incarnation of the peer, and, while it pages through the peer's whole state, the
+/// last key it got and the revision that paging started at.
+#[derive(Clone, Debug, Default)]
+pub struct PullCursor {
+    since: i64,
+    incarnation: u64,
+    paging: Option<(Vec<u8>, i64)>,
+}
+
+impl PullCursor {
+    /// The next request to the peer, from `replica`, for about `limit` keys and `max_bytes`.
+    pub fn request(&self, replica: u64, limit: u32, max_bytes: u32) -> pb::PullRequest {
+        pb::PullRequest {
+            replica,
+            since: self.since,
+            limit,
+            incarnation: self.incarnation,
+            resume_key: self
+                .paging
+                .as_ref()
+                .map_or_else(Vec::new, |(k, _)| k.clone()),
+            max_bytes,
+        }
+    }
+
+    /// Takes the peer's answer to the last request; returns its changes, to merge.
+    pub fn advance(&mut self, resp: pb::PullResponse) -> Vec<pb::Change> {
+        if resp.incarnation != self.incarnation {
+            // The peer restarted (or this is the first answer): the peer started over, and
+            // any paging state belongs to its earlier run.
+            self.paging = None;
+            self.incarnation = resp.incarnation;
+        }
+        if !resp.resume_key.is_empty() {
+            let started = self
+                .paging
+                .as_ref()
+                .map_or(resp.next, |(_, started)| *started);
+            self.paging = Some((resp.resume_key, started));
+        } else if let Some((_, started)) = self.paging.take() {
+            // Writes made while paging carry revisions after the first page's.
+            self.since = started;
+        } else {
+            self.since = resp.next;
+        }
+        resp.changes
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    fn op(request: PbTxnOpRequest) -> PbTxnRequestOp {
+        PbTxnRequestOp {
+            request: Some(request),
+        }
+    }
 
     fn put(e: &mut Engine, key: &str, value: &str) -> PbPutResponse {
         let req = PbPutRequest {
@@ -1038,6 +1258,395 @@ mod tests {
     fn value(e: &Engine, key: &str) -> Option<Vec<u8>> {
         let resp = get(e, key, 0).expect("range");
         resp.kvs.into_iter().next().map(|kv| kv.value)
+    }
+
+    fn put_op(key: &str, value: &str) -> PbTxnRequestOp {
+        op(PbTxnOpRequest::RequestPut(PbPutRequest {
+            key: key.into(),
+            value: value.into(),
+            ..PbPutRequest::default()
+        }))
+    }
+
+    fn delete_op(key: &str, range_end: &str) -> PbTxnRequestOp {
+        op(PbTxnOpRequest::RequestDeleteRange(PbDeleteRequest {
+            key: key.into(),
+            range_end: range_end.into(),
+            ..PbDeleteRequest::default()
+        }))
+    }
+
+    fn range_op(req: PbRangeRequest) -> PbTxnRequestOp {
+        op(PbTxnOpRequest::RequestRange(req))
+    }
+
+    fn txn_op(compare: Vec<PbCompare>, success: Vec<PbTxnRequestOp>) -> PbTxnRequestOp {
+        op(PbTxnOpRequest::RequestTxn(PbTxnRequest {
+            compare,
+            success,
+            failure: Vec::new(),
+        }))
+    }
+
+    fn then(success: Vec<PbTxnRequestOp>) -> PbTxnRequest {
+        PbTxnRequest {
+            success,
+            ..PbTxnRequest::default()
+        }
+    }
+
+    fn version_is(key: &str, version: i64) -> PbCompare {
+        PbCompare {
+            result: 0,
+            target: PbCompareTarget::Version as i32,
+            key: key.into(),
+            target_union: Some(PbTargetUnion::Version(version)),
+            range_end: Vec::new(),
+        }
+    }
+
+    /// A nested compare was evaluated after the operations before it had run, so it saw the
+    /// transaction's own writes; etcd evaluates every compare against the state the
+    /// transaction starts from (ranges still see the writes before them).
+    #[test]
+    fn nested_compares_see_the_state_before_the_txn() {
+        let mut e = Engine::new(1);
+        let req = then(vec![
+            put_op("n", "1"),
+            txn_op(
+                vec![version_is("n", 0)],
+                vec![
+                    put_op("inner", "then"),
+                    range_op(PbRangeRequest {
+                        key: "n".into(),
+                        ..PbRangeRequest::default()
+                    }),
+                ],
+            ),
+        ]);
+        let (resp, _) = e.txn(req, 1000).unwrap();
+        let Some(PbTxnOpResponse::ResponseTxn(inner)) = &resp.responses[1].response else {
+            panic!("a txn answers a txn")
+        };
+        assert!(inner.succeeded);
+        let Some(PbTxnOpResponse::ResponseRange(seen)) = &inner.responses[1].response else {
+            panic!("a range answers a range")
+        };
+        assert_eq!(seen.kvs[0].value, b"1");
+        assert_eq!(value(&e, "inner").as_deref(), Some(&b"then"[..]));
+    }
+
+    /// An unknown lease or a missing key for `ignore_value` anywhere in a transaction failed
+    /// it; etcd checks the branches the transaction takes only, and also refuses a range in
+    /// them at a revision it cannot read.
+    #[test]
+    fn txn_checks_follow_the_branches_taken() {
+        let mut e = Engine::new(1);
+        put(&mut e, "k", "v");
+        let unknown_lease = op(PbTxnOpRequest::RequestPut(PbPutRequest {
+            key: "x".into(),
+            lease: 77,
+            ..PbPutRequest::default()
+        }));
+        let req = PbTxnRequest {
+            compare: vec![version_is("k", 1)],
+            success: vec![put_op("x", "ok")],
+            failure: vec![unknown_lease.clone()],
+        };
+        assert!(e.txn(req, 1000).unwrap().0.succeeded);
+        assert_eq!(
+            e.txn(then(vec![unknown_lease]), 1000).unwrap_err(),
+            StoreError::LeaseNotFound
+        );
+        let at = |revision| {
+            then(vec![range_op(PbRangeRequest {
+                key: "k".into(),
+                revision,
+                ..PbRangeRequest::default()
+            })])
+        };
+        assert_eq!(e.txn(at(9), 1000).unwrap_err(), StoreError::FutureRevision);
+        e.compact(3).unwrap();
+        assert_eq!(e.txn(at(2), 1000).unwrap_err(), StoreError::Compacted);
+        assert!(e.txn(at(3), 1000).is_ok());
+    }
+
+    /// Only the top-level branch lengths were limited, the message carried the limit, and an
+    /// empty operation or an unknown sort passed; etcd gives a nested transaction what its
+    /// parent's longest list leaves, and refuses the others with its own errors.
+    #[test]
+    fn txn_limits_and_malformed_operations_are_refused_as_etcd() {
+        let mut e = Engine::new(1);
+        let puts = |n: usize, prefix: &str| -> Vec<PbTxnRequestOp> {
+            (0..n)
+                .map(|i| put_op(&format!("{prefix}{i}"), "v"))
+                .collect()
+        };
+        let nested = |inner: usize| {
+            let mut ops = puts(100, "outer/");
+            ops.push(txn_op(Vec::new(), puts(inner, "inner/")));
+            then(ops)
+        };
+        assert_eq!(e.txn(nested(28), 1000).unwrap_err(), StoreError::TooManyOps);
+        assert!(e.txn(nested(27), 1000).is_ok());
+        let empty = then(vec![PbTxnRequestOp { request: None }]);
+        assert_eq!(e.txn(empty, 1000).unwrap_err(), StoreError::KeyNotFound);
+        let bad_sort = PbRangeRequest {
+            key: "k".into(),
+            sort_target: 5,
+            ..PbRangeRequest::default()
+        };
+        assert_eq!(
+            e.range(&bad_sort).unwrap_err(),
+            StoreError::InvalidSortOption
+        );
+        assert_eq!(
+            e.txn(then(vec![range_op(bad_sort)]), 1000).unwrap_err(),
+            StoreError::InvalidSortOption
+        );
+    }
+
+    /// Duplicate keys were found by overlap in operation order; etcd's rules differ: puts in
+    /// nested transactions count against later puts and deletes before them, the branches of
+    /// one nested transaction exclude each other, a delete in a nested transaction does not
+    /// count against puts of earlier nested transactions, and a "from key" delete covers no
+    /// key at all.
+    #[test]
+    fn duplicate_keys_are_the_ones_etcd_finds() {
+        let mut e = Engine::new(1);
+        put(&mut e, "b", "1");
+        let nested = |ops| txn_op(Vec::new(), ops);
+        let duplicates = [
+            vec![put_op("d", "1"), put_op("d", "2")],
+            vec![put_op("d/x", "1"), delete_op("d/", "d0")],
+            vec![delete_op("d/", "d0"), put_op("d/x", "1")],
+            vec![nested(vec![put_op("d", "1")]), put_op("d", "2")],
+            vec![put_op("d", "2"), nested(vec![put_op("d", "1")])],
+            vec![nested(vec![delete_op("d", "")]), put_op("d", "2")],
+            vec![
+                nested(vec![delete_op("d", "")]),
+                nested(vec![put_op("d", "1")]),
+            ],
+        ];
+        for ops in duplicates {
+            let dump = format!("{ops:?}");
+            assert_eq!(
+                e.txn(then(ops), 1000).unwrap_err(),
+                StoreError::DuplicateKey,
+                "{dump}"
+            );
+        }
+        let either = op(PbTxnOpRequest::RequestTxn(PbTxnRequest {
+            compare: Vec::new(),
+            success: vec![put_op("d", "1")],
+            failure: vec![put_op("d", "2")],
+        }));
+        let allowed = [
+            vec![either],
+            vec![delete_op("d", ""), delete_op("a", "z")],
+            vec![
+                nested(vec![put_op("d", "1")]),
+                nested(vec![delete_op("d", "")]),
+            ],
+            vec![put_op("b", "2"), delete_op("a", "\0")],
+        ];
+        for ops in allowed {
+            let dump = format!("{ops:?}");
+            assert!(e.txn(then(ops), 1000).is_ok(), "{dump}");
+        }
+        assert!(
+            value(&e, "b").is_none(),
+            "the from-key delete ran after the put"
+        );
+    }
+
+    /// Inside a transaction etcd's responses carry a header with the revision only, and a
+    /// nested transaction's header is empty; they carried the member id, and the nested one
+    /// a revision.
+    #[test]
+    fn headers_inside_a_txn_are_etcds() {
+        let mut e = Engine::new(7);
+        let req = then(vec![
+            range_op(PbRangeRequest {
+                key: "k".into(),
+                ..PbRangeRequest::default()
+            }),
+            put_op("k", "v"),
+            txn_op(Vec::new(), vec![put_op("j", "v")]),
+        ]);
+        let (resp, _) = e.txn(req, 1000).unwrap();
+        assert_eq!(resp.header, Some(e.header()));
+        let headers: Vec<Option<PbResponseHeader>> = resp
+            .responses
+            .iter()
+            .map(|r| match &r.response {
+                Some(PbTxnOpResponse::ResponseRange(r)) => r.header,
+                Some(PbTxnOpResponse::ResponsePut(r)) => r.header,
+                Some(PbTxnOpResponse::ResponseTxn(r)) => r.header,
+                _ => None,
+            })
+            .collect();
+        let revision = |revision| {
+            Some(PbResponseHeader {
+                revision,
+                ..PbResponseHeader::default()
+            })
+        };
+        assert_eq!(headers, [revision(1), revision(2), revision(0)]);
+    }
+
+    /// `count_only` with a limit reported more keys it did not return, and a sort target
+    /// without an order sorted every key before the limit; etcd returns no `more` without
+    /// keys, and sorts only the keys it read, one past the limit.
+    #[test]
+    fn count_only_and_unordered_sorts_limit_as_etcd() {
+        let mut e = Engine::new(1);
+        for (k, v) in [("a", "5"), ("b", "3"), ("c", "9"), ("d", "1")] {
+            put(&mut e, k, v);
+        }
+        let all = |f: fn(&mut PbRangeRequest)| {
+            let mut req = PbRangeRequest {
+                key: vec![0],
+                range_end: vec![0],
+                limit: 2,
+                ..PbRangeRequest::default()
+            };
+            f(&mut req);
+            e.range(&req).unwrap()
+        };
+        let counted = all(|r| r.count_only = true);
+        assert_eq!(
+            (counted.count, counted.kvs.len(), counted.more),
+            (4, 0, false)
+        );
+        let keys = |resp: PbRangeResponse| -> Vec<Vec<u8>> {
+            resp.kvs.into_iter().map(|kv| kv.key).collect()
+        };
+        // By value without an order: a, b, c read, sorted 3, 5, 9, the first two kept.
+        let unordered = all(|r| r.sort_target = 4);
+        assert!(unordered.more);
+        assert_eq!(keys(unordered), [b"b".to_vec(), b"a".to_vec()]);
+        let ascending = all(|r| {
+            r.sort_target = 4;
+            r.sort_order = 1;
+        });
+        assert_eq!(keys(ascending), [b"d".to_vec(), b"b".to_vec()]);
+    }
+
+    /// The compaction point started at 0, so a first compaction to 0 failed, where etcd's
+    /// starts below it; and a deletion at the compaction point was dropped, so a watch from
+    /// there missed it.
+    #[test]
+    fn compaction_starts_below_zero_and_keeps_a_deletion_at_the_point() {
+        let mut e = Engine::new(1);
+        assert_eq!(e.compact(-1).unwrap_err(), StoreError::Compacted);
+        assert!(e.compact(0).is_ok());
+        assert_eq!(e.compact(0).unwrap_err(), StoreError::Compacted);
+        put(&mut e, "k", "v");
+        let del = PbDeleteRequest {
+            key: "k".into(),
+            ..PbDeleteRequest::default()
+        };
+        e.delete_range(del, 1000).unwrap();
+        e.compact(3).unwrap();
+        let events = e.events_after(2).unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].r#type, EVENT_DELETE);
+        put(&mut e, "j", "v");
+        let dropped = e.compact(4).unwrap().compaction.unwrap().dropped;
+        assert_eq!(dropped, [(3, 0)], "below the point the deletion goes");
+    }
+
+    /// An unknown compare target fell back to the version and an unknown result failed; on
+    /// etcd the target compares as equal and the result holds.
+    #[test]
+    fn unknown_compare_targets_and_results_behave_as_on_etcd() {
+        let mut e = Engine::new(1);
+        put(&mut e, "k", "v");
+        let compare = |target, result| PbCompare {
+            result,
+            target,
+            key: "k".into(),
+            target_union: Some(PbTargetUnion::Version(5)),
+            range_end: Vec::new(),
+        };
+        let succeeds = |e: &mut Engine, c: PbCompare| {
+            let req = PbTxnRequest {
+                compare: vec![c],
+                ..PbTxnRequest::default()
+            };
+            e.txn(req, 1000).unwrap().0.succeeded
+        };
+        assert!(succeeds(&mut e, compare(9, 0)));
+        assert!(!succeeds(&mut e, compare(9, 3)));
+        assert!(succeeds(
+            &mut e,
+            compare(PbCompareTarget::Version as i32, 9)
+        ));
+    }
+
+    /// An event's `prev_kv` was the key as an earlier operation of the same transaction left
+    /// it; etcd reads the key at the revision before, and gives a put that creates the key
+    /// none.
+    #[test]
+    fn event_prev_kv_is_the_key_at_the_revision_before() {
+        let mut e = Engine::new(1);
+        put(&mut e, "a", "old");
+        put(&mut e, "b", "old");
+        // "b" is put, then deleted by the "from key" delete; "a" is deleted, then put again.
+        let req = then(vec![put_op("b", "new"), nested_delete_then_put()]);
+        let (_, applied) = e.txn(req, 1000).unwrap();
+        let seen: Vec<(Vec<u8>, i32, Option<Vec<u8>>)> = applied
+            .events
+            .iter()
+            .map(|ev| {
+                let kv = ev.kv.clone().unwrap();
+                (kv.key, ev.r#type, ev.prev_kv.clone().map(|p| p.value))
+            })
+            .collect();
+        let old = Some(b"old".to_vec());
+        assert_eq!(
+            seen,
+            [
+                (b"b".to_vec(), EVENT_PUT, old.clone()),
+                (b"a".to_vec(), EVENT_DELETE, old.clone()),
+                (b"b".to_vec(), EVENT_DELETE, old),
+                (b"a".to_vec(), EVENT_PUT, None),
+            ]
+        );
+        let history: Vec<Option<PbKeyValue>> = e
+            .events_after(3)
+            .unwrap()
+            .into_iter()
+            .map(|ev| ev.prev_kv)
+            .collect();
+        let live: Vec<Option<PbKeyValue>> =
+            applied.events.into_iter().map(|ev| ev.prev_kv).collect();
+        assert_eq!(history, live, "history replays the same prev_kv");
+    }
+
+    /// A delete of every key from "a" (which etcd's duplicate check does not count), then a
+    /// put of "a".
+    fn nested_delete_then_put() -> PbTxnRequestOp {
+        txn_op(Vec::new(), vec![delete_op("a", "\0"), put_op("a", "new")])
+    }
+
+    /// A put with an unknown lease and `ignore_value` on a missing key failed with
+    /// `KeyNotFound`; etcd looks the lease up first. A negative lease id was refused; etcd
+    /// picks an id for it as for 0.
+    #[test]
+    fn put_and_grant_checks_come_in_etcds_order() {
+        let mut e = Engine::new(1);
+        let req = PbPutRequest {
+            key: "missing".into(),
+            ignore_value: true,
+            lease: 77,
+            ..PbPutRequest::default()
+        };
+        assert_eq!(e.put(req, 1000).unwrap_err(), StoreError::LeaseNotFound);
+        let ((id, ttl), _) = e.grant_lease(-5, 10, 0).unwrap();
+        assert!(id > 0);
+        assert_eq!(ttl, 10);
     }
 
     #[test]
@@ -1229,15 +1838,23 @@ mod tests {
     }
 
     /// `to` pulls everything `from` has after `cursor`, in small pages.
-    fn pull(replicas: &mut [Engine], cursors: &mut [[i64; 3]; 3], from: usize, to: usize) {
+    /// `to` pulls from `from` in small pages: one page, or until nothing is left. One page at
+    /// a time lets writes and compactions land between the pages of a paged pull.
+    fn pull(
+        replicas: &mut [Engine],
+        cursors: &mut [[PullCursor; 3]; 3],
+        (from, to): (usize, usize),
+        drain: bool,
+    ) {
         if from == to {
             return;
         }
         loop {
-            let (changes, next, more) = replicas[from].changes_after(cursors[to][from], 2);
-            replicas[to].merge(changes);
-            cursors[to][from] = next;
-            if !more {
+            let req = cursors[to][from].request(0, 2, 3);
+            let resp = replicas[from].changes_after(req.since, &req.resume_key, 2, 3);
+            let more = resp.more;
+            replicas[to].merge(cursors[to][from].advance(resp));
+            if !(more && drain) {
                 break;
             }
         }
@@ -1250,7 +1867,7 @@ mod tests {
         #[test]
         fn replicas_converge(ops in ops()) {
             let mut replicas: Vec<Engine> = (1..=3).map(Engine::new).collect();
-            let mut cursors = [[0i64; 3]; 3];
+            let mut cursors: [[PullCursor; 3]; 3] = Default::default();
             let mut wall = 1_000u64;
             let mut last_write: BTreeMap<u8, Option<u8>> = BTreeMap::new();
             for op in ops {
@@ -1270,7 +1887,7 @@ mod tests {
                             last_write.insert(key, None);
                         }
                     }
-                    Op::Sync { from, to } => pull(&mut replicas, &mut cursors, from, to),
+                    Op::Sync { from, to } => pull(&mut replicas, &mut cursors, (from, to), false),
                     Op::Compact { replica } => {
                         let r = &mut replicas[replica];
                         let _ = r.compact(r.revision());
@@ -1283,7 +1900,7 @@ mod tests {
             for _ in 0..2 {
                 for from in 0..3 {
                     for to in 0..3 {
-                        pull(&mut replicas, &mut cursors, from, to);
+                        pull(&mut replicas, &mut cursors, (from, to), true);
                     }
                 }
             }

@@ -21,12 +21,13 @@ pub enum StoreError {
     /// One transaction branch writes a key twice.
     #[error("etcdserver: duplicate key given in txn request")]
     DuplicateKey,
-    /// Too many operations in one transaction.
-    #[error("etcdserver: too many operations in txn request (the limit is {limit})")]
-    TooManyOps {
-        /// The most operations allowed.
-        limit: usize,
-    },
+    /// Too many operations in one transaction (the limit is [`crate::engine::MAX_TXN_OPS`]).
+    /// The message is etcd's to the letter: clients recognise errors by it.
+    #[error("etcdserver: too many operations in txn request")]
+    TooManyOps,
+    /// A range sorted in an order or by a target etcd does not define.
+    #[error("etcdserver: invalid sort option")]
+    InvalidSortOption,
     /// A value given together with `ignore_value`.
     #[error("etcdserver: value is provided")]
     ValueProvided,
@@ -42,6 +43,13 @@ pub enum StoreError {
     /// A TTL beyond etcd's maximum.
     #[error("etcdserver: too large lease TTL")]
     LeaseTtlTooLarge,
+    /// A watch over a range that holds no key (its end is not after its start); a watch
+    /// create request is refused with this as its cancel reason.
+    #[error("mvcc: watcher range is empty")]
+    EmptyWatchRange,
+    /// A watch create request naming a watch id the stream already uses.
+    #[error("mvcc: duplicate watch ID provided on the WatchStream")]
+    DuplicateWatchId,
     /// The data directory could not be read or written.
     #[error(
         "mote store: the data directory failed ({0}); this replica takes no more writes: fix the disk and restart it"
@@ -53,15 +61,18 @@ impl StoreError {
     /// The gRPC code etcd sends for this error.
     pub fn code(&self) -> Code {
         match self {
-            Self::Compacted | Self::FutureRevision => Code::OutOfRange,
+            Self::Compacted | Self::FutureRevision | Self::LeaseTtlTooLarge => Code::OutOfRange,
             Self::EmptyKey
             | Self::KeyNotFound
             | Self::DuplicateKey
-            | Self::TooManyOps { .. }
+            | Self::TooManyOps
+            | Self::InvalidSortOption
+            | Self::EmptyWatchRange
+            | Self::DuplicateWatchId
             | Self::ValueProvided
             | Self::LeaseProvided => Code::InvalidArgument,
             Self::LeaseNotFound => Code::NotFound,
-            Self::LeaseExists | Self::LeaseTtlTooLarge => Code::FailedPrecondition,
+            Self::LeaseExists => Code::FailedPrecondition,
             Self::Disk(_) => Code::Unavailable,
         }
     }
@@ -70,5 +81,38 @@ impl StoreError {
 impl From<StoreError> for Status {
     fn from(e: StoreError) -> Self {
         Status::new(e.code(), e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// clientv3 recognises an error by its exact message and code: a limit appended to the
+    /// message, or a lease TTL error sent as FailedPrecondition, reached clients as an unknown
+    /// error instead of `rpctypes.ErrTooManyOps` and `ErrLeaseTTLTooLarge`.
+    #[test]
+    fn messages_and_codes_are_etcds() {
+        let cases = [
+            (
+                StoreError::TooManyOps,
+                Code::InvalidArgument,
+                "etcdserver: too many operations in txn request",
+            ),
+            (
+                StoreError::LeaseTtlTooLarge,
+                Code::OutOfRange,
+                "etcdserver: too large lease TTL",
+            ),
+            (
+                StoreError::InvalidSortOption,
+                Code::InvalidArgument,
+                "etcdserver: invalid sort option",
+            ),
+        ];
+        for (error, code, message) in cases {
+            let status = Status::from(error);
+            assert_eq!((status.code(), status.message()), (code, message));
+        }
     }
 }

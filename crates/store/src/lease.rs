@@ -20,9 +20,9 @@ pub struct Lease {
 }
 
 impl Lease {
-    /// Seconds left at `now_ms`, rounded up; 0 once expired.
+    /// Whole seconds left at `now_ms` (rounded down, as etcd reports them); 0 once expired.
     pub fn remaining(&self, now_ms: u64) -> i64 {
-        (self.expires_ms.saturating_sub(now_ms) as i64 + 999) / 1000
+        (self.expires_ms.saturating_sub(now_ms) / 1000) as i64
     }
 
     /// The keys attached to it.
@@ -50,13 +50,11 @@ impl Leases {
         }
     }
 
-    /// Grants `id` for `ttl` seconds from `now_ms`; returns the TTL granted (at least 1).
+    /// Grants `id` (positive) for `ttl` seconds from `now_ms`; returns the TTL granted (at
+    /// least 1).
     pub fn grant(&mut self, id: i64, ttl: i64, now_ms: u64) -> Result<i64, StoreError> {
         if ttl > MAX_TTL {
             return Err(StoreError::LeaseTtlTooLarge);
-        }
-        if id < 0 {
-            return Err(StoreError::LeaseNotFound);
         }
         if self.by_id.contains_key(&id) {
             return Err(StoreError::LeaseExists);
@@ -120,6 +118,17 @@ impl Leases {
         self.by_id.keys().copied()
     }
 
+    /// Every lease id, the first to expire first: the order etcd lists leases in.
+    pub fn ids_by_expiry(&self) -> Vec<i64> {
+        let mut ids: Vec<(u64, i64)> = self
+            .by_id
+            .iter()
+            .map(|(id, l)| (l.expires_ms, *id))
+            .collect();
+        ids.sort_unstable();
+        ids.into_iter().map(|(_, id)| id).collect()
+    }
+
     /// Notes that `key` now carries lease `id`. A lease granted on another replica is not
     /// tracked here: its own replica deletes the key when it expires.
     pub fn attach(&mut self, id: i64, key: &[u8]) {
@@ -133,5 +142,35 @@ impl Leases {
         if let Some(lease) = self.by_id.get_mut(&id) {
             lease.keys.remove(key);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// etcd reports the whole seconds left, rounded down: a lease granted for 60 s reports 59
+    /// a moment later. Rounding up reported 60.
+    #[test]
+    fn remaining_rounds_down_as_etcd() {
+        let mut leases = Leases::default();
+        leases.grant(1, 60, 1_000).unwrap();
+        let lease = leases.get(1).unwrap();
+        assert_eq!(lease.remaining(1_000), 60);
+        assert_eq!(lease.remaining(1_001), 59);
+        assert_eq!(lease.remaining(60_999), 0);
+        assert_eq!(lease.remaining(70_000), 0);
+    }
+
+    /// etcd lists leases by expiry; listing by id put a short lease granted late last.
+    #[test]
+    fn leases_are_listed_by_expiry() {
+        let mut leases = Leases::default();
+        leases.grant(1, 30, 0).unwrap();
+        leases.grant(2, 10, 0).unwrap();
+        leases.grant(3, 20, 0).unwrap();
+        assert_eq!(leases.ids_by_expiry(), [2, 3, 1]);
+        leases.renew(2, 25_000).unwrap();
+        assert_eq!(leases.ids_by_expiry(), [3, 1, 2]);
     }
 }

@@ -3,7 +3,7 @@
 //! peer.
 
 use crate::disk::{self, Disk};
-use crate::engine::{Applied, Engine};
+use crate::engine::{Applied, Engine, PullCursor};
 use crate::error::StoreError;
 use crate::pb;
 use etcd_client::proto::PbEvent;
@@ -17,6 +17,38 @@ use tokio::sync::{broadcast, oneshot};
 const FEED_CAPACITY: usize = 4096;
 /// Changes a replica sends a peer in one pull.
 pub const PULL_LIMIT: u32 = 1024;
+/// Bytes of keys and values a replica sends a peer in one pull, give or take one revision.
+pub const PULL_MAX_BYTES: u32 = 1 << 20;
+/// The largest pull answer a replica accepts. An answer holds whole revisions, and one
+/// revision (a transaction, or a batch merged from another peer) can be several MiB.
+const PULL_MAX_MESSAGE: usize = 256 << 20;
+
+/// A peer URL that cannot be dialled.
+#[derive(Debug, thiserror::Error)]
+#[error("peer URL `{url}` {reason}; write it as http://HOST:PORT")]
+pub struct PeerUrlError {
+    url: String,
+    reason: &'static str,
+}
+
+/// Checks that `url` names a peer this replica can dial: `http://HOST:PORT`.
+pub fn check_peer_url(url: &str) -> Result<(), PeerUrlError> {
+    let fail = |reason| PeerUrlError {
+        url: url.to_owned(),
+        reason,
+    };
+    let uri: tonic::transport::Uri = url.parse().map_err(|_| fail("is not a URL"))?;
+    if uri.scheme_str() != Some("http") {
+        return Err(fail("does not start with http://"));
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(fail("names no host"));
+    }
+    if uri.port_u16().is_none() {
+        return Err(fail("names no port (or one past 65535)"));
+    }
+    Ok(())
+}
 
 /// Who a replica is, for `MemberList` and `Status`.
 #[derive(Clone, Debug)]
@@ -262,39 +294,61 @@ impl Replica {
     /// while it has more. A peer that is down is retried at the same pace; its changes arrive
     /// when it is back.
     pub async fn run_pull_loop(self: Arc<Self>, url: String, interval: Duration) {
-        let mut since = 0i64;
-        let mut incarnation = 0;
+        let mut cursor = PullCursor::default();
         let mut client = None;
+        // Failures are logged when they start and when they end, not on every retry.
+        let mut failing = false;
         loop {
             if client.is_none() {
-                client = pb::peer_client::PeerClient::connect(url.clone()).await.ok();
+                match connect(&url).await {
+                    Ok(connected) => client = Some(connected),
+                    Err(e) => {
+                        if !failing {
+                            tracing::warn!(peer = %url, error = %e, "cannot reach peer; retrying");
+                            failing = true;
+                        }
+                        tokio::time::sleep(interval).await;
+                        continue;
+                    }
+                }
             }
             let Some(peer) = client.as_mut() else {
-                tokio::time::sleep(interval).await;
                 continue;
             };
-            let request = pb::PullRequest {
-                replica: self.me().id,
-                since,
-                limit: PULL_LIMIT,
-                incarnation,
-            };
+            let request = cursor.request(self.me().id, PULL_LIMIT, PULL_MAX_BYTES);
             match peer.pull(request).await {
                 Ok(resp) => {
+                    if failing {
+                        tracing::info!(peer = %url, "pulling from peer again");
+                        failing = false;
+                    }
                     let resp = resp.into_inner();
-                    self.merge(resp.changes);
-                    since = resp.next;
-                    incarnation = resp.incarnation;
-                    if resp.more {
+                    let more = resp.more;
+                    self.merge(cursor.advance(resp));
+                    if more {
                         continue;
                     }
                 }
                 Err(status) => {
-                    tracing::debug!(peer = %url, error = %status, "pull failed; retrying");
+                    if !failing {
+                        tracing::warn!(peer = %url, error = %status, "pull failed; retrying");
+                        failing = true;
+                    }
                     client = None;
                 }
             }
             tokio::time::sleep(interval).await;
         }
     }
+}
+
+async fn connect(
+    url: &str,
+) -> Result<pb::peer_client::PeerClient<tonic::transport::Channel>, tonic::transport::Error> {
+    let channel = tonic::transport::Endpoint::from_shared(url.to_owned())?
+        .connect_timeout(Duration::from_secs(2))
+        .tcp_nodelay(true)
+        .connect()
+        .await?;
+    Ok(pb::peer_client::PeerClient::new(channel).max_decoding_message_size(PULL_MAX_MESSAGE))
 }

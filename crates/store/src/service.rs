@@ -1,7 +1,6 @@
 //! The etcd v3 gRPC services (KV, Watch, Lease, Cluster, Maintenance) over a [`Replica`], the
 //! peer service, and the server that hosts them.
 
-use crate::error::StoreError;
 use crate::pb;
 use crate::replica::{Member, Replica, now_ms};
 use crate::watch;
@@ -63,9 +62,6 @@ impl PbKvService for Services {
 
     async fn delete_range(&self, req: Request<PbDeleteRequest>) -> Answer<PbDeleteResponse> {
         let req = req.into_inner();
-        if req.key.is_empty() {
-            return Err(StoreError::EmptyKey.into());
-        }
         let resp = self
             .replica
             .write(|e, now| e.delete_range(req, now))
@@ -201,7 +197,8 @@ impl PbLeaseService for Services {
             header: Some(engine.header()),
             leases: engine
                 .leases()
-                .ids()
+                .ids_by_expiry()
+                .into_iter()
                 .map(|id| PbLeaseStatus { id })
                 .collect(),
         }))
@@ -320,19 +317,19 @@ impl pb::peer_server::Peer for Services {
     async fn pull(&self, req: Request<pb::PullRequest>) -> Answer<pb::PullResponse> {
         let req = req.into_inner();
         let limit = req.limit.clamp(1, crate::replica::PULL_LIMIT) as usize;
+        let max_bytes = req.max_bytes.clamp(1, crate::replica::PULL_MAX_BYTES) as usize;
         let incarnation = self.replica.incarnation();
-        let since = if req.incarnation == incarnation {
-            req.since
-        } else {
-            0
+        // A position from another run of this replica means nothing here: start over.
+        let (since, resume_key) = match req.incarnation == incarnation {
+            true => (req.since, req.resume_key),
+            false => (0, Vec::new()),
         };
-        let (changes, next, more) = self.replica.engine().changes_after(since, limit);
-        Ok(Response::new(pb::PullResponse {
-            changes,
-            next,
-            more,
-            incarnation,
-        }))
+        let mut resp = self
+            .replica
+            .engine()
+            .changes_after(since, &resume_key, limit, max_bytes);
+        resp.incarnation = incarnation;
+        Ok(Response::new(resp))
     }
 }
 
