@@ -63,6 +63,9 @@ impl State {
     }
 }
 
+/// Revisions of history the embedded store keeps.
+const EMBEDDED_KEEP_REVISIONS: i64 = 10_000;
+
 /// Starts one mote store replica with its data in `data/store`, serving the etcd API on
 /// `listen`; returns its URL and the handle that stops it.
 async fn start_embedded_store(
@@ -84,6 +87,13 @@ async fn start_embedded_store(
             dir.display()
         )
     })?;
+    // Nobody else compacts the platform's own store; a deploy is a revision, so this keeps
+    // a long history for inspection while bounding the disk.
+    tokio::spawn(
+        replica
+            .clone()
+            .run_compactor(EMBEDDED_KEEP_REVISIONS, Duration::from_secs(300)),
+    );
     let (stop, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         let shutdown = async {

@@ -32,6 +32,14 @@ pub struct StoreArgs {
     /// How often to pull each peer's changes when there were none, in milliseconds.
     #[arg(long, default_value_t = 20)]
     pull_interval_ms: u64,
+    /// Compact history automatically, keeping this many revisions (etcd's
+    /// `--auto-compaction-mode revision`); 0 leaves compaction to clients, as etcd does by
+    /// default (kube-apiserver compacts every 5 minutes).
+    #[arg(long, default_value_t = 0)]
+    auto_compact_keep: i64,
+    /// How often automatic compaction runs, in seconds.
+    #[arg(long, default_value_t = 300)]
+    auto_compact_interval_s: u64,
     /// Log filter (tracing's EnvFilter syntax), e.g. `info` or `mote_store=debug`.
     #[arg(long, default_value = "info", env = "MOTE_LOG")]
     log: String,
@@ -95,6 +103,10 @@ pub fn run(args: StoreArgs) -> anyhow::Result<()> {
             "mote store {} is up: etcd v3 API on http://{client_addr}, peer API on http://{peer_addr}",
             args.name
         );
+        if args.auto_compact_keep > 0 {
+            let every = Duration::from_secs(args.auto_compact_interval_s.max(1));
+            tokio::spawn(replica.clone().run_compactor(args.auto_compact_keep, every));
+        }
         serve(replica, pull_interval, clients, Some(peers), shutdown_signal())
             .await
             .context("the store's server failed")

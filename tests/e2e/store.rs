@@ -78,12 +78,23 @@ impl Store {
     /// Starts replica `name` on `data`, pulling from `peers` (NAME=URL), and waits until it
     /// serves.
     async fn start(name: &'static str, data: &Path, peers: &[String]) -> Store {
+        Self::start_with(name, data, peers, &[]).await
+    }
+
+    /// Like [`Store::start`], with more options for `mote store`.
+    async fn start_with(
+        name: &'static str,
+        data: &Path,
+        peers: &[String],
+        options: &[&str],
+    ) -> Store {
         // MOTE_LOG (e.g. `mote_store=debug`) shows more of the replicas' logs.
         let log = std::env::var("MOTE_LOG").unwrap_or_else(|_| "warn".into());
         let mut cmd = Command::new(mote_bin());
         cmd.args(["store", "--name", name, "--log", &log])
             .args(["--listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0"])
             .args(["--pull-interval-ms", &PULL_INTERVAL_MS.to_string()])
+            .args(options)
             .arg("--data")
             .arg(data);
         if !peers.is_empty() {
@@ -1163,4 +1174,38 @@ async fn bad_requests_are_refused_and_lose_nothing() {
         state.keys().map(|k| show(k)).collect::<Vec<_>>(),
         ["after", "k"]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn automatic_compaction_keeps_the_last_revisions_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = ["--auto-compact-keep", "5", "--auto-compact-interval-s", "1"];
+    let store = Store::start_with("a", dir.path(), &[], &options).await;
+    let mut c = client(&store.url).await;
+    for i in 0..20 {
+        c.put("k", format!("v{i}"), None).await.unwrap();
+    }
+    let latest = c.get("k", None).await.unwrap().header().unwrap().revision();
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        match c.get("k", Some(GetOptions::new().with_revision(2))).await {
+            Err(e)
+                if e.to_string()
+                    .contains("required revision has been compacted") =>
+            {
+                break;
+            }
+            Err(e) => panic!("unexpected error reading revision 2: {e}"),
+            Ok(_) => {
+                assert!(Instant::now() < deadline, "revision 2 was never compacted");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    // The last revisions stay readable.
+    let kept = c
+        .get("k", Some(GetOptions::new().with_revision(latest - 4)))
+        .await
+        .expect("a kept revision reads");
+    assert_eq!(kept.kvs()[0].value_str().unwrap(), "v15");
 }

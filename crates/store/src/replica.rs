@@ -267,6 +267,30 @@ impl Replica {
         self.feed.sender.subscribe()
     }
 
+    /// Compacts history every `every`, keeping the last `keep` revisions (etcd's revision mode
+    /// of auto-compaction), so a replica that no client compacts still keeps its disk bounded.
+    pub async fn run_compactor(self: Arc<Self>, keep: i64, every: Duration) {
+        let mut ticks = tokio::time::interval(every);
+        ticks.tick().await;
+        loop {
+            ticks.tick().await;
+            let compacted = self
+                .write(|e, _| {
+                    let target = e.revision() - keep;
+                    if target <= e.compacted().max(0) {
+                        return Ok((None, Applied::default()));
+                    }
+                    Ok((Some(target), e.compact(target)?))
+                })
+                .await;
+            match compacted {
+                Ok(Some(revision)) => tracing::debug!(revision, "compacted history"),
+                Ok(None) => {}
+                Err(e) => tracing::warn!(error = %e, "automatic compaction failed"),
+            }
+        }
+    }
+
     /// Expires leases whose time ran out, now and whenever the next one is due.
     pub async fn run_lease_timer(self: Arc<Self>) {
         loop {
