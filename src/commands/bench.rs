@@ -6,6 +6,7 @@ use clap::{Args, Subcommand};
 use mote_bench::burst::{self, BurstConfig, Experiment, PaperLoad, SuiteEntry};
 use mote_bench::call_path::{self, CallPathConfig};
 use mote_bench::micro::{self, MicroConfig};
+use mote_bench::store::{self, StoreBenchConfig};
 use mote_sched::Policy;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -23,6 +24,10 @@ pub enum BenchCommand {
     /// The microsecond path (docs/benchmarks/microseconds.md): warm and cold starts, throughput
     /// per core, budget kills and the cost of preemption, beside a process-isolation baseline.
     Micro(MicroArgs),
+    /// mote store against etcd 3.6.8 under etcd's `benchmark` tool (docs/benchmarks/store.md):
+    /// put and serializable range on 1, 3 and 5 nodes of each, side by side; writes a table,
+    /// the floors, every run (report.md, results.json) and a figure (figure2.png).
+    Store(StoreArgs),
     /// The process baseline's worker: answers requests on stdin (used by `bench micro`).
     #[command(hide = true)]
     ProcessWorker {
@@ -42,6 +47,52 @@ pub struct MicroArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+/// Options of `mote bench store`.
+#[derive(Args)]
+pub struct StoreArgs {
+    /// A short run of every part (1 and 3 nodes, 1,000 requests, one run) for the test command;
+    /// its figures are not the benchmark's. Writes to a temporary directory unless --out is given.
+    #[arg(long)]
+    smoke: bool,
+    /// Directory with etcd 3.6.8's `etcd`, `etcdctl` and `benchmark` (scripts/etcd-tools
+    /// installs them) [default: ${ETCD_TOOLS_DIR:-target/etcd-v3.6.8}/bin].
+    #[arg(long)]
+    etcd_tools: Option<PathBuf>,
+    /// The mote binary whose `mote store` is measured [default: this one].
+    #[arg(long)]
+    mote: Option<PathBuf>,
+    /// Directory for the results [default: docs/benchmarks/store; with --smoke, a temporary
+    /// directory removed at exit].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Repetitions of the whole sequence (each size: etcd and mote back to back, the order
+    /// alternating) [default: 3; 1 with --smoke].
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Requests per `benchmark` run, put and range alike [default: 50000; 1000 with --smoke].
+    #[arg(long)]
+    total: Option<u64>,
+    /// Cluster sizes, comma-separated [default: 1,3,5; 1,3 with --smoke].
+    #[arg(long, value_delimiter = ',')]
+    sizes: Vec<usize>,
+    /// gRPC connections of the benchmark client.
+    #[arg(long, default_value_t = 100)]
+    conns: u32,
+    /// Concurrent clients of the benchmark client.
+    #[arg(long, default_value_t = 100)]
+    clients: u32,
+    /// Value size of the puts (and of the value the range reads), bytes.
+    #[arg(long, default_value_t = 256)]
+    val_size: u32,
+    /// Distinct keys the puts cycle through; 1 (the tool's default, as in the command)
+    /// has every put overwrite the same key.
+    #[arg(long, default_value_t = 1)]
+    key_space_size: u64,
+    /// Where the clusters' temporary data directories go [default: the system's temp dir].
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
 }
 
 /// Options of `mote bench burst`.
@@ -115,6 +166,7 @@ pub struct CallArgs {
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Burst(args) => run_burst(args)?,
+        BenchCommand::Store(args) => run_store(args)?,
         BenchCommand::ProcessWorker { once } => micro::process_worker(once)?,
         BenchCommand::Micro(args) => {
             let exe = std::env::current_exe().context("finding the mote binary")?;
@@ -152,6 +204,121 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+fn run_store(args: StoreArgs) -> anyhow::Result<()> {
+    let mote = match args.mote {
+        Some(path) => path,
+        None => std::env::current_exe().context("finding the mote binary")?,
+    };
+    let etcd_tools = args.etcd_tools.unwrap_or_else(|| {
+        let dir = std::env::var_os("ETCD_TOOLS_DIR")
+            .map_or_else(|| PathBuf::from("target/etcd-v3.6.8"), PathBuf::from);
+        dir.join("bin")
+    });
+    let mut config = match args.smoke {
+        true => StoreBenchConfig::smoke(mote, etcd_tools),
+        false => StoreBenchConfig::full(mote, etcd_tools),
+    };
+    config.runs = args.runs.unwrap_or(config.runs);
+    config.total = args.total.unwrap_or(config.total);
+    if !args.sizes.is_empty() {
+        config.sizes = args.sizes;
+    }
+    config.conns = args.conns;
+    config.clients = args.clients;
+    config.val_size = args.val_size;
+    config.key_space_size = args.key_space_size.max(1);
+    if let Some(dir) = args.work_dir {
+        config.work_dir = dir;
+    }
+    // A smoke run never overwrites the committed results.
+    let (out, smoke_dir) = match (args.out, args.smoke) {
+        (Some(out), _) => (out, None),
+        (None, false) => (PathBuf::from("docs/benchmarks/store"), None),
+        (None, true) => {
+            let dir =
+                std::env::temp_dir().join(format!("mote-bench-store-smoke-{}", std::process::id()));
+            (dir.clone(), Some(RemovedOnDrop(dir)))
+        }
+    };
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let command = std::iter::once("mote".to_owned())
+        .chain(std::env::args().skip(1))
+        .collect::<Vec<_>>()
+        .join(" ");
+    eprintln!(
+        "store: {} run(s) of sizes {:?}, {} requests each, etcd tools from {}; results in {}",
+        config.runs,
+        config.sizes,
+        config.total,
+        config.etcd_tools.display(),
+        out.display()
+    );
+    let report = store::run(&config, command, |m| match &m.summary {
+        Some(s) => eprintln!(
+            "  run {} {:>10} x{} {:<5} {:>9.0} req/s  p10 {:>7.2} p50 {:>7.2} p90 {:>7.2} ms  cpu s: server {:.1} client {:.1} others {:.1}  load {:.1}",
+            m.run + 1,
+            m.system.name(),
+            m.size,
+            format!("{:?}", m.operation).to_lowercase(),
+            s.requests_per_s,
+            s.percentile_ms(10.0).unwrap_or(f64::NAN),
+            s.percentile_ms(50.0).unwrap_or(f64::NAN),
+            s.percentile_ms(90.0).unwrap_or(f64::NAN),
+            m.server_cpu_s,
+            m.client_cpu_s,
+            m.other_cpu_s,
+            m.load_before,
+        ),
+        None => eprintln!(
+            "  run {} {:>10} x{} {:?}: FAILED: {}",
+            m.run + 1,
+            m.system.name(),
+            m.size,
+            m.operation,
+            m.error.as_deref().unwrap_or("?")
+        ),
+    })?;
+    let plot = "figure2.png";
+    let plotted = match report.write_plot(&out.join(plot)) {
+        Ok(()) => Some(plot),
+        Err(e) => {
+            eprintln!("no figure: {e}");
+            None
+        }
+    };
+    let markdown = report.markdown(plotted);
+    std::fs::write(out.join("report.md"), &markdown).context("writing report.md")?;
+    std::fs::write(
+        out.join("results.json"),
+        serde_json::to_string_pretty(&report)?,
+    )
+    .context("writing results.json")?;
+    println!("{markdown}");
+    if smoke_dir.is_some() {
+        eprintln!(
+            "(the smoke run's files were in {}, removed at exit; pass --out to keep them)",
+            out.display()
+        );
+    }
+    let failures = report.failures();
+    anyhow::ensure!(
+        failures.is_empty(),
+        "{} measurement(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    Ok(())
+}
+
+/// A directory removed, with its contents, when this is dropped.
+struct RemovedOnDrop(PathBuf);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// The suite the burst experiment runs: `mote_guests::SUITE` (shortest first), or the named

@@ -13,11 +13,14 @@
 //!   baseline.
 //! - [`burst`]: the call-scheduling paper's burst experiment: response time and stretch of a
 //!   function suite under each scheduling policy.
+//! - [`store`]: the eventual-consistency paper's Figure 2: mote store against etcd 3.6.8 under
+//!   etcd's own `benchmark` tool, put and serializable range, on clusters of 1, 3 and 5 nodes.
 
 pub mod burst;
 pub mod call_path;
 pub mod micro;
 pub mod plot;
+pub mod store;
 
 use bytes::Bytes;
 use mote_node::{ExecutorsConfig, Node};

@@ -1,7 +1,9 @@
-//! Box plots of benchmark samples, written as PNG files.
+//! Box plots of benchmark samples, and error-bar charts of summarised ones, written as PNG files.
 //!
 //! This module owns turning labelled samples into a picture: the five-number summary of each
-//! series, the axis scale, the layout and the PNG file. It draws with `plotters`' bitmap backend
+//! series (or, for [`error_bar_png`], a value and the ends of its whisker per category, as in a
+//! paper's "median, error bars at p10 and p90" figure), the axis scale, the layout and the PNG
+//! file. It draws with `plotters`' bitmap backend
 //! and renders text with DejaVu Sans compiled into the binary (through plotters' `ab_glyph`
 //! support), so it needs no system fonts, fontconfig or freetype and draws the same everywhere.
 //!
@@ -16,6 +18,8 @@
 //! - On a log scale, values `<= 0` cannot be placed, so they are clamped to a floor one decade
 //!   below the smallest positive value (rounded down to a power of ten): they sit at the bottom
 //!   of the axis, visibly apart from the real data. If no value is positive the floor is 1.
+//! - In an error-bar chart, a point whose value is NaN or infinite is left out (its line
+//!   skips it), and a whisker end that is NaN or infinite is drawn at the value.
 //! - Values beyond ±1e150 (and, on a log scale, below 1e-150) are clamped to those bounds:
 //!   plotters' axis arithmetic overflows, or loops for ever, on spans near f64's limits.
 
@@ -227,10 +231,13 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 
 /// The value that values `<= 0` are clamped to on a log scale: see the module docs.
 fn log_floor(series: &[Series<'_>]) -> f64 {
-    let smallest = series
-        .iter()
-        .flat_map(|s| s.values)
-        .copied()
+    floor_below(series.iter().flat_map(|s| s.values).copied())
+}
+
+/// One decade below the smallest positive finite value (rounded down to a power of ten), or 1
+/// if none is positive.
+fn floor_below(values: impl Iterator<Item = f64>) -> f64 {
+    let smallest = values
         .filter(|v| v.is_finite() && *v > 0.0)
         .fold(f64::INFINITY, f64::min);
     if smallest.is_finite() {
@@ -439,6 +446,374 @@ fn box_elements<DB: DrawingBackend>(
     ]
 }
 
+/// One point of an error-bar chart: a central value (a median, say) and the ends of its whisker
+/// (the 10th and 90th percentiles, say).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ErrorBar {
+    /// Where the marker sits.
+    pub value: f64,
+    /// The lower end of the whisker.
+    pub low: f64,
+    /// The upper end of the whisker.
+    pub high: f64,
+}
+
+/// One line of an error-bar chart: its name in the legend and a point per x category, in the
+/// order of the categories (`None` where it has no data).
+#[derive(Debug, Clone, Copy)]
+pub struct Line<'a> {
+    /// The name in the legend.
+    pub label: &'a str,
+    /// One entry per category.
+    pub points: &'a [Option<ErrorBar>],
+}
+
+/// One panel of an error-bar figure: its own title, y axis and lines over the shared categories.
+#[derive(Debug, Clone, Copy)]
+pub struct Panel<'a> {
+    /// Above the panel.
+    pub title: &'a str,
+    /// Along the y axis.
+    pub y_label: &'a str,
+    /// The lines, drawn in this order; the i-th line of every panel gets the same colour and
+    /// marker, so one legend (that of the first panel's lines) serves them all.
+    pub lines: &'a [Line<'a>],
+    /// A log10 y axis spanning whole decades; values `<= 0` are clamped as the
+    /// [module docs](self) describe.
+    pub log_scale: bool,
+}
+
+/// Draws `panels` side by side over the same x `categories` (each line a marker per category
+/// with a whisker from `low` to `high`, joined to its neighbours), with one legend below them
+/// all, and writes a `width` x `height` PNG to `path`.
+///
+/// The lines of a category are spread a little apart so that their whiskers do not hide each
+/// other. A linear y axis starts at zero unless some value is negative. A line with a
+/// different number of points than there are categories is an error
+/// ([`PlotError::Draw`]); a panel with no finite point at all is [`PlotError::NoData`].
+pub fn error_bar_png(
+    path: &Path,
+    x_label: &str,
+    categories: &[&str],
+    panels: &[Panel<'_>],
+    (width, height): (u32, u32),
+) -> Result<(), PlotError> {
+    let draw_error = |source| PlotError::Draw {
+        path: path.into(),
+        source,
+    };
+    let write_error = |source| PlotError::Write {
+        path: path.into(),
+        source,
+    };
+    if let Some((panel, line)) = panels.iter().find_map(|p| {
+        p.lines
+            .iter()
+            .find(|l| l.points.len() != categories.len())
+            .map(|l| (p, l))
+    }) {
+        let message = format!(
+            "line `{}` of panel `{}` has {} points for {} categories",
+            line.label,
+            panel.title,
+            line.points.len(),
+            categories.len()
+        );
+        return Err(draw_error(message.into()));
+    }
+    let charts: Vec<BarChart<'_>> = panels
+        .iter()
+        .map(BarChart::of)
+        .collect::<Option<_>>()
+        .ok_or_else(|| PlotError::NoData { path: path.into() })?;
+    if categories.is_empty() {
+        return Err(PlotError::NoData { path: path.into() });
+    }
+    if !font_registered() {
+        return Err(draw_error(
+            "the embedded DejaVu Sans font did not load".into(),
+        ));
+    }
+    let min_width = MIN_SIZE.0 * panels.len().max(1) as u32;
+    if width < min_width || height < MIN_SIZE.1 {
+        let message = format!(
+            "{width}x{height} pixels is too small for {} panels; use at least {min_width}x{}",
+            panels.len(),
+            MIN_SIZE.1
+        );
+        return Err(draw_error(message.into()));
+    }
+
+    // Rendered to a temporary `.png` and copied, as in `box_plot_png`.
+    let tmp = tempfile::Builder::new()
+        .prefix("mote-plot-")
+        .suffix(".png")
+        .tempfile()
+        .map_err(write_error)?;
+    let labels: Vec<&str> = panels
+        .first()
+        .map(|p| p.lines.iter().map(|l| l.label).collect())
+        .unwrap_or_default();
+    let root = BitMapBackend::new(tmp.path(), (width, height)).into_drawing_area();
+    let drawn = (|| -> Result<(), Box<dyn Error + Send + Sync>> {
+        root.fill(&WHITE)?;
+        let legend_rows = legend_rows(&root, &labels, width)?;
+        let legend_height = LEGEND_ROW * legend_rows.len() as u32 + MARGIN;
+        let (plots, legend) = root.split_vertically(height.saturating_sub(legend_height));
+        for (area, chart) in plots.split_evenly((1, charts.len())).iter().zip(&charts) {
+            chart.draw(area, x_label, categories)?;
+        }
+        draw_legend(&legend, &legend_rows)
+    })();
+    drawn.map_err(draw_error)?;
+    root.present()
+        .map_err(|e| write_error(std::io::Error::other(e)))?;
+    drop(root);
+    let png = std::fs::read(tmp.path()).map_err(write_error)?;
+    std::fs::write(path, png).map_err(write_error)?;
+    Ok(())
+}
+
+/// Height of one row of the legend, in pixels.
+const LEGEND_ROW: u32 = 26;
+/// Room between a legend entry's marker and its label, and between entries, in pixels.
+const LEGEND_GAP: i32 = 24;
+/// Radius (or half size) of a marker, in pixels.
+const MARKER_SIZE: i32 = 5;
+
+/// The colours of the lines of an error-bar chart, in order (matplotlib's first four, which the
+/// box plots' blue and red belong to), then again.
+const LINE_COLORS: [RGBColor; 4] = [
+    BOX_COLOR,
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    MEDIAN_COLOR,
+];
+
+/// The colour and marker of the `i`th line: colours cycle first, then markers (circles, then
+/// triangles), so that eight lines all look different.
+fn line_style(i: usize) -> (RGBColor, bool) {
+    (
+        LINE_COLORS[i % LINE_COLORS.len()],
+        (i / LINE_COLORS.len()) % 2 == 1,
+    )
+}
+
+/// A marker centred at `at` (in the coordinates of whatever it is drawn on).
+fn marker<C: Clone + 'static, DB: DrawingBackend>(at: C, i: usize) -> DynElement<'static, DB, C> {
+    let (color, triangle) = line_style(i);
+    if triangle {
+        TriangleMarker::new(at, MARKER_SIZE + 1, color.filled()).into_dyn()
+    } else {
+        Circle::new(at, MARKER_SIZE, color.filled()).into_dyn()
+    }
+}
+
+/// One panel of [`error_bar_png`] after clamping, ready to draw.
+struct BarChart<'a> {
+    title: &'a str,
+    y_label: &'a str,
+    log_scale: bool,
+    /// Per line, per category: value, low, high.
+    lines: Vec<Vec<Option<ErrorBar>>>,
+    min: f64,
+    max: f64,
+}
+
+impl<'a> BarChart<'a> {
+    /// The panel with every number clamped as the module docs say; `None` if it has no point.
+    fn of(panel: &Panel<'a>) -> Option<Self> {
+        let finite = || {
+            panel
+                .lines
+                .iter()
+                .flat_map(|l| l.points.iter().flatten())
+                .filter(|p| p.value.is_finite())
+        };
+        let lowest = if panel.log_scale {
+            floor_below(finite().flat_map(|p| [p.value, p.low, p.high]))
+        } else {
+            -LIMIT
+        };
+        let clamp = |v: f64| v.clamp(lowest, LIMIT);
+        let lines: Vec<Vec<Option<ErrorBar>>> = panel
+            .lines
+            .iter()
+            .map(|l| {
+                l.points
+                    .iter()
+                    .map(|p| {
+                        let p = p.filter(|p| p.value.is_finite())?;
+                        let end = |v: f64| clamp(if v.is_finite() { v } else { p.value });
+                        let (value, low, high) = (clamp(p.value), end(p.low), end(p.high));
+                        Some(ErrorBar {
+                            value,
+                            low: low.min(value),
+                            high: high.max(value),
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        let (min, max) = lines
+            .iter()
+            .flatten()
+            .flatten()
+            .map(|p| (p.low, p.high))
+            .reduce(|(lo, hi), (low, high)| (lo.min(low), hi.max(high)))?;
+        Some(Self {
+            title: panel.title,
+            y_label: panel.y_label,
+            log_scale: panel.log_scale,
+            lines,
+            min,
+            max,
+        })
+    }
+
+    fn draw(
+        &self,
+        area: &DrawingArea<BitMapBackend<'_>, Shift>,
+        x_label: &str,
+        categories: &[&str],
+    ) -> Result<(), Box<dyn Error + Send + Sync>> {
+        if self.log_scale {
+            let (lo, hi) = decades(self.min, self.max);
+            self.draw_on(area, x_label, categories, (lo..hi).log_scale())
+        } else {
+            // From zero when nothing is negative, so that heights compare as ratios.
+            let (lo, hi) = padded(self.min.min(0.0), self.max);
+            self.draw_on(area, x_label, categories, lo..hi)
+        }
+    }
+
+    fn draw_on<Y>(
+        &self,
+        area: &DrawingArea<BitMapBackend<'_>, Shift>,
+        x_label: &str,
+        categories: &[&str],
+        y: Y,
+    ) -> Result<(), Box<dyn Error + Send + Sync>>
+    where
+        Y: AsRangedCoord<Value = f64>,
+        Y::CoordDescType: ValueFormatter<f64>,
+    {
+        let slots = categories.len() as i32;
+        let mut chart = ChartBuilder::on(area)
+            .caption(self.title, (FONT, TITLE_SIZE))
+            .margin(MARGIN)
+            .x_label_area_size(2 * (TICK_SIZE + AXIS_LABEL_SIZE))
+            .y_label_area_size(Y_LABEL_AREA)
+            .build_cartesian_2d(
+                (0..slots * SLOT).with_key_points((0..slots).map(centre).collect()),
+                y,
+            )?;
+        let category = |x: &i32| {
+            let slot = x.div_euclid(SLOT) as usize;
+            categories.get(slot).copied().unwrap_or_default().to_owned()
+        };
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_label_formatter(&category)
+            .x_desc(x_label)
+            .y_desc(self.y_label)
+            .y_label_formatter(&|v| tick_label(*v))
+            .label_style((FONT, TICK_SIZE))
+            .axis_desc_style((FONT, AXIS_LABEL_SIZE))
+            .draw()?;
+        // Lines side by side within a slot, a tenth of a slot apart at most.
+        let count = self.lines.len() as i32;
+        let step = (SLOT / 2 / count.max(1)).min(SLOT / 10);
+        for (i, line) in self.lines.iter().enumerate() {
+            let (color, _) = line_style(i);
+            let offset = step * (2 * i as i32 - (count - 1)) / 2;
+            let at = |slot: usize| centre(slot as i32) + offset;
+            let present: Vec<(usize, ErrorBar)> = line
+                .iter()
+                .enumerate()
+                .filter_map(|(slot, p)| p.map(|p| (slot, p)))
+                .collect();
+            for pair in present.windows(2) {
+                let [(a, pa), (b, pb)] = pair else { continue };
+                chart.draw_series(std::iter::once(PathElement::new(
+                    vec![(at(*a), pa.value), (at(*b), pb.value)],
+                    color.mix(0.6).stroke_width(2),
+                )))?;
+            }
+            for (slot, p) in &present {
+                let x = at(*slot);
+                let cap = |y| {
+                    PathElement::new(
+                        vec![(x - CAP_HALF / 3, y), (x + CAP_HALF / 3, y)],
+                        color.stroke_width(2),
+                    )
+                };
+                chart.draw_series([
+                    PathElement::new(vec![(x, p.low), (x, p.high)], color.stroke_width(2)),
+                    cap(p.low),
+                    cap(p.high),
+                ])?;
+                chart.draw_series(std::iter::once(marker((x, p.value), i)))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One entry of the legend: the line's index, its label and the pixel its entry starts at.
+type LegendEntry<'a> = (usize, &'a str, i32);
+
+/// The legend's entries, as rows that each fit the image's width: the label and where its
+/// entry starts, in pixels from the left.
+fn legend_rows<'a>(
+    root: &DrawingArea<BitMapBackend<'_>, Shift>,
+    labels: &[&'a str],
+    width: u32,
+) -> Result<Vec<Vec<LegendEntry<'a>>>, Box<dyn Error + Send + Sync>> {
+    let style = TextStyle::from((FONT, AXIS_LABEL_SIZE));
+    let mut rows: Vec<Vec<LegendEntry<'a>>> = Vec::new();
+    let mut widths: Vec<i32> = Vec::new();
+    let room = width as i32 - 2 * MARGIN as i32;
+    for (i, label) in labels.iter().enumerate() {
+        let (w, _) = root.estimate_text_size(label, &style)?;
+        let entry = 2 * MARKER_SIZE + GAP + w as i32;
+        match (rows.last_mut(), widths.last_mut()) {
+            (Some(row), Some(used)) if *used + LEGEND_GAP + entry <= room => {
+                row.push((i, label, *used + LEGEND_GAP));
+                *used += LEGEND_GAP + entry;
+            }
+            _ => {
+                rows.push(vec![(i, label, 0)]);
+                widths.push(entry);
+            }
+        }
+    }
+    // Centre each row.
+    for (row, used) in rows.iter_mut().zip(widths) {
+        let left = MARGIN as i32 + (room - used).max(0) / 2;
+        for entry in row.iter_mut() {
+            entry.2 += left;
+        }
+    }
+    Ok(rows)
+}
+
+fn draw_legend(
+    area: &DrawingArea<BitMapBackend<'_>, Shift>,
+    rows: &[Vec<LegendEntry<'_>>],
+) -> Result<(), Box<dyn Error + Send + Sync>> {
+    let style = TextStyle::from((FONT, AXIS_LABEL_SIZE)).pos(Pos::new(HPos::Left, VPos::Center));
+    for (row, entries) in (0..).zip(rows) {
+        let y = LEGEND_ROW as i32 * row + LEGEND_ROW as i32 / 2;
+        for &(i, label, x) in entries {
+            area.draw(&marker::<_, BitMapBackend<'_>>((x + MARKER_SIZE, y), i))?;
+            area.draw_text(label, &style, (x + 2 * MARKER_SIZE + GAP, y))?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -522,5 +897,130 @@ mod tests {
         let path = dir.path().join("log.png");
         box_plot_png(&path, "t", "y", &series, true, (800, 500)).unwrap();
         assert!(std::fs::read(&path).unwrap().starts_with(PNG_SIGNATURE));
+    }
+
+    fn bar(value: f64, low: f64, high: f64) -> Option<ErrorBar> {
+        Some(ErrorBar { value, low, high })
+    }
+
+    #[test]
+    fn renders_two_error_bar_panels_to_a_png() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("figure.png");
+        let fast = [bar(1.0, 0.5, 2.0), None, bar(1.2, 0.6, 2.5)];
+        let slow = [
+            bar(20.0, 10.0, 40.0),
+            bar(30.0, 15.0, 60.0),
+            bar(45.0, 20.0, 90.0),
+        ];
+        let rate = [
+            bar(9_000.0, 8_500.0, 9_500.0),
+            bar(9_200.0, 9_000.0, 9_900.0),
+            bar(f64::NAN, 1.0, 2.0),
+        ];
+        let latency = [
+            Line {
+                label: "mote put",
+                points: &fast,
+            },
+            Line {
+                label: "etcd put",
+                points: &slow,
+            },
+        ];
+        let throughput = [
+            Line {
+                label: "mote put",
+                points: &rate,
+            },
+            Line {
+                label: "etcd put",
+                points: &slow,
+            },
+        ];
+        let panels = [
+            Panel {
+                title: "(a) median latency",
+                y_label: "ms",
+                lines: &latency,
+                log_scale: true,
+            },
+            Panel {
+                title: "(b) throughput",
+                y_label: "requests/s",
+                lines: &throughput,
+                log_scale: false,
+            },
+        ];
+        error_bar_png(
+            &path,
+            "cluster size",
+            &["1", "3", "5"],
+            &panels,
+            (1200, 500),
+        )
+        .unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(bytes.starts_with(PNG_SIGNATURE));
+        assert!(bytes.len() > 5_000, "only {} bytes", bytes.len());
+    }
+
+    #[test]
+    fn error_bar_panels_need_data_and_one_point_per_category() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.png");
+        let nothing = [None, bar(f64::INFINITY, 1.0, 2.0)];
+        let lines = [Line {
+            label: "a",
+            points: &nothing,
+        }];
+        let panel = Panel {
+            title: "t",
+            y_label: "y",
+            lines: &lines,
+            log_scale: true,
+        };
+        let err = error_bar_png(&path, "x", &["1", "3"], &[panel], (800, 500)).unwrap_err();
+        assert!(matches!(err, PlotError::NoData { .. }), "{err:?}");
+
+        let short = [bar(1.0, 1.0, 1.0)];
+        let lines = [Line {
+            label: "short",
+            points: &short,
+        }];
+        let panel = Panel {
+            lines: &lines,
+            ..panel
+        };
+        let err = error_bar_png(&path, "x", &["1", "3"], &[panel], (800, 500)).unwrap_err();
+        assert!(matches!(err, PlotError::Draw { .. }), "{err:?}");
+        assert!(err.to_string().contains("`short`"), "{err}");
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn error_bars_are_clamped_and_ordered() {
+        let points = [
+            bar(100.0, 0.0, f64::NAN),
+            bar(5.0, 7.0, 2.0),
+            bar(f64::NAN, 1.0, 2.0),
+        ];
+        let lines = [Line {
+            label: "a",
+            points: &points,
+        }];
+        let panel = Panel {
+            title: "t",
+            y_label: "y",
+            lines: &lines,
+            log_scale: true,
+        };
+        let chart = BarChart::of(&panel).unwrap();
+        // The floor is a decade below the smallest positive value (2), so 0.1; a NaN end is
+        // drawn at the value; a whisker end on the wrong side of the value is moved to it.
+        assert_eq!(chart.lines[0][0], bar(100.0, 0.1, 100.0));
+        assert_eq!(chart.lines[0][1], bar(5.0, 5.0, 5.0));
+        assert_eq!(chart.lines[0][2], None);
+        assert_eq!((chart.min, chart.max), (0.1, 100.0));
     }
 }
