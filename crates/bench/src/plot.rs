@@ -820,6 +820,13 @@ mod tests {
 
     const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
 
+    /// `path` holds a PNG with something drawn in it (an empty canvas compresses far smaller).
+    fn assert_drawn_png(path: &Path) {
+        let bytes = std::fs::read(path).unwrap();
+        assert!(bytes.starts_with(PNG_SIGNATURE));
+        assert!(bytes.len() > 5_000, "only {} bytes", bytes.len());
+    }
+
     #[test]
     fn renders_three_series_to_a_png() {
         let dir = tempfile::tempdir().unwrap();
@@ -849,9 +856,7 @@ mod tests {
             (800, 500),
         )
         .unwrap();
-        let bytes = std::fs::read(&path).unwrap();
-        assert!(bytes.starts_with(PNG_SIGNATURE));
-        assert!(bytes.len() > 5_000, "only {} bytes", bytes.len());
+        assert_drawn_png(&path);
     }
 
     #[test]
@@ -960,9 +965,7 @@ mod tests {
             (1200, 500),
         )
         .unwrap();
-        let bytes = std::fs::read(&path).unwrap();
-        assert!(bytes.starts_with(PNG_SIGNATURE));
-        assert!(bytes.len() > 5_000, "only {} bytes", bytes.len());
+        assert_drawn_png(&path);
     }
 
     #[test]

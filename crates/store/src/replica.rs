@@ -323,9 +323,10 @@ impl Replica {
         // Failures are logged when they start and when they end, not on every retry.
         let mut failing = false;
         loop {
-            if client.is_none() {
-                match connect(&url).await {
-                    Ok(connected) => client = Some(connected),
+            let peer = match &mut client {
+                Some(peer) => peer,
+                None => match connect(&url).await {
+                    Ok(connected) => client.insert(connected),
                     Err(e) => {
                         if !failing {
                             tracing::warn!(peer = %url, error = %e, "cannot reach peer; retrying");
@@ -334,10 +335,7 @@ impl Replica {
                         tokio::time::sleep(interval).await;
                         continue;
                     }
-                }
-            }
-            let Some(peer) = client.as_mut() else {
-                continue;
+                },
             };
             let request = cursor.request(self.me().id, PULL_LIMIT, PULL_MAX_BYTES);
             match peer.pull(request).await {
