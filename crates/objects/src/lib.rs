@@ -1,0 +1,412 @@
+//! Object storage for guest functions: buckets of keyed objects, kept in any S3-compatible
+//! server or, on a single machine, in a local directory with one subdirectory per bucket.
+//!
+//! Both backends go through the `object_store` crate, so a caller sees one set of semantics,
+//! S3's: a bucket must exist before objects are put in it (this crate never creates one), a put
+//! replaces the whole object, deleting a key that is not there succeeds, and a listing returns
+//! keys in lexicographic order. Every error names the bucket, the key or the endpoint it is
+//! about and says what to do ([`ObjectError`]).
+//!
+//! Calls to an S3 server fail fast rather than retry for minutes: a connection that cannot be
+//! made within [`CONNECT_TIMEOUT`] is reported as [`ObjectError::Unreachable`] after at most
+//! [`RETRIES`] retries, because a guest waiting on it holds a call open.
+
+mod error;
+mod names;
+
+pub use error::ObjectError;
+pub use names::{check_bucket, check_key};
+
+use bytes::Bytes;
+use futures_util::{StreamExt, TryStreamExt};
+use object_store::aws::AmazonS3Builder;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path as ObjectPath;
+use object_store::{BackoffConfig, ClientOptions, ObjectStore, PutPayload, RetryConfig};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+/// How long a connection to the S3 server may take before the attempt fails.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How many times a failed S3 request is retried (with backoff) before the error is returned.
+pub const RETRIES: usize = 2;
+/// The longest a single S3 request may take, transfer included.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// An S3-compatible server and the credentials to use with it.
+#[derive(Clone, Debug)]
+pub struct S3Endpoint {
+    /// The server's URL, such as `http://127.0.0.1:9000`; buckets are addressed by path.
+    pub url: String,
+    /// The region requests are signed for (`us-east-1` for most self-hosted servers).
+    pub region: String,
+    /// The access key id.
+    pub access_key: String,
+    /// The secret access key.
+    pub secret_key: String,
+}
+
+/// Where objects are kept.
+#[derive(Clone, Debug)]
+pub enum ObjectsConfig {
+    /// In an S3-compatible server.
+    S3(S3Endpoint),
+    /// In a local directory: bucket `b` is the subdirectory `b`, key `k/x` the file `b/k/x`.
+    Directory(PathBuf),
+}
+
+/// One object in a listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectEntry {
+    /// The object's key.
+    pub key: String,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// A listing: the keys found, in order, and whether more matched than were returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listing {
+    /// Objects whose keys start with the prefix, lowest keys first.
+    pub entries: Vec<ObjectEntry>,
+    /// True if more objects matched than the listing's limit.
+    pub truncated: bool,
+}
+
+/// A client for the configured object storage, shared by every call on a node.
+pub struct Objects {
+    config: ObjectsConfig,
+    /// One `object_store` client per bucket (an S3 client is bound to one bucket), made on first
+    /// use and kept: it holds the connection pool.
+    buckets: RwLock<HashMap<String, Arc<dyn ObjectStore>>>,
+}
+
+impl Objects {
+    /// A client for `config`. Nothing is contacted yet; a directory is created if missing.
+    pub fn new(config: ObjectsConfig) -> Result<Self, ObjectError> {
+        match &config {
+            ObjectsConfig::S3(endpoint) => {
+                if !(endpoint.url.starts_with("http://") || endpoint.url.starts_with("https://")) {
+                    return Err(ObjectError::Config(format!(
+                        "the S3 endpoint `{}` is not an http:// or https:// URL",
+                        endpoint.url
+                    )));
+                }
+            }
+            ObjectsConfig::Directory(dir) => {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    ObjectError::Config(format!(
+                        "cannot create the object directory {}: {e}",
+                        dir.display()
+                    ))
+                })?;
+            }
+        }
+        Ok(Self {
+            config,
+            buckets: RwLock::new(HashMap::new()),
+        })
+    }
+
+    /// Where the objects are, for logs and error messages.
+    pub fn describe(&self) -> String {
+        match &self.config {
+            ObjectsConfig::S3(endpoint) => format!("the S3 server at {}", endpoint.url),
+            ObjectsConfig::Directory(dir) => format!("the directory {}", dir.display()),
+        }
+    }
+
+    /// The whole object `key` of `bucket`, refused if it is larger than `max_bytes`.
+    pub async fn get(&self, bucket: &str, key: &str, max_bytes: u64) -> Result<Bytes, ObjectError> {
+        let (store, path) = self.locate(bucket, key)?;
+        let found = store
+            .get(&path)
+            .await
+            .map_err(|e| self.explain(e, bucket, Some(key)))?;
+        if found.meta.size > max_bytes {
+            return Err(ObjectError::TooLarge {
+                bucket: bucket.to_owned(),
+                key: key.to_owned(),
+                size: found.meta.size,
+                limit: max_bytes,
+            });
+        }
+        found
+            .bytes()
+            .await
+            .map_err(|e| self.explain(e, bucket, Some(key)))
+    }
+
+    /// Stores `body` as `key` in `bucket`, replacing any object there.
+    pub async fn put(&self, bucket: &str, key: &str, body: Bytes) -> Result<(), ObjectError> {
+        let (store, path) = self.locate(bucket, key)?;
+        store
+            .put(&path, PutPayload::from_bytes(body))
+            .await
+            .map_err(|e| self.explain(e, bucket, Some(key)))?;
+        Ok(())
+    }
+
+    /// The objects of `bucket` whose keys start with `prefix` (all of them if it is empty), at
+    /// most `limit`, in key order. A prefix is a key prefix, not a directory: `a/b` matches
+    /// `a/b/c` and `a/bc`.
+    pub async fn list(
+        &self,
+        bucket: &str,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Listing, ObjectError> {
+        let store = self.bucket(bucket)?;
+        // `object_store` lists whole path segments; list from the prefix's parent and filter.
+        let parent = prefix.rsplit_once('/').map(|(dir, _)| dir).unwrap_or("");
+        let parent = match parent {
+            "" => None,
+            dir => Some(check_key(dir).map(|_| ObjectPath::from_iter(dir.split('/')))?),
+        };
+        // S3 lists in key order, so reading stops after the first `limit + 1` matches; the
+        // directory backend lists in directory order, so it reads them all and sorts.
+        let wanted = match self.config {
+            ObjectsConfig::S3(_) => limit.saturating_add(1),
+            ObjectsConfig::Directory(_) => usize::MAX,
+        };
+        let mut entries: Vec<ObjectEntry> = store
+            .list(parent.as_ref())
+            .map_ok(|meta| ObjectEntry {
+                key: meta.location.to_string(),
+                size: meta.size,
+            })
+            .try_filter(|entry| std::future::ready(entry.key.starts_with(prefix)))
+            .take(wanted)
+            .try_collect()
+            .await
+            .map_err(|e| self.explain(e, bucket, None))?;
+        entries.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        let truncated = entries.len() > limit;
+        entries.truncate(limit);
+        Ok(Listing { entries, truncated })
+    }
+
+    /// Deletes `key` from `bucket`; succeeds if there was no such object, as S3 does.
+    pub async fn delete(&self, bucket: &str, key: &str) -> Result<(), ObjectError> {
+        let (store, path) = self.locate(bucket, key)?;
+        match store.delete(&path).await {
+            Ok(()) => Ok(()),
+            Err(object_store::Error::NotFound { .. })
+                if matches!(self.config, ObjectsConfig::Directory(_)) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(self.explain(e, bucket, Some(key))),
+        }
+    }
+
+    fn locate(
+        &self,
+        bucket: &str,
+        key: &str,
+    ) -> Result<(Arc<dyn ObjectStore>, ObjectPath), ObjectError> {
+        check_key(key)?;
+        let store = self.bucket(bucket)?;
+        Ok((store, ObjectPath::from_iter(key.split('/'))))
+    }
+
+    /// The client for `bucket`. For a directory, the bucket's subdirectory must exist: the
+    /// directory backend would otherwise create it on the first put, which S3 never does.
+    fn bucket(&self, bucket: &str) -> Result<Arc<dyn ObjectStore>, ObjectError> {
+        check_bucket(bucket)?;
+        if let ObjectsConfig::Directory(dir) = &self.config
+            && !dir.join(bucket).is_dir()
+        {
+            return Err(ObjectError::NoSuchBucket {
+                bucket: bucket.to_owned(),
+                fix: format!("create the directory {}", dir.join(bucket).display()),
+            });
+        }
+        let known = self
+            .buckets
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(bucket)
+            .cloned();
+        if let Some(store) = known {
+            return Ok(store);
+        }
+        let store = self.open(bucket)?;
+        self.buckets
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(bucket.to_owned(), store.clone());
+        Ok(store)
+    }
+
+    fn open(&self, bucket: &str) -> Result<Arc<dyn ObjectStore>, ObjectError> {
+        let store: Arc<dyn ObjectStore> = match &self.config {
+            ObjectsConfig::S3(endpoint) => {
+                let retry = RetryConfig {
+                    backoff: BackoffConfig {
+                        init_backoff: Duration::from_millis(50),
+                        max_backoff: Duration::from_millis(500),
+                        base: 2.0,
+                    },
+                    max_retries: RETRIES,
+                    retry_timeout: Duration::from_secs(10),
+                };
+                let client = ClientOptions::new()
+                    .with_allow_http(true)
+                    .with_connect_timeout(CONNECT_TIMEOUT)
+                    .with_timeout(REQUEST_TIMEOUT);
+                let s3 = AmazonS3Builder::new()
+                    .with_endpoint(&endpoint.url)
+                    .with_region(&endpoint.region)
+                    .with_access_key_id(&endpoint.access_key)
+                    .with_secret_access_key(&endpoint.secret_key)
+                    .with_bucket_name(bucket)
+                    .with_virtual_hosted_style_request(false)
+                    .with_retry(retry)
+                    .with_client_options(client)
+                    .build()
+                    .map_err(|e| {
+                        ObjectError::Config(format!("S3 endpoint {}: {e}", endpoint.url))
+                    })?;
+                Arc::new(s3)
+            }
+            ObjectsConfig::Directory(dir) => {
+                let fs = LocalFileSystem::new_with_prefix(dir.join(bucket)).map_err(|e| {
+                    ObjectError::Config(format!("bucket directory {}: {e}", dir.display()))
+                })?;
+                Arc::new(fs)
+            }
+        };
+        Ok(store)
+    }
+
+    fn explain(&self, e: object_store::Error, bucket: &str, key: Option<&str>) -> ObjectError {
+        error::explain(e, bucket, key, &self.config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn directory() -> (tempfile::TempDir, Objects) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("data")).unwrap();
+        let objects = Objects::new(ObjectsConfig::Directory(dir.path().into())).unwrap();
+        (dir, objects)
+    }
+
+    #[tokio::test]
+    async fn put_get_list_delete_in_a_directory() {
+        let (_dir, objects) = directory();
+        objects
+            .put("data", "in/part-1", Bytes::from_static(b"one"))
+            .await
+            .unwrap();
+        objects
+            .put("data", "in/part-0", Bytes::from_static(b"zero!"))
+            .await
+            .unwrap();
+        objects
+            .put("data", "out", Bytes::from_static(b""))
+            .await
+            .unwrap();
+        assert_eq!(
+            &objects.get("data", "in/part-1", 100).await.unwrap()[..],
+            b"one"
+        );
+
+        let all = objects.list("data", "", 100).await.unwrap();
+        let keys: Vec<_> = all
+            .entries
+            .iter()
+            .map(|e| (e.key.as_str(), e.size))
+            .collect();
+        assert_eq!(keys, [("in/part-0", 5), ("in/part-1", 3), ("out", 0)]);
+        assert!(!all.truncated);
+
+        let some = objects.list("data", "in/part-", 1).await.unwrap();
+        assert_eq!(some.entries.len(), 1);
+        assert_eq!(some.entries[0].key, "in/part-0");
+        assert!(some.truncated);
+        assert!(objects.list("data", "i", 10).await.unwrap().entries.len() == 2);
+
+        objects.delete("data", "in/part-0").await.unwrap();
+        objects.delete("data", "in/part-0").await.unwrap();
+        assert!(matches!(
+            objects.get("data", "in/part-0", 100).await,
+            Err(ObjectError::NoSuchKey { .. })
+        ));
+        assert_eq!(
+            objects.list("data", "in/", 10).await.unwrap().entries.len(),
+            1
+        );
+    }
+
+    #[tokio::test]
+    async fn a_put_replaces_the_whole_object() {
+        let (_dir, objects) = directory();
+        objects
+            .put("data", "k", Bytes::from_static(b"a long first value"))
+            .await
+            .unwrap();
+        objects
+            .put("data", "k", Bytes::from_static(b"short"))
+            .await
+            .unwrap();
+        assert_eq!(&objects.get("data", "k", 100).await.unwrap()[..], b"short");
+    }
+
+    #[tokio::test]
+    async fn errors_name_the_bucket_the_key_and_the_fix() {
+        let (dir, objects) = directory();
+        let e = objects.get("data", "nothing", 10).await.unwrap_err();
+        assert!(matches!(e, ObjectError::NoSuchKey { .. }), "{e:?}");
+        assert!(
+            e.to_string().contains("`nothing`") && e.to_string().contains("`data`"),
+            "{e}"
+        );
+
+        let e = objects.put("missing", "k", Bytes::new()).await.unwrap_err();
+        assert!(matches!(e, ObjectError::NoSuchBucket { .. }), "{e:?}");
+        assert!(e.to_string().contains("create the directory"), "{e}");
+        assert!(
+            !dir.path().join("missing").exists(),
+            "a put must not create a bucket"
+        );
+
+        objects
+            .put("data", "big", Bytes::from(vec![7; 1000]))
+            .await
+            .unwrap();
+        let e = objects.get("data", "big", 999).await.unwrap_err();
+        assert!(
+            e.to_string().contains("1000 bytes") && e.to_string().contains("999"),
+            "{e}"
+        );
+
+        assert!(matches!(
+            objects.get("Bad_Bucket", "k", 10).await,
+            Err(ObjectError::InvalidBucket { .. })
+        ));
+        assert!(matches!(
+            objects.put("data", "a//b", Bytes::new()).await,
+            Err(ObjectError::InvalidKey { .. })
+        ));
+    }
+
+    #[test]
+    fn an_endpoint_that_is_not_a_url_is_refused() {
+        let e = Objects::new(ObjectsConfig::S3(S3Endpoint {
+            url: "localhost:9000".into(),
+            region: "us-east-1".into(),
+            access_key: "k".into(),
+            secret_key: "s".into(),
+        }))
+        .err()
+        .expect("refused");
+        assert!(e.to_string().contains("localhost:9000"), "{e}");
+    }
+}
