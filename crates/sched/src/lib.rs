@@ -13,11 +13,18 @@
 //! - [`FunctionHistory`] is what the policies know about a function: the mean of its last 10
 //!   processing times on this node (0 before the first), when its previous call arrived, and how
 //!   many calls arrived in the last `T` seconds.
+//! - [`ShareClass`] and [`CoreSplit`] are the microtask paper's classes and core split: a phase
+//!   of a call declares its share of a core, phases queue by share level, and cores are split
+//!   across the levels from the work waiting in each (or statically, for experiments).
 
 mod history;
 mod policy;
 mod queue;
+mod split;
 
 pub use history::{FunctionHistory, HISTORY_LEN, Histories};
 pub use policy::{Eect, FairChoice, Fifo, Policy, PriorityPolicy, Rect, Sept, UnknownPolicy};
 pub use queue::{CallQueue, FunctionKey};
+pub use split::{
+    CLASSES, CoreSplit, InvalidShare, SHARE_LEVELS, ShareClass, SplitMismatch, SplitMode,
+};
