@@ -19,8 +19,10 @@ pub const ARRIVAL_BUCKETS: usize = 32;
 #[derive(Clone, Debug)]
 struct ArrivalCounts {
     slots: [(u64, u32); ARRIVAL_BUCKETS + 1],
-    /// The bucket of the latest arrival.
+    /// The latest arrival, in nanoseconds.
     latest: u64,
+    /// The window, in nanoseconds.
+    window: u64,
     /// Bucket width in nanoseconds; 0 until the first arrival fixes it from the window.
     width: u64,
 }
@@ -30,6 +32,7 @@ impl Default for ArrivalCounts {
         Self {
             slots: [(0, 0); ARRIVAL_BUCKETS + 1],
             latest: 0,
+            window: 0,
             width: 0,
         }
     }
@@ -39,11 +42,12 @@ impl ArrivalCounts {
     fn arrive(&mut self, now_ns: u64, window_ns: u64) {
         if self.width == 0 {
             self.width = window_ns.div_ceil(ARRIVAL_BUCKETS as u64).max(1);
+            self.window = window_ns;
         }
         // Arrival times are taken before the queue's lock, so one may be a little older
-        // than the latest; it counts in the latest bucket rather than reopening an old one.
-        let id = (now_ns / self.width).max(self.latest);
-        self.latest = id;
+        // than the latest; it counts as the latest rather than reopening an old bucket.
+        self.latest = self.latest.max(now_ns);
+        let id = self.latest / self.width;
         let slot = &mut self.slots[(id % self.slots.len() as u64) as usize];
         if slot.0 != id {
             *slot = (id, 0);
@@ -51,12 +55,18 @@ impl ArrivalCounts {
         slot.1 = slot.1.saturating_add(1);
     }
 
-    /// Arrivals in the buckets that overlap the window ending at the latest arrival.
+    /// Arrivals in the buckets that overlap the window ending at the latest arrival. The window
+    /// spans at most `ARRIVAL_BUCKETS + 1` buckets, as many as there are slots, so every such
+    /// bucket is still in its slot.
     fn recent(&self) -> usize {
-        let oldest = self.latest.saturating_sub(ARRIVAL_BUCKETS as u64);
+        if self.width == 0 {
+            return 0;
+        }
+        let oldest = self.latest.saturating_sub(self.window) / self.width;
+        let latest = self.latest / self.width;
         self.slots
             .iter()
-            .filter(|&&(id, _)| id >= oldest && id <= self.latest)
+            .filter(|&&(id, _)| id >= oldest && id <= latest)
             .map(|&(_, n)| n as usize)
             .sum()
     }
