@@ -95,48 +95,63 @@ pub fn box_plot_png(
     else {
         return Err(PlotError::NoData { path: path.into() });
     };
-    let draw_error = |source| PlotError::Draw {
-        path: path.into(),
-        source,
-    };
-    let write_error = |source| PlotError::Write {
-        path: path.into(),
-        source,
-    };
-    if !font_registered() {
-        return Err(draw_error(
-            "the embedded DejaVu Sans font did not load".into(),
-        ));
-    }
     if width < MIN_SIZE.0 || height < MIN_SIZE.1 {
         let (w, h) = MIN_SIZE;
         let message = format!("{width}x{height} pixels is too small; use at least {w}x{h}");
-        return Err(draw_error(message.into()));
+        return Err(PlotError::Draw {
+            path: path.into(),
+            source: message.into(),
+        });
     }
-
-    // plotters saves through `image`, which picks the format from the file name, so the image
-    // is rendered to a temporary `.png` whatever `path` is called. This also means a drawing
-    // that fails halfway never leaves a partial picture at `path`.
-    let tmp = tempfile::Builder::new()
-        .prefix("mote-plot-")
-        .suffix(".png")
-        .tempfile()
-        .map_err(write_error)?;
     let plot = Plot {
         title,
         y_label,
         labels: series.iter().map(|s| s.label).collect(),
         boxes,
     };
-    let root = BitMapBackend::new(tmp.path(), (width, height)).into_drawing_area();
-    let drawn = if log_scale {
-        let (lo, hi) = decades(min, max);
-        plot.draw(&root, (lo..hi).log_scale())
-    } else {
-        let (lo, hi) = padded(min, max);
-        plot.draw(&root, lo..hi)
+    render_png(path, (width, height), |root| {
+        if log_scale {
+            let (lo, hi) = decades(min, max);
+            plot.draw(root, (lo..hi).log_scale())
+        } else {
+            let (lo, hi) = padded(min, max);
+            plot.draw(root, lo..hi)
+        }
+    })
+}
+
+/// Draws a `width` x `height` image with `draw` and writes it to `path` as a PNG.
+///
+/// plotters saves through `image`, which picks the format from the file name, so the image is
+/// rendered to a temporary `.png` whatever `path` is called and then copied. This also means a
+/// drawing that fails halfway never leaves a partial picture at `path`.
+fn render_png(
+    path: &Path,
+    (width, height): (u32, u32),
+    draw: impl FnOnce(
+        &DrawingArea<BitMapBackend<'_>, Shift>,
+    ) -> Result<(), Box<dyn Error + Send + Sync>>,
+) -> Result<(), PlotError> {
+    let write_error = |source| PlotError::Write {
+        path: path.into(),
+        source,
     };
-    drawn.map_err(draw_error)?;
+    if !font_registered() {
+        return Err(PlotError::Draw {
+            path: path.into(),
+            source: "the embedded DejaVu Sans font did not load".into(),
+        });
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("mote-plot-")
+        .suffix(".png")
+        .tempfile()
+        .map_err(write_error)?;
+    let root = BitMapBackend::new(tmp.path(), (width, height)).into_drawing_area();
+    draw(&root).map_err(|source| PlotError::Draw {
+        path: path.into(),
+        source,
+    })?;
     // Dropping the backend would also save the image, but would swallow the error.
     root.present()
         .map_err(|e| write_error(std::io::Error::other(e)))?;
@@ -502,10 +517,6 @@ pub fn error_bar_png(
         path: path.into(),
         source,
     };
-    let write_error = |source| PlotError::Write {
-        path: path.into(),
-        source,
-    };
     if let Some((panel, line)) = panels.iter().find_map(|p| {
         p.lines
             .iter()
@@ -529,11 +540,6 @@ pub fn error_bar_png(
     if categories.is_empty() {
         return Err(PlotError::NoData { path: path.into() });
     }
-    if !font_registered() {
-        return Err(draw_error(
-            "the embedded DejaVu Sans font did not load".into(),
-        ));
-    }
     let min_width = MIN_SIZE.0 * panels.len().max(1) as u32;
     if width < min_width || height < MIN_SIZE.1 {
         let message = format!(
@@ -544,34 +550,20 @@ pub fn error_bar_png(
         return Err(draw_error(message.into()));
     }
 
-    // Rendered to a temporary `.png` and copied, as in `box_plot_png`.
-    let tmp = tempfile::Builder::new()
-        .prefix("mote-plot-")
-        .suffix(".png")
-        .tempfile()
-        .map_err(write_error)?;
     let labels: Vec<&str> = panels
         .first()
         .map(|p| p.lines.iter().map(|l| l.label).collect())
         .unwrap_or_default();
-    let root = BitMapBackend::new(tmp.path(), (width, height)).into_drawing_area();
-    let drawn = (|| -> Result<(), Box<dyn Error + Send + Sync>> {
+    render_png(path, (width, height), |root| {
         root.fill(&WHITE)?;
-        let legend_rows = legend_rows(&root, &labels, width)?;
+        let legend_rows = legend_rows(root, &labels, width)?;
         let legend_height = LEGEND_ROW * legend_rows.len() as u32 + MARGIN;
         let (plots, legend) = root.split_vertically(height.saturating_sub(legend_height));
         for (area, chart) in plots.split_evenly((1, charts.len())).iter().zip(&charts) {
             chart.draw(area, x_label, categories)?;
         }
         draw_legend(&legend, &legend_rows)
-    })();
-    drawn.map_err(draw_error)?;
-    root.present()
-        .map_err(|e| write_error(std::io::Error::other(e)))?;
-    drop(root);
-    let png = std::fs::read(tmp.path()).map_err(write_error)?;
-    std::fs::write(path, png).map_err(write_error)?;
-    Ok(())
+    })
 }
 
 /// Height of one row of the legend, in pixels.

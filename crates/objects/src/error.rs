@@ -139,9 +139,9 @@ pub(crate) fn explain(
         };
     }
     match e {
-        object_store::Error::NotFound { .. } if key.is_some() => ObjectError::NoSuchKey {
+        object_store::Error::NotFound { .. } if let Some(key) = key => ObjectError::NoSuchKey {
             bucket: bucket.to_owned(),
-            key: key.unwrap_or_default().to_owned(),
+            key: key.to_owned(),
         },
         object_store::Error::PermissionDenied { .. }
         | object_store::Error::Unauthenticated { .. } => ObjectError::Denied {

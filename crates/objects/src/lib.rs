@@ -110,14 +110,6 @@ impl Objects {
         })
     }
 
-    /// Where the objects are, for logs and error messages.
-    pub fn describe(&self) -> String {
-        match &self.config {
-            ObjectsConfig::S3(endpoint) => format!("the S3 server at {}", endpoint.url),
-            ObjectsConfig::Directory(dir) => format!("the directory {}", dir.display()),
-        }
-    }
-
     /// The whole object `key` of `bucket`, refused if it is larger than `max_bytes`.
     pub async fn get(&self, bucket: &str, key: &str, max_bytes: u64) -> Result<Bytes, ObjectError> {
         let (store, path) = self.locate(bucket, key)?;

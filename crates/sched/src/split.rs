@@ -133,15 +133,17 @@ impl CoreSplit {
 
         // First, one core for each class with work: those passed over longest first, then by
         // demand, so with fewer cores than busy classes every class gets its turn.
-        let mut busy: Vec<usize> = (0..CLASSES).filter(|&c| demand[c] > 0).collect();
-        busy.sort_by_key(|&c| {
+        // Sorted in place, with no allocation: the split is meant to run whenever a call moves
+        // between classes.
+        let mut order: [usize; CLASSES] = std::array::from_fn(|c| c);
+        order.sort_unstable_by_key(|&c| {
             (
                 std::cmp::Reverse(self.passed_over[c]),
                 std::cmp::Reverse(demand[c]),
                 c,
             )
         });
-        for &c in &busy {
+        for c in order.into_iter().filter(|&c| demand[c] > 0) {
             if left == 0 {
                 break;
             }
