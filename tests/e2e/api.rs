@@ -86,7 +86,16 @@ fn metrics_describe_calls_queue_and_executors() {
         assert_eq!(p.invoke("hello", b"m").status, 200);
     }
     assert_eq!(p.invoke("trap", b"").status, 500);
-    let m = p.get("/metrics").text();
+    // The reply goes out before the instance is torn down, and the executor counts as busy
+    // until its teardown is done, so the gauge may lag the last reply by a few microseconds.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let m = loop {
+        let m = p.get("/metrics").text();
+        if gauge(&m, "mote_executors_busy") == 0 || std::time::Instant::now() > deadline {
+            break m;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
     for expected in [
         r#"mote_invocations_total{function="hello",outcome="ok"} 3"#,
         r#"mote_invocations_total{function="trap",outcome="trap"} 1"#,
