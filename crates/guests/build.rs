@@ -1,5 +1,5 @@
 //! Compiles the guest workspace in `wasm/` to `wasm32-wasip1` and copies each example's and each
-//! suite and benchmark function's module into `OUT_DIR`, where `src/lib.rs` includes it.
+//! suite, benchmark and sort function's module into `OUT_DIR`, where `src/lib.rs` includes it.
 
 use std::env;
 use std::path::PathBuf;
@@ -19,6 +19,14 @@ const SUITE: [&str; 8] = [
 ];
 /// Guests of the microsecond benchmark (`wasm/micro/`).
 const MICRO: [&str; 1] = ["sha512"];
+/// The microtask sort's functions (`wasm/sort/`), by package name; `sort/records` and
+/// `sort/stage` are libraries they share, not functions.
+const SORT: [&str; 4] = [
+    "sort-gen",
+    "sort-partition",
+    "sort-category",
+    "sort-validate",
+];
 const TARGET: &str = "wasm32-wasip1";
 
 fn main() {
@@ -59,7 +67,7 @@ fn main() {
         "building the guest functions in {} failed (see the compiler's output above)",
         workspace.display()
     );
-    for name in EXAMPLES.into_iter().chain(SUITE).chain(MICRO) {
+    for name in EXAMPLES.into_iter().chain(SUITE).chain(MICRO).chain(SORT) {
         // Cargo names a cdylib after its crate, whose name has `_` where the package has `-`.
         let built = target_dir
             .join(TARGET)

@@ -6,7 +6,9 @@ use clap::{Args, Subcommand};
 use mote_bench::burst::{self, BurstConfig, Experiment, PaperLoad, SuiteEntry};
 use mote_bench::call_path::{self, CallPathConfig};
 use mote_bench::micro::{self, MicroConfig};
+use mote_bench::sort;
 use mote_bench::store::{self, StoreBenchConfig};
+use mote_objects::{ObjectsConfig, S3Endpoint};
 use mote_sched::Policy;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -28,6 +30,11 @@ pub enum BenchCommand {
     /// put and serializable range on 1, 3 and 5 nodes of each, side by side; writes a table,
     /// the floors, every run (report.md, results.json) and a figure (figure2.png).
     Store(StoreArgs),
+    /// The microtask paper's sort (docs/benchmarks/microtasks.md): gensort records sorted in
+    /// two stages of fanned-out calls against an S3 server, task-based and microtask-based
+    /// side by side; writes every run (runs.json), a report with the floors (report.md) and
+    /// ECDF plots of makespan and two sub-stages.
+    Sort(SortArgs),
     /// The process baseline's worker: answers requests on stdin (used by `bench micro`).
     #[command(hide = true)]
     ProcessWorker {
@@ -47,6 +54,74 @@ pub struct MicroArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+/// Options of `mote bench sort`.
+#[derive(Args)]
+pub struct SortArgs {
+    /// Data to sort, in GB (10^9 bytes) of 100-byte records.
+    #[arg(long, default_value_t = 1.0)]
+    size: f64,
+    /// Input parts: stage 1's calls.
+    #[arg(long, default_value_t = 16)]
+    parts: usize,
+    /// Categories: stage 2's calls.
+    #[arg(long, default_value_t = 16)]
+    categories: usize,
+    /// Scheduling to run, `on` (microtask-based) or `off` (task-based); repeat for both
+    /// [default: both, alternating].
+    #[arg(long, value_parser = ["on", "off"])]
+    microtasks: Vec<String>,
+    /// The core split under microtasks: `dynamic`, or four core counts (see `mote up`).
+    #[arg(long, default_value = "dynamic")]
+    core_split: mote_sched::SplitMode,
+    /// Repetitions of each mode.
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Executor cores [default: all].
+    #[arg(long)]
+    cores: Option<usize>,
+    /// The S3 server (scripts/remote-store starts one behind an emulated link); its bucket
+    /// must exist. Without it, an s3s-fs on loopback is started (see --s3s-fs).
+    #[arg(long, env = "MOTE_S3_ENDPOINT")]
+    s3_endpoint: Option<String>,
+    /// The S3 access key id.
+    #[arg(
+        long,
+        env = "MOTE_S3_ACCESS_KEY",
+        default_value = "mote",
+        hide_env_values = true
+    )]
+    s3_access_key: String,
+    /// The S3 secret access key.
+    #[arg(
+        long,
+        env = "MOTE_S3_SECRET_KEY",
+        default_value = "mote-secret",
+        hide_env_values = true
+    )]
+    s3_secret_key: String,
+    /// The s3s-fs binary to start when there is no --s3-endpoint.
+    #[arg(
+        long,
+        env = "MOTE_S3S_FS",
+        default_value = "target/s3s-fs-0.14.1/bin/s3s-fs"
+    )]
+    s3s_fs: PathBuf,
+    /// The bucket.
+    #[arg(long, default_value = "sort")]
+    bucket: String,
+    /// Memory limit of each call, MiB.
+    #[arg(long, default_value_t = 1024)]
+    memory_mb: u32,
+    /// Directory for the results [default: docs/benchmarks/microtasks; with --smoke, a
+    /// temporary directory removed at exit].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// A short run of every part (2 MB, 4 parts and categories, one repetition of each mode)
+    /// for the test command; its figures are not the benchmark's.
+    #[arg(long)]
+    smoke: bool,
 }
 
 /// Options of `mote bench store`.
@@ -167,6 +242,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Burst(args) => run_burst(args)?,
         BenchCommand::Store(args) => run_store(args)?,
+        BenchCommand::Sort(args) => run_sort(args)?,
         BenchCommand::ProcessWorker { once } => micro::process_worker(once)?,
         BenchCommand::Micro(args) => {
             let exe = std::env::current_exe().context("finding the mote binary")?;
@@ -203,6 +279,104 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+fn run_sort(args: SortArgs) -> anyhow::Result<()> {
+    let (size, parts, categories, reps) = match args.smoke {
+        true => (0.002, 4, 4, 1),
+        false => (args.size, args.parts, args.categories, args.reps),
+    };
+    anyhow::ensure!(size > 0.0, "--size must be positive");
+    anyhow::ensure!(
+        parts > 0 && categories > 0 && reps > 0,
+        "--parts, --categories and --reps must be at least 1"
+    );
+    let local = match &args.s3_endpoint {
+        Some(_) => None,
+        None => Some(sort::LocalS3::start(&args.s3s_fs, &args.bucket)?),
+    };
+    let endpoint = match (&local, &args.s3_endpoint) {
+        (Some(local), _) => local.endpoint.clone(),
+        (None, Some(url)) => S3Endpoint {
+            url: url.clone(),
+            region: "us-east-1".into(),
+            access_key: args.s3_access_key.clone(),
+            secret_key: args.s3_secret_key.clone(),
+        },
+        (None, None) => unreachable!("a local server is started without an endpoint"),
+    };
+    let config = sort::SortConfig {
+        size_bytes: (size * 1e9) as u64,
+        parts,
+        categories,
+        cores: args.cores.unwrap_or_else(available_cores),
+        objects: ObjectsConfig::S3(endpoint.clone()),
+        bucket: args.bucket.clone(),
+        memory_mb: args.memory_mb,
+    };
+    let modes: Vec<String> = match args.microtasks.is_empty() {
+        true => vec!["on".into(), "off".into()],
+        false => args.microtasks.clone(),
+    };
+    let (out, _smoke_dir) = match (args.out, args.smoke) {
+        (Some(out), _) => (out, None),
+        (None, false) => (PathBuf::from("docs/benchmarks/microtasks"), None),
+        (None, true) => {
+            let dir =
+                std::env::temp_dir().join(format!("mote-bench-sort-smoke-{}", std::process::id()));
+            (dir.clone(), Some(RemovedOnDrop(dir)))
+        }
+    };
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let command = std::iter::once("mote".to_owned())
+        .chain(std::env::args().skip(1))
+        .collect::<Vec<_>>()
+        .join(" ");
+    eprintln!(
+        "sort: {size} GB in {parts} parts and {categories} categories on {} cores, {reps} rep(s) of {modes:?}, objects at {}",
+        config.cores, endpoint.url
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let modes: Vec<_> = modes
+        .iter()
+        .map(|m| sort::mode(m, args.core_split))
+        .collect();
+    let runs = rt.block_on(sort::run(&config, &modes, reps, |run| {
+        eprintln!(
+            "  rep {} microtasks {:<3} makespan {:>7.2} s  stage 1 {:>6.2} s (write {:>6.2})  stage 2 {:>6.2} s (sort {:>6.2})  valid {}",
+            run.rep,
+            run.microtasks,
+            run.makespan_s,
+            run.stage1_s,
+            run.span("stage1.write"),
+            run.stage2_s,
+            run.span("stage2.sort"),
+            run.valid
+        )
+    }))?;
+    std::fs::write(out.join("runs.json"), serde_json::to_string_pretty(&runs)?)?;
+    let mut report = format!(
+        "# mote bench sort\n\n`{command}` on {} cores: {size} GB ({} records), {parts} parts, {categories} categories, objects at {}\n\n",
+        config.cores,
+        config.size_bytes / sort::RECORD_BYTES,
+        endpoint.url
+    );
+    if modes.len() == 2 {
+        report += &sort::floors(&runs);
+        for png in sort::write_plots(&out, &runs)? {
+            let file = png.file_name().unwrap_or_default().to_string_lossy();
+            report += &format!("\n![{file}]({file})\n");
+        }
+    }
+    std::fs::write(out.join("report.md"), &report)?;
+    print!("{report}");
+    anyhow::ensure!(
+        runs.iter().all(|r| r.valid),
+        "a sorted output did not validate (see above)"
+    );
     Ok(())
 }
 

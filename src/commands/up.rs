@@ -7,10 +7,12 @@ use anyhow::Context;
 use bytes::Bytes;
 use clap::Args;
 use mote_gateway::GatewayConfig;
-use mote_node::{ExecutorsConfig, NodeConfig};
+use mote_node::{ExecutorsConfig, MicrotaskConfig, MicrotaskMode, NodeConfig};
+use mote_objects::{Objects, ObjectsConfig, S3Endpoint};
 use mote_types::{FunctionName, Limits};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Options of `mote up`.
 #[derive(Args)]
@@ -63,6 +65,38 @@ pub struct UpArgs {
     /// are evicted; their next call loads the compiled artefact from disk (a cold start).
     #[arg(long, default_value_t = NodeConfig::DEFAULT_RESIDENT_MB)]
     resident_mb: u64,
+    /// Microtask scheduling for functions that declare phases (`mote.phase`): `on` queues each
+    /// phase in its share class with cores split across the classes; `off` is task-based (a
+    /// call holds a whole core from start to end, waits included), for comparison.
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    microtasks: String,
+    /// How cores are split across the share classes under `--microtasks on`: `dynamic` (from
+    /// the work in each class), or four core counts for the 1000, 500, 250 and 100 permille
+    /// classes that add up to --cores, such as `1,0,0,1`.
+    #[arg(long, default_value = "dynamic")]
+    core_split: mote_sched::SplitMode,
+    /// Most calls of functions that declare phases alive at once (running, or waiting on
+    /// storage); later calls queue.
+    #[arg(long, default_value_t = 256)]
+    max_microtask_calls: usize,
+    /// Keep guests' objects in this directory, a bucket per subdirectory (create a bucket with
+    /// mkdir) [default: DATA/objects]. Ignored with --s3-endpoint.
+    #[arg(long, env = "MOTE_OBJECTS_DIR")]
+    objects_dir: Option<PathBuf>,
+    /// Keep guests' objects in this S3-compatible server (path-style URL, e.g.
+    /// http://127.0.0.1:9000), with the credentials in MOTE_S3_ACCESS_KEY and
+    /// MOTE_S3_SECRET_KEY.
+    #[arg(long, env = "MOTE_S3_ENDPOINT")]
+    s3_endpoint: Option<String>,
+    /// The region S3 requests are signed for.
+    #[arg(long, default_value = "us-east-1", env = "MOTE_S3_REGION")]
+    s3_region: String,
+    /// The S3 access key id.
+    #[arg(long, env = "MOTE_S3_ACCESS_KEY", hide_env_values = true)]
+    s3_access_key: Option<String>,
+    /// The S3 secret access key.
+    #[arg(long, env = "MOTE_S3_SECRET_KEY", hide_env_values = true)]
+    s3_secret_key: Option<String>,
     /// Confine executor threads with a seccomp allow-list (Linux): code running there cannot
     /// open files, sockets or processes.
     #[arg(long, default_value = "on", value_parser = ["on", "off"])]
@@ -101,9 +135,41 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
         ..ExecutorsConfig::new(cores)
     };
     let policy = executors.policy;
+    let objects = match &args.s3_endpoint {
+        Some(url) => ObjectsConfig::S3(S3Endpoint {
+            url: url.clone(),
+            region: args.s3_region.clone(),
+            access_key: args
+                .s3_access_key
+                .clone()
+                .context("--s3-endpoint needs an access key: set MOTE_S3_ACCESS_KEY")?,
+            secret_key: args
+                .s3_secret_key
+                .clone()
+                .context("--s3-endpoint needs a secret key: set MOTE_S3_SECRET_KEY")?,
+        }),
+        None => ObjectsConfig::Directory(
+            args.objects_dir
+                .clone()
+                .unwrap_or_else(|| args.data.join("objects")),
+        ),
+    };
+    let objects_at = match &objects {
+        ObjectsConfig::S3(endpoint) => endpoint.url.clone(),
+        ObjectsConfig::Directory(dir) => dir.display().to_string(),
+    };
+    let microtasks = MicrotaskConfig {
+        mode: match args.microtasks.as_str() {
+            "off" => MicrotaskMode::Off,
+            _ => MicrotaskMode::On(args.core_split),
+        },
+        objects: Some(Arc::new(Objects::new(objects)?)),
+        max_alive: args.max_microtask_calls.max(1),
+    };
     let config = NodeConfig {
         executors,
         resident_mb: args.resident_mb,
+        microtasks,
     };
     let source = if args.store.is_empty() {
         StateSource::Embedded(args.store_listen)
@@ -141,8 +207,10 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
     );
     let store = state.endpoints.join(",");
     println!(
-        "mote is up on http://{addr} with {cores} executor cores, policy {policy}; data in {}, \
-         function records in the etcd-API store at {store}",
+        "mote is up on http://{addr} with {cores} executor cores, policy {policy}, microtasks \
+         {}; data in {}, function records in the etcd-API store at {store}, objects in \
+         {objects_at}",
+        args.microtasks,
         args.data.display()
     );
     if args.examples {

@@ -7,6 +7,7 @@ mod burst;
 mod cli;
 mod fixtures;
 mod limits;
+mod microtasks;
 mod platform;
 mod restart;
 mod store;

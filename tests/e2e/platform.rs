@@ -47,15 +47,24 @@ pub fn mote_bin() -> &'static str {
 impl Platform {
     /// Starts `mote up` on a fresh data directory.
     pub fn start(args: &[&str]) -> Self {
+        Self::start_with_env(args, &[])
+    }
+
+    /// Starts `mote up` on a fresh data directory with `env` set.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
-        let mut p = Self::start_in(&data, args);
+        let mut p = Self::start_in_with_env(&data, args, env);
         p._dir = Some(dir);
         p
     }
 
     /// Starts `mote up` on `data` (which may hold state from an earlier run).
     pub fn start_in(data: &Path, args: &[&str]) -> Self {
+        Self::start_in_with_env(data, args, &[])
+    }
+
+    fn start_in_with_env(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(mote_bin())
             .args([
                 "up",
@@ -67,6 +76,7 @@ impl Platform {
             .args(["--log", "warn", "--data"])
             .arg(data)
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

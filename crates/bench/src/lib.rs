@@ -15,11 +15,14 @@
 //!   function suite under each scheduling policy.
 //! - [`store`]: the eventual-consistency paper's Figure 2: mote store against etcd 3.6.8 under
 //!   etcd's own `benchmark` tool, put and serializable range, on clusters of 1, 3 and 5 nodes.
+//! - [`sort`]: the microtask paper's Figure 7: a distributed sort through the platform against
+//!   a real S3 server, task-based against microtask-based scheduling.
 
 pub mod burst;
 pub mod call_path;
 pub mod micro;
 pub mod plot;
+pub mod sort;
 pub mod store;
 
 use bytes::Bytes;

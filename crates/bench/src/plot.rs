@@ -1,9 +1,11 @@
-//! Box plots of benchmark samples, and error-bar charts of summarised ones, written as PNG files.
+//! Box plots of benchmark samples, empirical distribution functions (ECDFs) of them, and
+//! error-bar charts of summarised ones, written as PNG files.
 //!
 //! This module owns turning labelled samples into a picture: the five-number summary of each
-//! series (or, for [`error_bar_png`], a value and the ends of its whisker per category, as in a
-//! paper's "median, error bars at p10 and p90" figure), the axis scale, the layout and the PNG
-//! file. It draws with `plotters`' bitmap backend
+//! series (for [`box_plot_png`]), the step line of each series' ECDF (for [`ecdf_png`]), or a
+//! value and the ends of its whisker per category (for [`error_bar_png`], as in a paper's
+//! "median, error bars at p10 and p90" figure), the axis scale, the layout and the PNG file. It
+//! draws with `plotters`' bitmap backend
 //! and renders text with DejaVu Sans compiled into the binary (through plotters' `ab_glyph`
 //! support), so it needs no system fonts, fontconfig or freetype and draws the same everywhere.
 //!
@@ -11,10 +13,18 @@
 //! the smallest and the largest value, without outlier points, because for latencies the
 //! extremes are the point. Quartiles interpolate linearly between samples.
 //!
+//! An ECDF is a step line per series: at each x, the fraction of the series' samples that are
+//! `<= x`, from 0 left of the smallest to 1 at the largest. Series of different sizes compare
+//! directly, and every percentile can be read off the y axis (the median where a line crosses
+//! 0.5). Its x axis is linear, from zero (or a little below the smallest value, if one is
+//! negative) to a little beyond the largest.
+//!
 //! - Values that are NaN or infinite are ignored.
 //! - A series with no (finite) values keeps its slot and label on the x axis, marked "no data",
 //!   so that plots of the same benchmarks line up; if no series has a value there is nothing to
-//!   plot and [`box_plot_png`] fails with [`PlotError::NoData`].
+//!   plot and [`box_plot_png`] fails with [`PlotError::NoData`]. Likewise in an ECDF plot such a
+//!   series keeps its colour and its legend entry, marked "(no data)", and [`ecdf_png`] fails
+//!   only if no series has a value.
 //! - On a log scale, values `<= 0` cannot be placed, so they are clamped to a floor one decade
 //!   below the smallest positive value (rounded down to a power of ten): they sit at the bottom
 //!   of the axis, visibly apart from the real data. If no value is positive the floor is 1.
@@ -32,10 +42,10 @@ use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-/// One box of a box plot: a label and the values it summarises.
+/// One series of samples, with its label: a box of a box plot, or a line of an ECDF plot.
 #[derive(Debug, Clone, Copy)]
 pub struct Series<'a> {
-    /// The name under the box on the x axis.
+    /// Its name: under its box on the x axis of a box plot, in the legend of an ECDF plot.
     pub label: &'a str,
     /// The samples, in any order.
     pub values: &'a [f64],
@@ -556,13 +566,13 @@ pub fn error_bar_png(
         .unwrap_or_default();
     render_png(path, (width, height), |root| {
         root.fill(&WHITE)?;
-        let legend_rows = legend_rows(root, &labels, width)?;
+        let legend_rows = legend_rows(root, &labels, width, LegendKey::Marker)?;
         let legend_height = LEGEND_ROW * legend_rows.len() as u32 + MARGIN;
         let (plots, legend) = root.split_vertically(height.saturating_sub(legend_height));
         for (area, chart) in plots.split_evenly((1, charts.len())).iter().zip(&charts) {
             chart.draw(area, x_label, categories)?;
         }
-        draw_legend(&legend, &legend_rows)
+        draw_legend(&legend, &legend_rows, LegendKey::Marker)
     })
 }
 
@@ -756,12 +766,32 @@ impl<'a> BarChart<'a> {
 /// One entry of the legend: the line's index, its label and the pixel its entry starts at.
 type LegendEntry<'a> = (usize, &'a str, i32);
 
+/// What a legend entry shows before its label.
+#[derive(Debug, Clone, Copy)]
+enum LegendKey {
+    /// The marker of the error-bar chart's line.
+    Marker,
+    /// A short stroke in the colour of the ECDF's line.
+    Stroke,
+}
+
+impl LegendKey {
+    /// Its width, in pixels.
+    fn width(self) -> i32 {
+        match self {
+            Self::Marker => 2 * MARKER_SIZE,
+            Self::Stroke => STROKE_KEY,
+        }
+    }
+}
+
 /// The legend's entries, as rows that each fit the image's width: the label and where its
 /// entry starts, in pixels from the left.
 fn legend_rows<'a>(
     root: &DrawingArea<BitMapBackend<'_>, Shift>,
     labels: &[&'a str],
     width: u32,
+    key: LegendKey,
 ) -> Result<Vec<Vec<LegendEntry<'a>>>, Box<dyn Error + Send + Sync>> {
     let style = TextStyle::from((FONT, AXIS_LABEL_SIZE));
     let mut rows: Vec<Vec<LegendEntry<'a>>> = Vec::new();
@@ -769,7 +799,7 @@ fn legend_rows<'a>(
     let room = width as i32 - 2 * MARGIN as i32;
     for (i, label) in labels.iter().enumerate() {
         let (w, _) = root.estimate_text_size(label, &style)?;
-        let entry = 2 * MARKER_SIZE + GAP + w as i32;
+        let entry = key.width() + GAP + w as i32;
         match (rows.last_mut(), widths.last_mut()) {
             (Some(row), Some(used)) if *used + LEGEND_GAP + entry <= room => {
                 row.push((i, label, *used + LEGEND_GAP));
@@ -794,16 +824,156 @@ fn legend_rows<'a>(
 fn draw_legend(
     area: &DrawingArea<BitMapBackend<'_>, Shift>,
     rows: &[Vec<LegendEntry<'_>>],
+    key: LegendKey,
 ) -> Result<(), Box<dyn Error + Send + Sync>> {
     let style = TextStyle::from((FONT, AXIS_LABEL_SIZE)).pos(Pos::new(HPos::Left, VPos::Center));
     for (row, entries) in (0..).zip(rows) {
         let y = LEGEND_ROW as i32 * row + LEGEND_ROW as i32 / 2;
         for &(i, label, x) in entries {
-            area.draw(&marker::<_, BitMapBackend<'_>>((x + MARKER_SIZE, y), i))?;
-            area.draw_text(label, &style, (x + 2 * MARKER_SIZE + GAP, y))?;
+            match key {
+                LegendKey::Marker => {
+                    area.draw(&marker::<_, BitMapBackend<'_>>((x + MARKER_SIZE, y), i))?;
+                }
+                LegendKey::Stroke => area.draw(&PathElement::new(
+                    vec![(x, y), (x + STROKE_KEY, y)],
+                    ecdf_color(i).stroke_width(ECDF_STROKE + 1),
+                ))?,
+            }
+            area.draw_text(label, &style, (x + key.width() + GAP, y))?;
         }
     }
     Ok(())
+}
+
+/// The size of an ECDF plot, in pixels.
+const ECDF_SIZE: (u32, u32) = (800, 500);
+/// Width of an ECDF's line, in pixels.
+const ECDF_STROKE: u32 = 2;
+/// Length of the stroke before a label in an ECDF plot's legend, in pixels.
+const STROKE_KEY: i32 = 24;
+
+/// The colours of an ECDF plot's lines, in order: matplotlib's ten, of which the first four are
+/// the error-bar charts' [`LINE_COLORS`].
+const ECDF_COLORS: [RGBColor; 10] = [
+    LINE_COLORS[0],
+    LINE_COLORS[1],
+    LINE_COLORS[2],
+    LINE_COLORS[3],
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+/// The colour of the `i`th line of an ECDF plot; past ten lines the colours repeat.
+fn ecdf_color(i: usize) -> RGBColor {
+    ECDF_COLORS[i % ECDF_COLORS.len()]
+}
+
+/// Draws the empirical distribution function of each series as a step line (at each x, the
+/// fraction of its samples `<= x`), all over one linear x axis labelled `x_label`, with `title`
+/// above and a legend of the series' labels below, and writes an 800 x 500 PNG to `path`, which
+/// it returns.
+///
+/// The file is a PNG whatever the extension of `path`. The lines get distinct colours, in the
+/// order of `series` (after ten they repeat). Values that are NaN or infinite are ignored, and a
+/// series with none left stays in the legend, as the [module docs](self) describe; if no series
+/// has a value, this fails with [`PlotError::NoData`].
+pub fn ecdf_png(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    series: &[Series<'_>],
+) -> Result<PathBuf, PlotError> {
+    let lines: Vec<Vec<(f64, f64)>> = series.iter().map(|s| ecdf_steps(s.values)).collect();
+    let Some((min, max)) = lines
+        .iter()
+        .filter_map(|steps| Some((steps.first()?.0, steps.last()?.0)))
+        .reduce(|(lo, hi), (min, max)| (lo.min(min), hi.max(max)))
+    else {
+        return Err(PlotError::NoData { path: path.into() });
+    };
+    // From zero when nothing is negative, so that positions compare as ratios.
+    let (lo, hi) = padded(min.min(0.0), max);
+    let labels: Vec<String> = series
+        .iter()
+        .zip(&lines)
+        .map(|(s, steps)| {
+            if steps.is_empty() {
+                format!("{} (no data)", s.label)
+            } else {
+                s.label.to_owned()
+            }
+        })
+        .collect();
+    let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+    let (width, height) = ECDF_SIZE;
+    render_png(path, ECDF_SIZE, |root| {
+        root.fill(&WHITE)?;
+        let rows = legend_rows(root, &labels, width, LegendKey::Stroke)?;
+        let legend_height = LEGEND_ROW * rows.len() as u32 + MARGIN;
+        let (plot, legend) = root.split_vertically(height.saturating_sub(legend_height));
+        // A little room above 1 and below 0, so that the lines' ends do not hide in the axis.
+        let mut chart = ChartBuilder::on(&plot)
+            .caption(title, (FONT, TITLE_SIZE))
+            .margin(MARGIN)
+            .x_label_area_size(2 * (TICK_SIZE + AXIS_LABEL_SIZE))
+            .y_label_area_size(Y_LABEL_AREA)
+            .build_cartesian_2d(lo..hi, -0.02..1.02)?;
+        chart
+            .configure_mesh()
+            .x_desc(x_label)
+            .y_desc("fraction of samples ≤ x")
+            // Only the labelled grid lines: a finer grid in both directions hides the steps.
+            .light_line_style(WHITE)
+            .x_label_formatter(&|v| tick_label(*v))
+            .y_label_formatter(&|v| tick_label(*v))
+            .label_style((FONT, TICK_SIZE))
+            .axis_desc_style((FONT, AXIS_LABEL_SIZE))
+            .draw()?;
+        for (i, steps) in lines.iter().enumerate().filter(|(_, s)| !s.is_empty()) {
+            // Flat at 0 from the left edge, then the steps, then flat at 1 to the right edge.
+            let mut points = Vec::with_capacity(steps.len() + 2);
+            points.push((lo, 0.0));
+            points.extend_from_slice(steps);
+            points.push((hi, 1.0));
+            chart.draw_series(std::iter::once(PathElement::new(
+                points,
+                ecdf_color(i).stroke_width(ECDF_STROKE),
+            )))?;
+        }
+        draw_legend(&legend, &rows, LegendKey::Stroke)
+    })?;
+    Ok(path.into())
+}
+
+/// The corners of the step line of the ECDF of `values`, with NaN and infinities left out and
+/// the rest clamped to ±1e150: for each distinct value `v` in increasing order, `(v, fraction
+/// of the values < v)` then `(v, fraction <= v)`. Empty if no value is finite.
+fn ecdf_steps(values: &[f64]) -> Vec<(f64, f64)> {
+    let mut sorted: Vec<f64> = values
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite())
+        .map(|v| v.clamp(-LIMIT, LIMIT))
+        .collect();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len() as f64;
+    let mut steps = Vec::new();
+    let mut below = 0.0;
+    for (i, &v) in sorted.iter().enumerate() {
+        // Equal values make one step, at the last of them.
+        if sorted.get(i + 1) == Some(&v) {
+            continue;
+        }
+        let at_or_below = (i + 1) as f64 / n;
+        steps.push((v, below));
+        steps.push((v, at_or_below));
+        below = at_or_below;
+    }
+    steps
 }
 
 #[cfg(test)]
@@ -991,6 +1161,71 @@ mod tests {
         assert!(matches!(err, PlotError::Draw { .. }), "{err:?}");
         assert!(err.to_string().contains("`short`"), "{err}");
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn renders_ecdfs_to_a_png_and_returns_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ecdf.png");
+        let fast: Vec<f64> = (1..=50).map(|i| 1.0 + f64::from(i % 7) * 0.1).collect();
+        let slow: Vec<f64> = (1..=20).map(|i| 2.0 + f64::from(i) * 0.25).collect();
+        let series = [
+            Series {
+                label: "microtask-based",
+                values: &fast,
+            },
+            Series {
+                label: "task-based",
+                values: &slow,
+            },
+            Series {
+                label: "empty",
+                values: &[f64::NAN],
+            },
+        ];
+        let written = ecdf_png(&path, "makespan", "makespan (s)", &series).unwrap();
+        assert_eq!(written, path);
+        assert_drawn_png(&path);
+    }
+
+    #[test]
+    fn ecdf_steps_ignore_nan_and_merge_equal_values() {
+        let steps = ecdf_steps(&[3.0, f64::NAN, 1.0, f64::INFINITY, 1.0, -1e200]);
+        let quarter = 1.0 / 4.0;
+        assert_eq!(
+            steps,
+            [
+                (-LIMIT, 0.0),
+                (-LIMIT, quarter),
+                (1.0, quarter),
+                (1.0, 3.0 * quarter),
+                (3.0, 3.0 * quarter),
+                (3.0, 1.0),
+            ]
+        );
+        assert!(ecdf_steps(&[f64::NAN, f64::NEG_INFINITY]).is_empty());
+    }
+
+    #[test]
+    fn an_ecdf_of_nothing_is_an_error_naming_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nothing.png");
+        let series = [
+            Series {
+                label: "a",
+                values: &[],
+            },
+            Series {
+                label: "b",
+                values: &[f64::NAN, f64::INFINITY],
+            },
+        ];
+        let err = ecdf_png(&path, "t", "x", &series).unwrap_err();
+        assert!(matches!(err, PlotError::NoData { .. }), "{err:?}");
+        assert!(err.to_string().contains("nothing.png"), "{err}");
+        assert!(!path.exists());
+        let err = ecdf_png(&path, "t", "x", &[]).unwrap_err();
+        assert!(matches!(err, PlotError::NoData { .. }), "{err:?}");
     }
 
     #[test]

@@ -43,7 +43,8 @@ impl ApiError {
                 DeployError::State(_)
                 | DeployError::Runtime(_)
                 | DeployError::Confine(_)
-                | DeployError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                | DeployError::Internal(_)
+                | DeployError::Config(_) => StatusCode::INTERNAL_SERVER_ERROR,
             },
             Self::Invoke(e) => match e {
                 InvokeError::NotFound(_) => StatusCode::NOT_FOUND,

@@ -5,7 +5,9 @@
 //! `wasm/` is a separate Cargo workspace (it targets WebAssembly, not the host) holding the guest
 //! SDK `mote-sdk`, the examples, and the function suite ([`SUITE`]): eight functions modelled on
 //! the SeBS benchmark's, with run times from milliseconds to seconds, for benchmarking schedulers
-//! with a realistic mix of calls; and `sha512`, the microsecond benchmark's compute-bound guest.
+//! with a realistic mix of calls; `sha512`, the microsecond benchmark's compute-bound guest; and
+//! the microtask paper's distributed sort ([`SORT`]), whose functions declare their phases and
+//! keep their data in object storage.
 
 /// An example function: its name, what it does, and its module's bytes.
 pub struct Example {
@@ -46,6 +48,37 @@ pub const SHA512: Example = example!(
     "sha512",
     "chains SHA-512 over a 64-byte block n times (body n=<count>; mote ABI)"
 );
+
+/// `sort-gen` (mote ABI, microtasks): writes gensort records `first..first + records` to one
+/// object; the sort's input generator.
+pub const SORT_GEN: Example = example!(
+    "sort-gen",
+    "writes gensort records to an object (JSON body; mote ABI, microtasks)"
+);
+/// `sort-partition` (mote ABI, microtasks): the sort's stage 1, splitting one input object into
+/// categories by the first key byte, one object per category.
+pub const SORT_PARTITION: Example = example!(
+    "sort-partition",
+    "sort stage 1: splits an input object into categories by key (JSON body; mote ABI, microtasks)"
+);
+/// `sort-category` (mote ABI, microtasks): the sort's stage 2, gathering one category's parts
+/// and writing them sorted by key as one object.
+pub const SORT_CATEGORY: Example = example!(
+    "sort-category",
+    "sort stage 2: sorts one category's parts into one object (JSON body; mote ABI, microtasks)"
+);
+/// `sort-validate` (mote ABI, microtasks): checks one sorted object's order, count and valsort
+/// checksum.
+pub const SORT_VALIDATE: Example = example!(
+    "sort-validate",
+    "checks a sorted object's order, record count and checksum (JSON body; mote ABI, microtasks)"
+);
+
+/// The distributed sort of the microtask paper (`wasm/sort/`), in the order a run calls them:
+/// generate the input, partition it (stage 1), sort each category (stage 2), validate. Each
+/// function reads and writes with a tenth of a core and computes with a whole one; requests and
+/// responses are JSON, documented on each crate. `mote bench sort` runs the whole application.
+pub const SORT: [Example; 4] = [SORT_GEN, SORT_PARTITION, SORT_CATEGORY, SORT_VALIDATE];
 
 /// A function of the suite in `wasm/suite/` (see its README): a mote ABI function modelled on one
 /// of the SeBS benchmark's, doing real work on an input it generates from the parameters in the
@@ -124,11 +157,12 @@ pub const SUITE: [SuiteFunction; 8] = [
 #[cfg(test)]
 mod tests {
     #[test]
-    fn examples_and_suite_are_webassembly_modules() {
+    fn every_guest_is_a_webassembly_module() {
         let examples = super::ALL.map(|e| (e.name, e.wasm));
         let suite = super::SUITE.map(|f| (f.name, f.wasm));
         let micro = [(super::SHA512.name, super::SHA512.wasm)];
-        for (name, wasm) in examples.into_iter().chain(suite).chain(micro) {
+        let sort = super::SORT.map(|e| (e.name, e.wasm));
+        for (name, wasm) in examples.into_iter().chain(suite).chain(micro).chain(sort) {
             assert!(
                 wasm.starts_with(b"\0asm\x01\0\0\0"),
                 "{name} is not a core module"

@@ -36,6 +36,9 @@ pub enum DeployError {
     /// A background task failed unexpectedly.
     #[error("internal error: {0}")]
     Internal(String),
+    /// The node's configuration is inconsistent.
+    #[error("invalid node configuration: {0}")]
+    Config(String),
 }
 
 /// A call could not be made or failed.

@@ -11,6 +11,7 @@
 use crate::confine::{ConfineError, ExecutorFilter};
 use crate::error::InvokeError;
 use crate::metrics::{NodeMetrics, Outcome};
+use crate::microtask::{ClassSnapshot, Microtasks};
 use crate::pending::{Pending, Refused};
 use crate::registry::Deployed;
 use bytes::Bytes;
@@ -78,7 +79,7 @@ pub struct Reply {
 }
 
 impl Reply {
-    fn unstarted(result: Result<Vec<u8>, InvokeError>) -> Self {
+    pub(crate) fn unstarted(result: Result<Vec<u8>, InvokeError>) -> Self {
         Self {
             result,
             queued: Duration::ZERO,
@@ -123,6 +124,10 @@ pub struct ScheduleSnapshot {
     pub executor_threads: usize,
     /// Calls waiting.
     pub queue_length: usize,
+    /// How calls that declare phases are scheduled: `on` (per share class) or `off`.
+    pub microtasks: &'static str,
+    /// The share classes' cores, room and queues (calls that declare phases).
+    pub classes: Vec<ClassSnapshot>,
     /// Per-function state, for every function given.
     pub functions: Vec<FunctionSchedule>,
 }
@@ -257,8 +262,13 @@ impl Executors {
         released
     }
 
-    /// The policy, the queue and what it knows about each of `functions`.
-    pub fn snapshot(&self, functions: &[Arc<Deployed>]) -> ScheduleSnapshot {
+    /// The policy, the queue and what it knows about each of `functions`, with the share
+    /// classes of `microtasks`.
+    pub fn snapshot(
+        &self,
+        functions: &[Arc<Deployed>],
+        microtasks: &Microtasks,
+    ) -> ScheduleSnapshot {
         let pending = &self.shared.pending;
         let ms = |ns: u64| ns as f64 / 1e6;
         let functions = functions
@@ -279,6 +289,8 @@ impl Executors {
             cores: self.shared.config.cores,
             executor_threads: self.shared.threads,
             queue_length: pending.len(),
+            microtasks: microtasks.mode().as_str(),
+            classes: microtasks.classes(),
             functions,
         }
     }
@@ -384,16 +396,13 @@ impl Shared {
     /// Books a finished call (outcome, duration, budget kills, processing time for the policy)
     /// and takes the next call, unless the executors are stopping.
     fn settle(&self, function: &Deployed, outcome: Outcome, processing: Duration) -> Option<Call> {
-        function.count(outcome);
-        function.observe_duration(processing);
-        if function.note_budget(outcome == Outcome::Timeout, self.config.quarantine_after) {
-            tracing::warn!(
-                function = %function.name(),
-                kills = self.config.quarantine_after,
-                "function quarantined: its calls keep running past their budget"
-            );
-            self.metrics.quarantined.inc();
-        }
+        book(
+            &self.metrics,
+            function,
+            outcome,
+            processing,
+            self.config.quarantine_after,
+        );
         function.set_expected(self.pending.complete(function.key(), processing));
         match self.pending.is_shut_down() {
             true => None,
@@ -402,8 +411,29 @@ impl Shared {
     }
 }
 
+/// Books a finished call's outcome and duration, and quarantines its function if this was one
+/// budget kill too many.
+pub(crate) fn book(
+    metrics: &NodeMetrics,
+    function: &Deployed,
+    outcome: Outcome,
+    processing: Duration,
+    quarantine_after: u32,
+) {
+    function.count(outcome);
+    function.observe_duration(processing);
+    if function.note_budget(outcome == Outcome::Timeout, quarantine_after) {
+        tracing::warn!(
+            function = %function.name(),
+            kills = quarantine_after,
+            "function quarantined: its calls keep running past their budget"
+        );
+        metrics.quarantined.inc();
+    }
+}
+
 /// Refuses (and counts) a call of a quarantined function.
-fn refuse_if_quarantined(function: &Deployed) -> Result<(), InvokeError> {
+pub(crate) fn refuse_if_quarantined(function: &Deployed) -> Result<(), InvokeError> {
     match function.quarantined() {
         None => Ok(()),
         Some(kills) => {

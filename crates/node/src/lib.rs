@@ -9,6 +9,9 @@
 //! - [`Executors`]: one thread per core, at most one running call each (no oversubscription),
 //!   fed from the waiting calls of `pending` (lock-free under arrival order, a
 //!   [`mote_sched::CallQueue`] heap under the ranking policies).
+//! - [`Microtasks`]: calls of functions that declare phases (`docs/abi.md`) skip the executors:
+//!   they run as futures on their own per-core threads, admitted per share class by the
+//!   `microtask` module's gate (the microtask paper), or task-based under `--microtasks off`.
 //! - [`Registry`]: deployed functions, backed by a [`mote_state::StateStore`] so they survive
 //!   restarts; within a memory budget their code stays resident, ready to instantiate, and the
 //!   least recently called are evicted past it (`resident`: LRU, cold starts by mmap).
@@ -19,6 +22,7 @@ pub mod confine;
 mod error;
 mod executor;
 mod metrics;
+mod microtask;
 mod pending;
 mod registry;
 mod resident;
@@ -26,6 +30,7 @@ mod resident;
 pub use error::{DeployError, InvokeError};
 pub use executor::{Executors, ExecutorsConfig, FunctionSchedule, Reply, ScheduleSnapshot};
 pub use metrics::{NodeMetrics, Outcome};
+pub use microtask::{ClassSnapshot, MicrotaskConfig, MicrotaskMode, Microtasks};
 pub use registry::{Deployed, Registry};
 
 use bytes::Bytes;
@@ -45,6 +50,8 @@ pub struct NodeConfig {
     /// The most compiled code kept resident, in MiB; past it the least recently called
     /// functions are evicted and their next call is a cold start.
     pub resident_mb: u64,
+    /// How calls of functions that declare phases are scheduled, and their object storage.
+    pub microtasks: MicrotaskConfig,
 }
 
 impl NodeConfig {
@@ -57,6 +64,7 @@ impl From<ExecutorsConfig> for NodeConfig {
         Self {
             executors,
             resident_mb: Self::DEFAULT_RESIDENT_MB,
+            microtasks: MicrotaskConfig::default(),
         }
     }
 }
@@ -65,6 +73,7 @@ impl From<ExecutorsConfig> for NodeConfig {
 pub struct Node {
     registry: Registry,
     executors: Executors,
+    microtasks: Microtasks,
     metrics: Arc<NodeMetrics>,
 }
 
@@ -148,10 +157,18 @@ impl Node {
             config.resident_mb.saturating_mul(1 << 20),
         );
         registry.load_all().await?;
+        let microtasks = Microtasks::start(
+            runtime.clone(),
+            metrics.clone(),
+            &config.executors,
+            config.microtasks,
+            tokio::runtime::Handle::current(),
+        )?;
         let executors = Executors::start(runtime, metrics.clone(), config.executors)?;
         Ok(Self {
             registry,
             executors,
+            microtasks,
             metrics,
         })
     }
@@ -203,9 +220,14 @@ impl Node {
         let code = self.registry.code(&function, arrival)?;
         // Only a cold load can push the resident set over budget; a warm call skips the clone.
         let loaded = code.cold_start.is_some().then(|| function.clone());
-        let reply = self
-            .executors
-            .submit(function, code.function, input, arrival)?;
+        let reply = match code.function.is_microtask() {
+            true => self
+                .microtasks
+                .submit(function, code.function, input, arrival)?,
+            false => self
+                .executors
+                .submit(function, code.function, input, arrival)?,
+        };
         let evicted = match loaded {
             Some(loaded) => self.registry.sweep(&loaded),
             None => Vec::new(),
@@ -237,6 +259,7 @@ impl Node {
         let (record, replaced) = self.registry.deploy(name, wasm, limits).await?;
         if let Some(old) = replaced {
             self.executors.forget(&old);
+            self.microtasks.forget(old.key());
         }
         Ok(record)
     }
@@ -245,6 +268,7 @@ impl Node {
     pub async fn remove(&self, name: &str) -> Result<FunctionRecord, DeployError> {
         let removed = self.registry.remove(name).await?;
         self.executors.forget(&removed);
+        self.microtasks.forget(removed.key());
         Ok(removed.record().clone())
     }
 
@@ -278,7 +302,8 @@ impl Node {
 
     /// The scheduling state: policy, queue, and each function's expected time.
     pub fn schedule(&self) -> ScheduleSnapshot {
-        self.executors.snapshot(&self.registry.functions())
+        self.executors
+            .snapshot(&self.registry.functions(), &self.microtasks)
     }
 
     /// The node's metrics, for the gateway to expose.
@@ -305,6 +330,7 @@ fn dropped() -> InvokeError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mote_sched::SplitMode;
     use mote_state::EmbeddedStore;
 
     /// Busy-loops long enough to keep an executor occupied while the test queues more calls.
@@ -342,6 +368,79 @@ mod tests {
         while node.metrics.busy_executors.get() == 0 {
             std::thread::sleep(Duration::from_millis(1));
         }
+    }
+
+    /// Declares a light phase, then waits 200 ms on a timer, or traps if the body is not empty.
+    const SLEEPER: &str = r#"(module
+        (import "mote" "phase" (func $phase (param i32)))
+        (import "mote" "sleep_us" (func $sleep (param i64)))
+        (memory (export "memory") 1)
+        (func (export "mote_alloc") (param i32) (result i32) i32.const 0)
+        (func (export "mote_handle") (param i32 i32) (result i64)
+          (call $phase (i32.const 100))
+          (if (local.get 1) (then unreachable))
+          (call $sleep (i64.const 200000))
+          i64.const 0))"#;
+
+    /// How long 4 calls of `SLEEPER` take on one core under `mode`.
+    async fn four_sleepers(mode: MicrotaskMode) -> Duration {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = NodeConfig::from(ExecutorsConfig::new(1));
+        config.microtasks.mode = mode;
+        let node = Node::start_embedded(dir.path(), config).await.unwrap();
+        deploy(&node, "sleeper", SLEEPER).await;
+        let started = Instant::now();
+        let calls: Vec<_> = (0..4)
+            .map(|_| node.submit("sleeper", Bytes::new()).unwrap())
+            .collect();
+        for call in calls {
+            call.await.unwrap().result.unwrap();
+        }
+        started.elapsed()
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn calls_waiting_on_a_timer_hold_no_core_unless_task_based() {
+        let task_based = four_sleepers(MicrotaskMode::Off).await;
+        assert!(
+            task_based >= Duration::from_millis(800),
+            "one core, each call holds it for 200 ms: {task_based:?}"
+        );
+        let microtasks = four_sleepers(MicrotaskMode::On(SplitMode::Dynamic)).await;
+        assert!(
+            microtasks < Duration::from_millis(700),
+            "the four waits overlap: {microtasks:?}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_call_that_fails_mid_phase_gives_its_share_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = Node::start_embedded(dir.path(), ExecutorsConfig::new(1))
+            .await
+            .unwrap();
+        deploy(&node, "sleeper", SLEEPER).await;
+        for _ in 0..3 {
+            let err = node
+                .invoke("sleeper", Bytes::from_static(b"trap"))
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("unreachable"), "{err}");
+        }
+        let schedule = node.schedule();
+        assert_eq!(schedule.microtasks, "on");
+        assert!(
+            schedule
+                .classes
+                .iter()
+                .all(|c| c.running == 0 && c.waiting == 0),
+            "{:?}",
+            schedule.classes
+        );
+        // With nothing running, the whole-core class has every core again.
+        assert_eq!(schedule.classes[0].cores, 1);
+        node.invoke("sleeper", Bytes::new()).await.unwrap();
     }
 
     #[tokio::test(flavor = "multi_thread")]

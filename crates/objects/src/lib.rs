@@ -76,6 +76,7 @@ pub struct Listing {
 }
 
 /// A client for the configured object storage, shared by every call on a node.
+#[derive(Debug)]
 pub struct Objects {
     config: ObjectsConfig,
     /// One `object_store` client per bucket (an S3 client is bound to one bucket), made on first
@@ -397,8 +398,7 @@ mod tests {
             access_key: "k".into(),
             secret_key: "s".into(),
         }))
-        .err()
-        .expect("refused");
+        .expect_err("refused");
         assert!(e.to_string().contains("localhost:9000"), "{e}");
     }
 }

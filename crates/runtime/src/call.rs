@@ -9,13 +9,14 @@
 use crate::engine::Runtime;
 use crate::error::CallError;
 use crate::function::{Entry, Function};
+use crate::microtask::MicrotaskState;
 use bytes::Bytes;
 use mote_types::{Limits, abi};
 use std::sync::Arc;
 use std::time::Instant;
 use wasmtime::{
-    Caller, Extern, Instance, Linker, ModuleExport, ResourceLimiter, Store, Trap, TypedFunc,
-    UpdateDeadline, WasmBacktrace, WasmParams, WasmResults,
+    Caller, Extern, Instance, Linker, Memory, ModuleExport, ResourceLimiter, Store, Trap,
+    TypedFunc, UpdateDeadline, WasmBacktrace, WasmParams, WasmResults,
 };
 use wasmtime_wasi::I32Exit;
 use wasmtime_wasi::p1::WasiP1Ctx;
@@ -41,9 +42,9 @@ pub struct CallOutput {
 
 /// Per-call state inside the wasmtime `Store`.
 pub(crate) struct CallState {
-    limiter: CallLimiter,
-    deadline: Instant,
-    timed_out: bool,
+    pub(crate) limiter: CallLimiter,
+    pub(crate) deadline: Instant,
+    pub(crate) timed_out: bool,
     function: Arc<str>,
     log_lines: u32,
     /// What a WASI command reads on stdin.
@@ -52,9 +53,16 @@ pub(crate) struct CallState {
     /// Created on the guest's first WASI call: most mote ABI guests import WASI (Rust's standard
     /// library does) but never call it, and building a context costs more than the whole call.
     wasi: Option<(WasiP1Ctx, Stdio)>,
+    /// The gate and host I/O of a microtask function's call; `None` on the synchronous engine.
+    pub(crate) microtask: Option<MicrotaskState>,
 }
 
 impl CallState {
+    /// The WASI context, built on first use.
+    pub(crate) fn wasi_ctx(&mut self) -> &mut WasiP1Ctx {
+        &mut self.wasi().0
+    }
+
     fn wasi(&mut self) -> &mut (WasiP1Ctx, Stdio) {
         self.wasi.get_or_insert_with(|| {
             let io = Stdio {
@@ -78,9 +86,9 @@ impl CallState {
 
 /// Enforces the memory limit and remembers whether it had to say no, so a trap that follows can
 /// be reported as what it is.
-struct CallLimiter {
-    memory_limit: usize,
-    denied: Option<usize>,
+pub(crate) struct CallLimiter {
+    pub(crate) memory_limit: usize,
+    pub(crate) denied: Option<usize>,
 }
 
 impl ResourceLimiter for CallLimiter {
@@ -141,6 +149,38 @@ impl Runtime {
         input: &[u8],
         finish: impl FnOnce(Result<CallOutput, CallError>) -> R,
     ) -> R {
+        assert!(
+            !function.is_microtask(),
+            "{name} declares microtasks; run it with Runtime::call_microtask"
+        );
+        let mut store = self.new_store(function, name, limits, started, input);
+        if let Some(ticker) = self.ticker() {
+            ticker.call_starting(limits.timeout());
+            store.set_epoch_deadline(1);
+            store.epoch_deadline_callback(|mut ctx| {
+                let state = ctx.data_mut();
+                if Instant::now() >= state.deadline {
+                    state.timed_out = true;
+                    return Err(Trap::Interrupt.into());
+                }
+                Ok(UpdateDeadline::Continue(1))
+            });
+        }
+        let result = self.run_entry(function, &mut store, input);
+        let value = finish(self.finish_call(function, name, limits, &store, result));
+        drop(store);
+        value
+    }
+
+    /// A store for one call of `function`, with its limits; the caller sets up epochs.
+    pub(crate) fn new_store(
+        &self,
+        function: &Function,
+        name: &Arc<str>,
+        limits: Limits,
+        started: Instant,
+        input: &[u8],
+    ) -> Store<CallState> {
         let stdin = match function.entry {
             Entry::WasiCommand { .. } => Bytes::copy_from_slice(input),
             Entry::MoteAbi { .. } => Bytes::new(),
@@ -157,23 +197,22 @@ impl Runtime {
             stdin,
             max_response_bytes: self.max_response_bytes(),
             wasi: None,
+            microtask: None,
         };
-        let mut store = Store::new(self.engine(), state);
+        let mut store = Store::new(function.pre.module().engine(), state);
         store.limiter(|s| &mut s.limiter);
-        if let Some(ticker) = self.ticker() {
-            ticker.call_starting(limits.timeout());
-            store.set_epoch_deadline(1);
-            store.epoch_deadline_callback(|mut ctx| {
-                let state = ctx.data_mut();
-                if Instant::now() >= state.deadline {
-                    state.timed_out = true;
-                    return Err(Trap::Interrupt.into());
-                }
-                Ok(UpdateDeadline::Continue(1))
-            });
-        }
+        store
+    }
 
-        let result = self.run_entry(function, &mut store, input);
+    /// Logs what the guest wrote to stdio and classifies a failure.
+    pub(crate) fn finish_call(
+        &self,
+        function: &Function,
+        name: &str,
+        limits: Limits,
+        store: &Store<CallState>,
+        result: Result<CallOutput, Failure>,
+    ) -> Result<CallOutput, CallError> {
         let stderr = match &store.data().wasi {
             Some((_, io)) => {
                 let stderr = io.stderr.contents();
@@ -185,13 +224,10 @@ impl Runtime {
             }
             None => Bytes::new(),
         };
-        let result = result.map_err(|e| match e {
+        result.map_err(|e| match e {
             Failure::Call(e) => classify(e, store.data(), limits, &stderr),
             Failure::Known(e) => e,
-        });
-        let value = finish(result);
-        drop(store);
-        value
+        })
     }
 
     fn run_entry(
@@ -228,71 +264,112 @@ impl Runtime {
                 let (ptr, len) = if input.is_empty() {
                     (0, 0)
                 } else {
-                    let len = i32::try_from(input.len()).map_err(|_| {
-                        Failure::Known(CallError::Abi("request body exceeds 2 GiB".into()))
-                    })?;
+                    let len = self.input_len(input)?;
                     // SAFETY: `detect` checked `mote_alloc`'s type at deploy (see `Entry`).
                     let ptr = unsafe { typed_export::<i32, i32>(store, &instance, alloc) }
                         .call(&mut *store, len)?;
-                    memory.write(&mut *store, ptr as u32 as usize, input).map_err(|_| {
-                        Failure::Known(CallError::Abi(format!(
-                            "mote_alloc({len}) returned {ptr}, which leaves no room for {len} bytes in a memory of {} bytes",
-                            memory.data_size(&*store)
-                        )))
-                    })?;
+                    self.write_input(store, memory, ptr, input)?;
                     (ptr, len)
                 };
                 let entered = Instant::now();
-                let (out_ptr, out_len) =
-                    abi::unpack_response(handle.call(&mut *store, (ptr, len))?);
-                let (out_ptr, out_len) = (out_ptr as usize, out_len as usize);
-                if out_len > self.max_response_bytes() {
-                    return Err(Failure::Known(CallError::ResponseTooLarge {
-                        limit: self.max_response_bytes(),
-                    }));
-                }
-                let data = memory.data(&*store);
-                let body = data.get(out_ptr..out_ptr + out_len).ok_or_else(|| {
-                    Failure::Known(CallError::Abi(format!(
-                        "mote_handle returned a response at {out_ptr}..{}, outside its memory of {} bytes",
-                        out_ptr + out_len,
-                        data.len()
-                    )))
-                })?;
-                Ok(CallOutput {
-                    body: body.to_vec(),
-                    entered,
-                })
+                let packed = handle.call(&mut *store, (ptr, len))?;
+                self.abi_output(store, memory, packed, entered)
             }
             Entry::WasiCommand { start } => {
                 // SAFETY: `detect` checked `_start`'s type at deploy (see `Entry`).
                 let start = unsafe { typed_export::<(), ()>(store, &instance, start) };
                 let entered = Instant::now();
-                if let Err(e) = start.call(&mut *store, ()) {
-                    match e.downcast_ref::<I32Exit>() {
-                        Some(I32Exit(0)) => {}
-                        Some(I32Exit(code)) => {
-                            let stderr = store.data_mut().stdio().stderr.contents();
-                            return Err(Failure::Known(CallError::Exit {
-                                code: *code,
-                                stderr: quote_tail(&stderr),
-                            }));
-                        }
-                        None => return Err(e.into()),
-                    }
-                }
-                let stdout = store.data_mut().stdio().stdout.contents();
-                if stdout.len() >= self.max_response_bytes() {
-                    return Err(Failure::Known(CallError::ResponseTooLarge {
-                        limit: self.max_response_bytes(),
-                    }));
-                }
-                Ok(CallOutput {
-                    body: stdout.to_vec(),
-                    entered,
-                })
+                let exit = start.call(&mut *store, ());
+                self.wasi_command_output(store, exit, entered)
             }
         }
+    }
+
+    /// The request body's length as the guest sees it.
+    pub(crate) fn input_len(&self, input: &[u8]) -> Result<i32, Failure> {
+        i32::try_from(input.len())
+            .map_err(|_| Failure::Known(CallError::Abi("request body exceeds 2 GiB".into())))
+    }
+
+    /// Copies the request body into the buffer `mote_alloc` returned.
+    pub(crate) fn write_input(
+        &self,
+        store: &mut Store<CallState>,
+        memory: Memory,
+        ptr: i32,
+        input: &[u8],
+    ) -> Result<(), Failure> {
+        memory
+            .write(&mut *store, ptr as u32 as usize, input)
+            .map_err(|_| {
+                Failure::Known(CallError::Abi(format!(
+                    "mote_alloc({}) returned {ptr}, which leaves no room for {} bytes in a memory of {} bytes",
+                    input.len(),
+                    input.len(),
+                    memory.data_size(&*store)
+                )))
+            })
+    }
+
+    /// The response `mote_handle` returned at `packed`, copied out of guest memory.
+    pub(crate) fn abi_output(
+        &self,
+        store: &Store<CallState>,
+        memory: Memory,
+        packed: i64,
+        entered: Instant,
+    ) -> Result<CallOutput, Failure> {
+        let (out_ptr, out_len) = abi::unpack_response(packed);
+        let (out_ptr, out_len) = (out_ptr as usize, out_len as usize);
+        if out_len > self.max_response_bytes() {
+            return Err(Failure::Known(CallError::ResponseTooLarge {
+                limit: self.max_response_bytes(),
+            }));
+        }
+        let data = memory.data(store);
+        let body = data.get(out_ptr..out_ptr + out_len).ok_or_else(|| {
+            Failure::Known(CallError::Abi(format!(
+                "mote_handle returned a response at {out_ptr}..{}, outside its memory of {} bytes",
+                out_ptr + out_len,
+                data.len()
+            )))
+        })?;
+        Ok(CallOutput {
+            body: body.to_vec(),
+            entered,
+        })
+    }
+
+    /// A WASI command's stdout, once `_start` returned or exited with `exit`.
+    pub(crate) fn wasi_command_output(
+        &self,
+        store: &mut Store<CallState>,
+        exit: wasmtime::Result<()>,
+        entered: Instant,
+    ) -> Result<CallOutput, Failure> {
+        if let Err(e) = exit {
+            match e.downcast_ref::<I32Exit>() {
+                Some(I32Exit(0)) => {}
+                Some(I32Exit(code)) => {
+                    let stderr = store.data_mut().stdio().stderr.contents();
+                    return Err(Failure::Known(CallError::Exit {
+                        code: *code,
+                        stderr: quote_tail(&stderr),
+                    }));
+                }
+                None => return Err(e.into()),
+            }
+        }
+        let stdout = store.data_mut().stdio().stdout.contents();
+        if stdout.len() >= self.max_response_bytes() {
+            return Err(Failure::Known(CallError::ResponseTooLarge {
+                limit: self.max_response_bytes(),
+            }));
+        }
+        Ok(CallOutput {
+            body: stdout.to_vec(),
+            entered,
+        })
     }
 }
 
@@ -302,7 +379,7 @@ impl Runtime {
 /// # Safety
 /// `export` must be a function export of the module `instance` was made from, whose type
 /// [`Function::link`] checked is exactly `(Params) -> Results`.
-unsafe fn typed_export<Params: WasmParams, Results: WasmResults>(
+pub(crate) unsafe fn typed_export<Params: WasmParams, Results: WasmResults>(
     store: &mut Store<CallState>,
     instance: &Instance,
     export: &ModuleExport,
@@ -316,7 +393,7 @@ unsafe fn typed_export<Params: WasmParams, Results: WasmResults>(
 }
 
 /// A call failed either with a wasmtime error still to be classified, or with a known cause.
-enum Failure {
+pub(crate) enum Failure {
     Call(wasmtime::Error),
     Known(CallError),
 }
@@ -394,8 +471,15 @@ fn log_output(function: &str, bytes: &[u8]) {
     }
 }
 
-/// Registers the `mote` host functions and WASI preview1.
+/// Registers the `mote` host functions and WASI preview1 (synchronous).
 pub(crate) fn add_host_functions(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    add_log(linker)?;
+    wasmtime_wasi::p1::add_to_linker_sync(linker, CallState::wasi_ctx)?;
+    Ok(())
+}
+
+/// Registers `mote.log`, which both engines provide.
+pub(crate) fn add_log(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     linker.func_wrap(
         abi::IMPORT_MODULE,
         abi::IMPORT_LOG,
@@ -417,7 +501,6 @@ pub(crate) fn add_host_functions(linker: &mut Linker<CallState>) -> wasmtime::Re
             Ok(())
         },
     )?;
-    wasmtime_wasi::p1::add_to_linker_sync(linker, |s: &mut CallState| &mut s.wasi().0)?;
     Ok(())
 }
 
@@ -475,6 +558,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut config = RuntimeConfig::new(dir.path(), 1);
         config.instance_slots = 1;
+        config.microtask_slots = 0;
         let rt = Runtime::new(config).unwrap();
         let f = rt
             .compile(&wat::parse_str(abi("i64.const 0")).unwrap())

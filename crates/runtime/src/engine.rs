@@ -4,6 +4,7 @@ use crate::artifact::ArtifactCache;
 use crate::call::{self, CallState};
 use crate::error::{CompileError, RuntimeError};
 use crate::function::Function;
+use crate::microtask;
 use crate::ticker::{EpochTicker, TickerPeriods};
 use mote_types::abi;
 use std::path::PathBuf;
@@ -16,7 +17,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, Linker, PoolingAlloca
 pub struct RuntimeConfig {
     /// Where compiled artefacts are cached.
     pub artifact_dir: PathBuf,
-    /// Instance slots in the pooling allocator: the most instances alive at once.
+    /// Instance slots in the pooling allocator for calls that run to completion on an executor.
     pub instance_slots: u32,
     /// The most memory any function may be given, in MiB; the pool reserves address space for it.
     pub max_memory_mb: u32,
@@ -30,6 +31,9 @@ pub struct RuntimeConfig {
     /// How many dirtied bytes of an instance's memory are reset in place between calls rather
     /// than unmapped.
     pub keep_resident_bytes: usize,
+    /// Further instance slots, with fiber stacks, for calls of microtask functions: the most
+    /// such calls alive at once (a call waiting on storage counts).
+    pub microtask_slots: u32,
 }
 
 impl RuntimeConfig {
@@ -48,14 +52,18 @@ impl RuntimeConfig {
             epoch_interruption: true,
             max_response_bytes: 16 << 20,
             keep_resident_bytes: 2 << 20,
+            microtask_slots: 256,
         }
     }
 }
 
-/// The engine, linker and caches shared by every call on a node.
+/// The engine, linkers and caches shared by every call on a node.
 pub struct Runtime {
     engine: Engine,
+    /// Host functions for calls that run to completion on the calling thread.
     linker: Linker<CallState>,
+    /// Asynchronous host functions for microtask functions, whose calls are futures.
+    microtask_linker: Linker<CallState>,
     artifacts: ArtifactCache,
     config: RuntimeConfig,
     /// `None` only when `epoch_interruption` is off.
@@ -65,27 +73,12 @@ pub struct Runtime {
 impl Runtime {
     /// Builds the engine and starts the epoch ticker.
     pub fn new(config: RuntimeConfig) -> Result<Self, RuntimeError> {
-        let mut pool = PoolingAllocationConfig::default();
-        pool.total_core_instances(config.instance_slots)
-            .total_memories(config.instance_slots)
-            .total_tables(config.instance_slots)
-            .max_memory_size((config.max_memory_mb as usize) << 20)
-            // Between calls, reset only the pages a call dirtied (found with the PAGEMAP_SCAN
-            // ioctl on Linux 6.7+) by rewriting them in place, up to this many bytes. Unmapping
-            // them instead (madvise) costs a TLB shoot-down on every core and a page fault per
-            // page on the next call; measured on the Rust `echo` guest it was 14 µs of a 16 µs
-            // call. Without PAGEMAP_SCAN, wasmtime falls back to resetting only the first bytes.
-            .pagemap_scan(wasmtime::Enabled::Auto)
-            .linear_memory_keep_resident(config.keep_resident_bytes)
-            .table_keep_resident(64 << 10);
-        let mut wasm = Config::new();
-        wasm.epoch_interruption(config.epoch_interruption)
-            .memory_init_cow(true)
-            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&wasm).map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
+        let engine_error = |e: wasmtime::Error| RuntimeError::Engine(format!("{e:#}"));
+        let engine = build_engine(&config).map_err(engine_error)?;
         let mut linker = Linker::new(&engine);
-        call::add_host_functions(&mut linker)
-            .map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
+        call::add_host_functions(&mut linker).map_err(engine_error)?;
+        let mut microtask_linker = Linker::new(&engine);
+        microtask::add_host_functions(&mut microtask_linker).map_err(engine_error)?;
         let artifacts = ArtifactCache::open(&config.artifact_dir, &engine)?;
         let ticker = config
             .epoch_interruption
@@ -100,10 +93,25 @@ impl Runtime {
         Ok(Self {
             engine,
             linker,
+            microtask_linker,
             artifacts,
             config,
             ticker,
         })
+    }
+
+    /// Links `module` with the host functions its imports call for: a module that imports a
+    /// microtask function gets the asynchronous linker (its calls are futures, which costs
+    /// about 0.25 µs a call, so only these modules pay it), any other the synchronous one.
+    fn link(&self, module: wasmtime::Module, sha256: String) -> Result<Function, CompileError> {
+        let microtask = module
+            .imports()
+            .any(|i| abi::is_microtask_import(i.module(), i.name()));
+        let linker = match microtask {
+            true => &self.microtask_linker,
+            false => &self.linker,
+        };
+        Function::link(linker, module, sha256, microtask)
     }
 
     /// Compiles and links `wasm`, detecting its guest kind. The compiled artefact is cached on
@@ -117,12 +125,12 @@ impl Runtime {
                 check_header(wasm)?;
                 let module = wasmtime::Module::from_binary(&self.engine, wasm)
                     .map_err(|e| CompileError::Invalid(format!("{e:#}")))?;
-                let function = Function::link(&self.linker, module.clone(), sha256.clone())?;
+                let function = self.link(module.clone(), sha256.clone())?;
                 self.artifacts.store(&sha256, &module)?;
                 return Ok(Arc::new(function));
             }
         };
-        Ok(Arc::new(Function::link(&self.linker, module, sha256)?))
+        Ok(Arc::new(self.link(module, sha256)?))
     }
 
     /// Loads a function whose module was accepted before, from its cached artefact if there is
@@ -133,11 +141,7 @@ impl Runtime {
         read_wasm: impl FnOnce() -> std::io::Result<Vec<u8>>,
     ) -> Result<Arc<Function>, CompileError> {
         match self.artifacts.load(&self.engine, sha256) {
-            Some(module) => Ok(Arc::new(Function::link(
-                &self.linker,
-                module,
-                sha256.to_owned(),
-            )?)),
+            Some(module) => Ok(Arc::new(self.link(module, sha256.to_owned())?)),
             None => {
                 let wasm = read_wasm().map_err(|e| {
                     CompileError::Invalid(format!("cannot read stored module {sha256}: {e}"))
@@ -157,13 +161,37 @@ impl Runtime {
         self.config.max_response_bytes
     }
 
-    pub(crate) fn engine(&self) -> &Engine {
-        &self.engine
-    }
-
     pub(crate) fn ticker(&self) -> Option<&EpochTicker> {
         self.ticker.as_ref()
     }
+}
+
+/// The engine: a pooling allocator (copy-on-write memory images, pages reset in place, fiber
+/// stacks for microtask calls) and epoch interruption.
+fn build_engine(config: &RuntimeConfig) -> wasmtime::Result<Engine> {
+    let slots = config.instance_slots.saturating_add(config.microtask_slots);
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_core_instances(slots)
+        .total_memories(slots)
+        .total_tables(slots)
+        .total_stacks(config.microtask_slots)
+        .max_memory_size((config.max_memory_mb as usize) << 20)
+        // Between calls, reset only the pages a call dirtied (found with the PAGEMAP_SCAN
+        // ioctl on Linux 6.7+) by rewriting them in place, up to this many bytes. Unmapping
+        // them instead (madvise) costs a TLB shoot-down on every core and a page fault per
+        // page on the next call; measured on the Rust `echo` guest it was 14 µs of a 16 µs
+        // call. Without PAGEMAP_SCAN, wasmtime falls back to resetting only the first bytes.
+        .pagemap_scan(wasmtime::Enabled::Auto)
+        .linear_memory_keep_resident(config.keep_resident_bytes)
+        .table_keep_resident(64 << 10);
+    let mut wasm = Config::new();
+    wasm.epoch_interruption(config.epoch_interruption)
+        .memory_init_cow(true)
+        // A microtask call's fiber stack holds the deepest wasm stack (wasmtime's default
+        // limit, 512 KiB) plus the host functions above it.
+        .async_stack_size(1 << 20)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    Engine::new(&wasm)
 }
 
 /// Rejects bytes that are not a core WebAssembly module with a message that says what they are.

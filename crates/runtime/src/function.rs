@@ -14,6 +14,7 @@ pub struct Function {
     pub(crate) kind: GuestKind,
     pub(crate) pre: InstancePre<CallState>,
     pub(crate) entry: Entry,
+    microtask: bool,
     min_memory_bytes: u64,
     resident_bytes: u64,
 }
@@ -49,6 +50,7 @@ impl Function {
         linker: &Linker<CallState>,
         module: Module,
         sha256: String,
+        microtask: bool,
     ) -> Result<Self, CompileError> {
         let (kind, entry) = detect(&module)?;
         if let Some(import) = module
@@ -86,6 +88,7 @@ impl Function {
             kind,
             pre,
             entry,
+            microtask,
             min_memory_bytes,
             resident_bytes,
         })
@@ -94,6 +97,12 @@ impl Function {
     /// Lowercase hex sha256 of the module's bytes.
     pub fn sha256(&self) -> &str {
         &self.sha256
+    }
+
+    /// Whether it declares microtasks (imports `mote.phase`, `mote.sleep_us` or an object
+    /// function): its calls run through [`crate::Runtime::call_microtask`].
+    pub fn is_microtask(&self) -> bool {
+        self.microtask
     }
 
     /// The detected guest kind.

@@ -27,4 +27,5 @@ pub use policy::{Eect, FairChoice, Fifo, Policy, PriorityPolicy, Rect, Sept, Unk
 pub use queue::{CallQueue, FunctionKey};
 pub use split::{
     CLASSES, CoreSplit, InvalidShare, SHARE_LEVELS, ShareClass, SplitMismatch, SplitMode,
+    UnknownSplit,
 };

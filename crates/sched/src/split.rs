@@ -84,6 +84,30 @@ pub enum SplitMode {
     Static([u32; CLASSES]),
 }
 
+/// A split that is neither `dynamic` nor four core counts.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{0}` is not a core split; use `dynamic`, or four core counts for the 1000, 500, 250 and 100 permille classes, such as `1,0,0,1`"
+)]
+pub struct UnknownSplit(pub String);
+
+impl std::str::FromStr for SplitMode {
+    type Err = UnknownSplit;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "dynamic" {
+            return Ok(Self::Dynamic);
+        }
+        let counts: Vec<u32> = s
+            .split(',')
+            .map(|n| n.trim().parse())
+            .collect::<Result<_, _>>()
+            .map_err(|_| UnknownSplit(s.to_owned()))?;
+        let counts: [u32; CLASSES] = counts.try_into().map_err(|_| UnknownSplit(s.to_owned()))?;
+        Ok(Self::Static(counts))
+    }
+}
+
 /// A static split whose cores do not add up to the node's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("the static split gives out {given} cores but the node has {cores}; make them add up")]
@@ -214,6 +238,16 @@ mod tests {
         // Demand beyond the cores (6, 2 and 3 cores' worth): after one core each, each next
         // core goes to the largest demand still uncovered.
         assert_eq!(eight.split([6, 4, 0, 30]), [5, 1, 0, 2]);
+    }
+
+    #[test]
+    fn splits_parse_from_the_command_line() {
+        assert_eq!("dynamic".parse(), Ok(SplitMode::Dynamic));
+        assert_eq!("1, 0,0,1".parse(), Ok(SplitMode::Static([1, 0, 0, 1])));
+        for bad in ["", "1,2,3", "1,2,3,4,5", "a,b,c,d", "-1,0,0,1", "static"] {
+            let e = bad.parse::<SplitMode>().unwrap_err();
+            assert!(e.to_string().contains(&format!("`{bad}`")), "{e}");
+        }
     }
 
     #[test]

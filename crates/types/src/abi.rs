@@ -19,6 +19,52 @@ pub const IMPORT_MODULE: &str = "mote";
 /// `log(ptr: i32, len: i32)`: appends a UTF-8 line to the function's log.
 pub const IMPORT_LOG: &str = "log";
 
+/// `phase(cpu_permille: i32)`: from now until the next phase or the call's end, the call needs
+/// this share of a core (1..=1000).
+pub const IMPORT_PHASE: &str = "phase";
+/// `sleep_us(us: i64)`: waits without holding a core.
+pub const IMPORT_SLEEP_US: &str = "sleep_us";
+/// `object_get(bucket_ptr, bucket_len, key_ptr, key_len, out) -> status`.
+pub const IMPORT_OBJECT_GET: &str = "object_get";
+/// `object_put(bucket_ptr, bucket_len, key_ptr, key_len, data_ptr, data_len, out) -> status`.
+pub const IMPORT_OBJECT_PUT: &str = "object_put";
+/// `object_list(bucket_ptr, bucket_len, prefix_ptr, prefix_len, limit, out) -> status`.
+pub const IMPORT_OBJECT_LIST: &str = "object_list";
+/// `object_delete(bucket_ptr, bucket_len, key_ptr, key_len, out) -> status`.
+pub const IMPORT_OBJECT_DELETE: &str = "object_delete";
+
+/// The `mote` imports that make a function a microtask function: calls that may wait.
+pub const MICROTASK_IMPORTS: [&str; 6] = [
+    IMPORT_PHASE,
+    IMPORT_SLEEP_US,
+    IMPORT_OBJECT_GET,
+    IMPORT_OBJECT_PUT,
+    IMPORT_OBJECT_LIST,
+    IMPORT_OBJECT_DELETE,
+];
+
+/// Whether importing `module`.`name` makes a function a microtask function.
+pub fn is_microtask_import(module: &str, name: &str) -> bool {
+    module == IMPORT_MODULE && MICROTASK_IMPORTS.contains(&name)
+}
+
+/// Object calls' status: success; the result is at the location written to `out`.
+pub const OBJECT_OK: i32 = 0;
+/// No object has that key.
+pub const OBJECT_NO_SUCH_KEY: i32 = 1;
+/// The bucket does not exist.
+pub const OBJECT_NO_SUCH_BUCKET: i32 = 2;
+/// The object is larger than the call's memory limit.
+pub const OBJECT_TOO_LARGE: i32 = 3;
+/// The bucket or key breaks S3's naming rules.
+pub const OBJECT_INVALID_NAME: i32 = 4;
+/// The storage server could not be reached.
+pub const OBJECT_UNREACHABLE: i32 = 5;
+/// The storage server refused the platform's credentials.
+pub const OBJECT_DENIED: i32 = 6;
+/// Any other storage failure; the message says which.
+pub const OBJECT_FAILED: i32 = 7;
+
 /// The import module of WASI preview1, which mote provides to both guest kinds.
 pub const WASI_P1_MODULE: &str = "wasi_snapshot_preview1";
 

@@ -1,0 +1,596 @@
+//! The microtask paper's experiment (`000_…`, §IV): a distributed sort of gensort records
+//! through the platform, task-based against microtask-based scheduling on the same machine and
+//! the same data.
+//!
+//! The data is generated once (`sort-gen`, one call per input part). Each repetition then runs
+//! stage 1 (`sort-partition`: every input part read, split into categories by the key's first
+//! byte, the category parts written) and stage 2 (`sort-category`: every category's parts read,
+//! sorted, written), each stage as one fan-out of concurrent calls, and validates every output
+//! (`sort-validate`: order, count, checksum, and order across categories).
+//!
+//! The guests report when each of their sub-stages began (just before declaring its phase, so
+//! a wait for the core share counts) and ended. A sub-stage's duration in a repetition is the
+//! application's: from the first call entering it to the last call leaving it, as the paper's
+//! Figure 7 plots; per-call durations are kept as well. Makespan runs from the first stage-1
+//! call to the last stage-2 reply. Repetitions alternate the modes, so drift on a shared
+//! machine falls on both.
+
+use crate::plot::{self, PlotError, Series};
+use bytes::Bytes;
+use mote_node::{MicrotaskConfig, MicrotaskMode, Node, NodeConfig};
+use mote_objects::{Objects, ObjectsConfig};
+use mote_sched::SplitMode;
+use mote_types::{FunctionName, Limits, Timeout};
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Bytes in one gensort record.
+pub const RECORD_BYTES: u64 = 100;
+
+/// What to sort and how.
+#[derive(Clone, Debug)]
+pub struct SortConfig {
+    /// Bytes of records in all.
+    pub size_bytes: u64,
+    /// Input parts: stage 1's calls.
+    pub parts: usize,
+    /// Categories: stage 2's calls.
+    pub categories: usize,
+    /// Executor cores.
+    pub cores: usize,
+    /// Where the objects live.
+    pub objects: ObjectsConfig,
+    /// The bucket (it must exist).
+    pub bucket: String,
+    /// Memory limit of every call, MiB.
+    pub memory_mb: u32,
+}
+
+/// One stage-1 or stage-2 call's sub-stages, `[start, end]` in ns since the Unix epoch.
+#[derive(Clone, Debug, Serialize)]
+pub struct CallTimings {
+    /// Sub-stage name → `[start, end]`.
+    pub sub_stages: Vec<(String, [u64; 2])>,
+}
+
+/// One repetition of the sort in one mode.
+#[derive(Clone, Debug, Serialize)]
+pub struct SortRun {
+    /// `on` (microtask-based) or `off` (task-based).
+    pub microtasks: &'static str,
+    /// The repetition, from 0.
+    pub rep: usize,
+    /// First stage-1 call to the last stage-2 reply, seconds.
+    pub makespan_s: f64,
+    /// Stage 1's fan-out, first call to last reply, seconds.
+    pub stage1_s: f64,
+    /// Stage 2's fan-out, seconds.
+    pub stage2_s: f64,
+    /// Application sub-stage spans, seconds: stage 1's read, partition, write; stage 2's read,
+    /// sort, write.
+    pub spans_s: Vec<(String, f64)>,
+    /// Per-call durations of the write-categorized-partitions sub-stage, seconds.
+    pub write_calls_s: Vec<f64>,
+    /// Per-call durations of the sort-category sub-stage, seconds.
+    pub sort_calls_s: Vec<f64>,
+    /// Every output validated: ordered, all records, checksum equal to the input's.
+    pub valid: bool,
+    /// Records sorted.
+    pub records: u64,
+}
+
+impl SortRun {
+    /// The span of `sub_stage` (e.g. `stage1.write`), seconds.
+    pub fn span(&self, sub_stage: &str) -> f64 {
+        self.spans_s
+            .iter()
+            .find(|(name, _)| name == sub_stage)
+            .map_or(f64::NAN, |(_, s)| *s)
+    }
+}
+
+/// The generated input: how many records and their checksum (valsort's: the sum of every
+/// record's CRC-32, as 128 bits).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Input {
+    /// Records in all parts.
+    pub records: u64,
+    /// Sum of the records' CRC-32s.
+    pub checksum: u128,
+}
+
+/// Starts a node for `mode` in `dir`, with the sort's guests deployed.
+pub async fn start(
+    dir: &Path,
+    config: &SortConfig,
+    mode: MicrotaskMode,
+) -> anyhow::Result<Arc<Node>> {
+    let mut node_config = NodeConfig::from(mote_node::ExecutorsConfig::new(config.cores));
+    node_config.microtasks = MicrotaskConfig {
+        mode,
+        objects: Some(Arc::new(Objects::new(config.objects.clone())?)),
+        ..MicrotaskConfig::default()
+    };
+    let node = Node::start_embedded(dir, node_config).await?;
+    let limits = Limits::new(
+        Some(Timeout::Ms(Limits::MAX_TIMEOUT_MS)),
+        Some(config.memory_mb),
+    )?;
+    for guest in mote_guests::SORT {
+        node.deploy(
+            FunctionName::new(guest.name)?,
+            Bytes::from_static(guest.wasm),
+            limits,
+        )
+        .await?;
+    }
+    Ok(Arc::new(node))
+}
+
+/// Runs `name` once per request, all at once, and returns the parsed replies in request order.
+async fn fan_out(node: &Arc<Node>, name: &str, requests: Vec<Value>) -> anyhow::Result<Vec<Value>> {
+    let mut calls = tokio::task::JoinSet::new();
+    for (i, request) in requests.into_iter().enumerate() {
+        let node = node.clone();
+        let name = name.to_owned();
+        calls.spawn(async move {
+            let reply = node
+                .invoke(&name, Bytes::from(request.to_string()))
+                .await
+                .map_err(|e| anyhow::anyhow!("{name} failed on {request}: {e}"))?;
+            let reply: Value = serde_json::from_slice(&reply)
+                .map_err(|e| anyhow::anyhow!("{name} answered something that is not JSON: {e}"))?;
+            anyhow::Ok((i, reply))
+        });
+    }
+    let mut replies = vec![Value::Null; calls.len()];
+    while let Some(joined) = calls.join_next().await {
+        let (i, reply) = joined??;
+        replies[i] = reply;
+    }
+    Ok(replies)
+}
+
+fn part_key(prefix: &str, i: usize) -> String {
+    format!("{prefix}{i:05}")
+}
+
+/// Generates the input parts.
+pub async fn generate(node: &Arc<Node>, config: &SortConfig) -> anyhow::Result<Input> {
+    let total = config.size_bytes / RECORD_BYTES;
+    let parts = config.parts as u64;
+    let requests = (0..parts)
+        .map(|p| {
+            let first = p * total / parts;
+            let records = (p + 1) * total / parts - first;
+            json!({"bucket": config.bucket, "key": part_key("input/", p as usize),
+                   "first": first, "records": records})
+        })
+        .collect();
+    let replies = fan_out(node, "sort-gen", requests).await?;
+    let mut input = Input {
+        records: 0,
+        checksum: 0,
+    };
+    for reply in &replies {
+        input.records += field_u64(reply, "records")?;
+        input.checksum = input.checksum.wrapping_add(field_checksum(reply)?);
+    }
+    anyhow::ensure!(
+        input.records == total,
+        "the generator made {} records of {total}",
+        input.records
+    );
+    Ok(input)
+}
+
+fn field_u64(reply: &Value, field: &str) -> anyhow::Result<u64> {
+    reply[field]
+        .as_u64()
+        .ok_or_else(|| anyhow::anyhow!("reply {reply} has no number `{field}`"))
+}
+
+fn field_checksum(reply: &Value) -> anyhow::Result<u128> {
+    let hex = reply["checksum"]
+        .as_str()
+        .ok_or_else(|| anyhow::anyhow!("reply {reply} has no `checksum`"))?;
+    u128::from_str_radix(hex, 16).map_err(|e| anyhow::anyhow!("checksum `{hex}`: {e}"))
+}
+
+fn timings(reply: &Value) -> anyhow::Result<CallTimings> {
+    let map = reply["timings"]
+        .as_object()
+        .ok_or_else(|| anyhow::anyhow!("reply {reply} has no `timings`"))?;
+    let sub_stages = map
+        .iter()
+        .map(|(name, span)| {
+            let start = span[0].as_u64();
+            let end = span[1].as_u64();
+            match (start, end) {
+                (Some(s), Some(e)) if s <= e => Ok((name.clone(), [s, e])),
+                _ => Err(anyhow::anyhow!(
+                    "timing `{name}` is not [start, end]: {span}"
+                )),
+            }
+        })
+        .collect::<anyhow::Result<_>>()?;
+    Ok(CallTimings { sub_stages })
+}
+
+/// From the first call entering `sub_stage` to the last leaving it, seconds.
+fn span(calls: &[CallTimings], sub_stage: &str) -> f64 {
+    let spans = calls
+        .iter()
+        .flat_map(|c| c.sub_stages.iter().filter(|(n, _)| n == sub_stage));
+    let (mut first, mut last) = (u64::MAX, 0);
+    for (_, [s, e]) in spans {
+        first = first.min(*s);
+        last = last.max(*e);
+    }
+    if first > last {
+        return f64::NAN;
+    }
+    (last - first) as f64 / 1e9
+}
+
+fn per_call(calls: &[CallTimings], sub_stage: &str) -> Vec<f64> {
+    calls
+        .iter()
+        .flat_map(|c| c.sub_stages.iter().filter(|(n, _)| n == sub_stage))
+        .map(|(_, [s, e])| (e - s) as f64 / 1e9)
+        .collect()
+}
+
+/// One repetition: both stages, then validation of every output.
+pub async fn sort_once(
+    node: &Arc<Node>,
+    config: &SortConfig,
+    input: Input,
+    mode: MicrotaskMode,
+    rep: usize,
+) -> anyhow::Result<SortRun> {
+    let bucket = &config.bucket;
+    let started = Instant::now();
+    let stage1 = (0..config.parts)
+        .map(|p| {
+            json!({"bucket": bucket, "input": part_key("input/", p), "output": "parts/",
+                   "part": p, "categories": config.categories})
+        })
+        .collect();
+    let stage1 = fan_out(node, "sort-partition", stage1).await?;
+    let stage1_s = started.elapsed().as_secs_f64();
+    let stage2_started = Instant::now();
+    let stage2 = (0..config.categories)
+        .map(|c| {
+            json!({"bucket": bucket, "input": format!("parts/{c:05}/"), "parts": config.parts,
+                   "output": part_key("sorted/", c)})
+        })
+        .collect();
+    let stage2 = fan_out(node, "sort-category", stage2).await?;
+    let stage2_s = stage2_started.elapsed().as_secs_f64();
+    let makespan_s = started.elapsed().as_secs_f64();
+
+    let stage1: Vec<CallTimings> = stage1.iter().map(timings).collect::<Result<_, _>>()?;
+    let stage2: Vec<CallTimings> = stage2.iter().map(timings).collect::<Result<_, _>>()?;
+    let mut spans_s = Vec::new();
+    for sub in ["read", "partition", "write"] {
+        spans_s.push((format!("stage1.{sub}"), span(&stage1, sub)));
+    }
+    for sub in ["read", "sort", "write"] {
+        spans_s.push((format!("stage2.{sub}"), span(&stage2, sub)));
+    }
+    let (valid, records) = validate(node, config, input).await?;
+    Ok(SortRun {
+        microtasks: mode.as_str(),
+        rep,
+        makespan_s,
+        stage1_s,
+        stage2_s,
+        spans_s,
+        write_calls_s: per_call(&stage1, "write"),
+        sort_calls_s: per_call(&stage2, "sort"),
+        valid,
+        records,
+    })
+}
+
+/// Validates every category's output and the order across them; returns whether all is well
+/// and how many records the outputs hold. What is wrong is printed.
+async fn validate(
+    node: &Arc<Node>,
+    config: &SortConfig,
+    input: Input,
+) -> anyhow::Result<(bool, u64)> {
+    let requests = (0..config.categories)
+        .map(|c| json!({"bucket": config.bucket, "key": part_key("sorted/", c)}))
+        .collect();
+    let replies = fan_out(node, "sort-validate", requests).await?;
+    let mut valid = true;
+    let mut records = 0;
+    let mut checksum: u128 = 0;
+    let mut previous_last: Option<String> = None;
+    for (c, reply) in replies.iter().enumerate() {
+        let n = field_u64(reply, "records")?;
+        records += n;
+        checksum = checksum.wrapping_add(field_checksum(reply)?);
+        if field_u64(reply, "unordered")? != 0 {
+            eprintln!("category {c} is out of order: {reply}");
+            valid = false;
+        }
+        if n == 0 {
+            continue;
+        }
+        let first = reply["first_key"].as_str().unwrap_or_default().to_owned();
+        if let Some(last) = &previous_last
+            && *last > first
+        {
+            eprintln!("category {c} starts at {first}, before the previous one's end {last}");
+            valid = false;
+        }
+        previous_last = reply["last_key"].as_str().map(str::to_owned);
+    }
+    if records != input.records || checksum != input.checksum {
+        eprintln!(
+            "the outputs hold {records} records with checksum {checksum:032x}; the input had {} with {:032x}",
+            input.records, input.checksum
+        );
+        valid = false;
+    }
+    Ok((valid, records))
+}
+
+/// The whole experiment: a node per mode, the input generated once, then `reps` repetitions
+/// of the sort in each mode, the modes alternating; `progress` sees each run as it ends.
+pub async fn run(
+    config: &SortConfig,
+    modes: &[MicrotaskMode],
+    reps: usize,
+    progress: impl Fn(&SortRun),
+) -> anyhow::Result<Vec<SortRun>> {
+    anyhow::ensure!(!modes.is_empty(), "no scheduling mode to run");
+    let work = tempfile::tempdir()?;
+    let mut nodes = Vec::new();
+    for &mode in modes {
+        let dir = work.path().join(mode.as_str());
+        nodes.push((mode, start(&dir, config, mode).await?));
+    }
+    let input = generate(&nodes[0].1, config).await?;
+    let mut runs = Vec::new();
+    for rep in 0..reps {
+        for (mode, node) in &nodes {
+            let run = sort_once(node, config, input, *mode, rep).await?;
+            progress(&run);
+            runs.push(run);
+        }
+    }
+    Ok(runs)
+}
+
+/// The median of `values` (NaN if empty).
+pub fn median(values: &[f64]) -> f64 {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n % 2 {
+        1 => v[n / 2],
+        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// The floors, judged on the medians of the runs of each mode.
+pub fn floors(runs: &[SortRun]) -> String {
+    let of = |mode: &str, f: &dyn Fn(&SortRun) -> f64| -> f64 {
+        let values: Vec<f64> = runs
+            .iter()
+            .filter(|r| r.microtasks == mode)
+            .map(f)
+            .collect();
+        median(&values)
+    };
+    let row = |what: &str, f: &dyn Fn(&SortRun) -> f64, floor: &str, met: &dyn Fn(f64) -> bool| {
+        let (on, off) = (of("on", f), of("off", f));
+        let change = on / off - 1.0;
+        format!(
+            "| {what} | {off:.2} | {on:.2} | {:+.1}% | {floor} | {} |\n",
+            change * 100.0,
+            if met(change) { "met" } else { "**not met**" }
+        )
+    };
+    let mut out = String::from(
+        "| median | task-based (s) | microtasks (s) | change | floor | |\n|---|---|---|---|---|---|\n",
+    );
+    out += &row("makespan", &|r| r.makespan_s, "≤ -37%", &|c| c <= -0.37);
+    out += &row(
+        "write categorized partitions (stage 1 write)",
+        &|r| r.span("stage1.write"),
+        "≤ -70%",
+        &|c| c <= -0.70,
+    );
+    out += &row(
+        "sort category (stage 2 sort)",
+        &|r| r.span("stage2.sort"),
+        "≤ +15%",
+        &|c| c <= 0.15,
+    );
+    out += &row(
+        "sort category, per call",
+        &|r| median(&r.sort_calls_s),
+        "(reported)",
+        &|_| true,
+    );
+    out += &row(
+        "write categorized partitions, per call",
+        &|r| median(&r.write_calls_s),
+        "(reported)",
+        &|_| true,
+    );
+    let all_valid = runs.iter().all(|r| r.valid);
+    out += &format!(
+        "\nEvery sorted output validates: {}\n",
+        if all_valid { "yes" } else { "**no**" }
+    );
+    out
+}
+
+/// A plotted measure: file name, axis label, and how to read it off a run.
+type Metric = (&'static str, &'static str, fn(&SortRun) -> f64);
+
+/// ECDF plots of makespan and the two sub-stages, one line per mode, as in Figure 7.
+pub fn write_plots(out: &Path, runs: &[SortRun]) -> Result<Vec<PathBuf>, PlotError> {
+    let metrics: [Metric; 3] = [
+        ("makespan", "Makespan (s)", |r| r.makespan_s),
+        (
+            "write-partitions",
+            "Write categorized partitions (s)",
+            |r| r.span("stage1.write"),
+        ),
+        ("sort-category", "Sort category (s)", |r| {
+            r.span("stage2.sort")
+        }),
+    ];
+    let mut written = Vec::new();
+    for (file, label, metric) in metrics {
+        let on: Vec<f64> = runs
+            .iter()
+            .filter(|r| r.microtasks == "on")
+            .map(metric)
+            .collect();
+        let off: Vec<f64> = runs
+            .iter()
+            .filter(|r| r.microtasks == "off")
+            .map(metric)
+            .collect();
+        let series = [
+            Series {
+                label: "task-based",
+                values: &off,
+            },
+            Series {
+                label: "microtask-based",
+                values: &on,
+            },
+        ];
+        written.push(plot::ecdf_png(
+            &out.join(format!("{file}.png")),
+            label,
+            label,
+            &series,
+        )?);
+    }
+    Ok(written)
+}
+
+/// An s3s-fs server on a free loopback port, serving a temporary directory with one bucket;
+/// killed when dropped. For runs without a remote store (the test command's smoke run).
+pub struct LocalS3 {
+    child: std::process::Child,
+    /// The directory it serves.
+    _dir: tempfile::TempDir,
+    /// Where it listens and its credentials.
+    pub endpoint: mote_objects::S3Endpoint,
+}
+
+impl LocalS3 {
+    /// Starts `binary` (s3s-fs 0.14.1, built by `scripts/s3s-fs`) with `bucket` created.
+    pub fn start(binary: &Path, bucket: &str) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        std::fs::create_dir(dir.path().join(bucket))?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let (access_key, secret_key) = ("mote", "mote-secret");
+        let child = std::process::Command::new(binary)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--access-key", access_key, "--secret-key", secret_key])
+            .arg(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot run s3s-fs at {}: {e}; build it with ./scripts/s3s-fs",
+                    binary.display()
+                )
+            })?;
+        let server = Self {
+            child,
+            _dir: dir,
+            endpoint: mote_objects::S3Endpoint {
+                url: format!("http://127.0.0.1:{port}"),
+                region: "us-east-1".into(),
+                access_key: access_key.into(),
+                secret_key: secret_key.into(),
+            },
+        };
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "s3s-fs did not listen on port {port} within 10 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Ok(server)
+    }
+}
+
+impl Drop for LocalS3 {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Which mode a `--microtasks` value names.
+pub fn mode(name: &str, split: SplitMode) -> MicrotaskMode {
+    match name {
+        "off" => MicrotaskMode::Off,
+        _ => MicrotaskMode::On(split),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(stages: &[(&str, u64, u64)]) -> CallTimings {
+        CallTimings {
+            sub_stages: stages
+                .iter()
+                .map(|(n, s, e)| (n.to_string(), [*s, *e]))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_sub_stage_spans_from_its_first_start_to_its_last_end() {
+        let calls = [
+            call(&[("read", 0, 10), ("write", 10, 3_000_000_010)]),
+            call(&[("read", 5, 20), ("write", 1_000_000_000, 2_000_000_000)]),
+        ];
+        assert_eq!(span(&calls, "write"), 3.0);
+        assert_eq!(per_call(&calls, "write"), [3.0, 1.0]);
+        assert!(span(&calls, "sort").is_nan());
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0]), 2.5);
+    }
+
+    #[test]
+    fn malformed_timings_are_errors_that_quote_them() {
+        for reply in [
+            json!({}),
+            json!({"timings": {"read": [5, 1]}}),
+            json!({"timings": {"read": "x"}}),
+        ] {
+            assert!(timings(&reply).is_err(), "{reply}");
+        }
+        let ok = timings(&json!({"timings": {"read": [1, 5]}})).unwrap();
+        assert_eq!(ok.sub_stages, [("read".to_owned(), [1, 5])]);
+    }
+}

@@ -1,0 +1,663 @@
+//! Microtask scheduling (the microtask paper, `000_…`): calls of functions that declare phases
+//! are admitted per share class, with the node's cores split across the classes.
+//!
+//! - [`ClassGate`]: per share class (1000, 500, 250, 100 permille of a core) a count of the
+//!   microtasks running in it and a queue of those waiting, ordered by the node's policy (each
+//!   class keeps the histories of how long its microtasks held their share, so SEPT inside a
+//!   class ranks by expected microtask time). A class given `n` cores runs up to
+//!   `n × 1000 / share` microtasks. Whenever a microtask enters or leaves a class, the cores
+//!   are split again ([`mote_sched::CoreSplit`]: greedy from waiting and running microtasks ×
+//!   share, or static) and waiting microtasks are admitted where there is room. A class that
+//!   lost cores is not preempted: it drains to its new size.
+//! - [`CallGate`]: one call's hold on the gate, handed to the runtime as its
+//!   [`PhaseGate`]: `phase` moves the call to another class's queue; waits on storage or timers
+//!   give the share up and queue for it again afterwards. Dropping it (the call ended, trapped,
+//!   timed out, or was cancelled while queued) gives back whatever it held.
+//! - `--microtasks off` is task-based scheduling for comparison: one class of whole cores, a
+//!   call holds its core from start to end, waits included, and phases change nothing.
+//! - [`Microtasks`]: the threads that poll these calls, one per core (a Tokio runtime with its
+//!   timer and no I/O driver, confined by seccomp like the executors). Many calls share a
+//!   thread: each runs until it waits, and yields at every epoch tick. Object I/O runs on the
+//!   node's I/O runtime. Instance slots bound how many calls are alive at once.
+
+use crate::confine::ExecutorFilter;
+use crate::error::{DeployError, InvokeError};
+use crate::executor::{ExecutorsConfig, Reply, book, refuse_if_quarantined};
+use crate::metrics::{NodeMetrics, Outcome};
+use crate::registry::Deployed;
+use bytes::Bytes;
+use mote_objects::Objects;
+use mote_runtime::{Function, GateFuture, HostIo, PhaseGate, Runtime};
+use mote_sched::{
+    CLASSES, CallQueue, CoreSplit, FunctionKey, SHARE_LEVELS, ShareClass, SplitMismatch, SplitMode,
+};
+use serde::Serialize;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{Semaphore, oneshot};
+
+/// How calls that declare phases are scheduled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MicrotaskMode {
+    /// Per share class, with cores split across the classes as given.
+    On(SplitMode),
+    /// Task-based: a call holds a whole core for its whole duration, waits included.
+    Off,
+}
+
+impl MicrotaskMode {
+    /// `on` or `off`, as `mote up --microtasks` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::On(_) => "on",
+            Self::Off => "off",
+        }
+    }
+}
+
+/// Microtask scheduling and the object storage guests' host I/O uses.
+#[derive(Clone, Debug)]
+pub struct MicrotaskConfig {
+    /// Per class, or task-based.
+    pub mode: MicrotaskMode,
+    /// Where guests' objects live; `None` fails their object calls with a message saying so.
+    pub objects: Option<Arc<Objects>>,
+    /// The most calls that declare phases alive at once (running, queued for a share, or
+    /// waiting on storage); later ones wait for a slot. Each holds an instance.
+    pub max_alive: usize,
+}
+
+impl Default for MicrotaskConfig {
+    fn default() -> Self {
+        Self {
+            mode: MicrotaskMode::On(SplitMode::Dynamic),
+            objects: None,
+            max_alive: 256,
+        }
+    }
+}
+
+/// One share class's state, for `GET /v1/node`.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ClassSnapshot {
+    /// The class's share of a core, in permille.
+    pub permille: u16,
+    /// Cores the class has now.
+    pub cores: u32,
+    /// Microtasks it may run at once: cores × 1000 / permille.
+    pub capacity: u32,
+    /// Microtasks running in it.
+    pub running: u32,
+    /// Microtasks queued for it.
+    pub waiting: usize,
+}
+
+struct GateState {
+    /// `None` under `--microtasks off`.
+    split: Option<CoreSplit>,
+    /// The node's cores in permille: what the running microtasks' shares may add up to.
+    budget: u32,
+    cores: [u32; CLASSES],
+    capacity: [u32; CLASSES],
+    running: [u32; CLASSES],
+    waiting: [CallQueue<oneshot::Sender<()>>; CLASSES],
+}
+
+/// Admits microtasks to their share classes.
+pub(crate) struct ClassGate {
+    state: Mutex<GateState>,
+    releases_on_wait: bool,
+}
+
+impl ClassGate {
+    pub(crate) fn new(
+        executors: &ExecutorsConfig,
+        mode: MicrotaskMode,
+    ) -> Result<Self, SplitMismatch> {
+        let cores = executors.cores as u32;
+        let (split, initial) = match mode {
+            MicrotaskMode::On(split) => (Some(CoreSplit::new(cores, split)?), [0; CLASSES]),
+            MicrotaskMode::Off => (None, [cores, 0, 0, 0]),
+        };
+        let mut state = GateState {
+            split,
+            budget: cores * 1000,
+            cores: initial,
+            capacity: initial,
+            running: [0; CLASSES],
+            waiting: std::array::from_fn(|_| CallQueue::new(executors.policy, executors.fc_window)),
+        };
+        state.rebalance();
+        Ok(Self {
+            state: Mutex::new(state),
+            releases_on_wait: mode != MicrotaskMode::Off,
+        })
+    }
+
+    /// The class a phase of `permille` runs in: its share class, or under `off` the one class.
+    fn class_of(&self, permille: u16) -> usize {
+        match self.releases_on_wait {
+            true => ShareClass::of(i32::from(permille))
+                .map(ShareClass::index)
+                .unwrap_or(0),
+            false => 0,
+        }
+    }
+
+    /// Admits a microtask of `function` to `class` now (`None`), or queues it: the receiver
+    /// fires when it is admitted.
+    fn acquire(
+        &self,
+        class: usize,
+        function: FunctionKey,
+        arrival: Instant,
+    ) -> Option<oneshot::Receiver<()>> {
+        let mut state = self
+            .state
+            .lock()
+            .expect("the gate's lock is never poisoned");
+        if state.waiting[class].is_empty() && state.has_room(class) {
+            state.running[class] += 1;
+            state.rebalance();
+            return None;
+        }
+        let (admit, admitted) = oneshot::channel();
+        state.waiting[class].push(function, arrival, admit);
+        state.rebalance();
+        Some(admitted)
+    }
+
+    /// A microtask of `function` that held a share of `class` for `held` has left it.
+    fn release(&self, class: usize, function: FunctionKey, held: Duration) {
+        let mut state = self
+            .state
+            .lock()
+            .expect("the gate's lock is never poisoned");
+        state.running[class] -= 1;
+        state.waiting[class].complete(function, held);
+        state.rebalance();
+    }
+
+    /// Drops what the classes know about a function that was replaced or removed.
+    pub(crate) fn forget(&self, function: FunctionKey) {
+        let mut state = self
+            .state
+            .lock()
+            .expect("the gate's lock is never poisoned");
+        for queue in &mut state.waiting {
+            queue.forget(function);
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> Vec<ClassSnapshot> {
+        let state = self
+            .state
+            .lock()
+            .expect("the gate's lock is never poisoned");
+        (0..CLASSES)
+            .map(|c| ClassSnapshot {
+                permille: SHARE_LEVELS[c],
+                cores: state.cores[c],
+                capacity: state.capacity[c],
+                running: state.running[c],
+                waiting: state.waiting[c].len(),
+            })
+            .collect()
+    }
+}
+
+impl GateState {
+    /// Whether one more microtask fits in `class`: under its capacity, and within the node's
+    /// cores counting every class's running shares. A class that lost cores at a split may
+    /// still run more than its new capacity; the second check keeps the others from adding
+    /// to that until it has drained, so the cores are never oversubscribed.
+    fn has_room(&self, class: usize) -> bool {
+        let committed: u32 = (0..CLASSES)
+            .map(|c| self.running[c] * u32::from(SHARE_LEVELS[c]))
+            .sum();
+        self.running[class] < self.capacity[class]
+            && committed + u32::from(SHARE_LEVELS[class]) <= self.budget
+    }
+
+    /// Splits the cores again from the work in each class and admits what now fits.
+    fn rebalance(&mut self) {
+        if let Some(split) = &mut self.split {
+            let microtasks: [u64; CLASSES] =
+                std::array::from_fn(|c| u64::from(self.running[c]) + self.waiting[c].len() as u64);
+            self.cores = split.split(microtasks);
+            self.capacity =
+                std::array::from_fn(|c| self.cores[c] * (1000 / u32::from(SHARE_LEVELS[c])));
+        }
+        for c in 0..CLASSES {
+            while self.has_room(c) {
+                let Some(admit) = self.waiting[c].pop() else {
+                    break;
+                };
+                // A receiver that is gone belongs to a call cancelled while it queued.
+                if admit.send(()).is_ok() {
+                    self.running[c] += 1;
+                }
+            }
+        }
+    }
+}
+
+/// Where a call stands with the gate.
+enum Hold {
+    /// Running in its class.
+    Running,
+    /// Queued for its class.
+    Queued(oneshot::Receiver<()>),
+    /// Holding nothing: before its first admission, or while it waits on storage or a timer.
+    Released,
+}
+
+/// One call's hold on the [`ClassGate`]; the runtime drives it through [`PhaseGate`].
+pub(crate) struct CallGate {
+    gate: Arc<ClassGate>,
+    function: FunctionKey,
+    arrival: Instant,
+    class: usize,
+    hold: Hold,
+    since: Instant,
+}
+
+impl CallGate {
+    /// A call that holds nothing yet and will start in the whole-core class.
+    fn new(gate: Arc<ClassGate>, function: FunctionKey, arrival: Instant) -> Self {
+        Self {
+            gate,
+            function,
+            arrival,
+            class: ShareClass::WHOLE_CORE.index(),
+            hold: Hold::Released,
+            since: arrival,
+        }
+    }
+
+    /// Waits until the call runs in its class.
+    async fn acquire(&mut self) {
+        if let Some(admitted) = self.gate.acquire(self.class, self.function, self.arrival) {
+            self.hold = Hold::Queued(admitted);
+            if let Hold::Queued(admitted) = &mut self.hold
+                && admitted.await.is_err()
+            {
+                // The gate is gone: the node is shutting down and the call with it.
+                self.hold = Hold::Released;
+                return;
+            }
+        }
+        self.hold = Hold::Running;
+        self.since = Instant::now();
+    }
+
+    fn release(&mut self) {
+        if let Hold::Running = self.hold {
+            self.gate
+                .release(self.class, self.function, self.since.elapsed());
+        }
+        self.hold = Hold::Released;
+    }
+}
+
+impl PhaseGate for CallGate {
+    fn enter(&mut self, permille: u16) -> GateFuture<'_> {
+        Box::pin(async move {
+            let class = self.gate.class_of(permille);
+            if class != self.class {
+                self.release();
+                self.class = class;
+            }
+            if !matches!(self.hold, Hold::Running) {
+                self.acquire().await;
+            }
+        })
+    }
+
+    fn suspend(&mut self) {
+        if self.gate.releases_on_wait {
+            self.release();
+        }
+    }
+
+    fn resume(&mut self) -> GateFuture<'_> {
+        Box::pin(async move {
+            if let Hold::Released = self.hold {
+                self.acquire().await;
+            }
+        })
+    }
+}
+
+impl Drop for CallGate {
+    fn drop(&mut self) {
+        match std::mem::replace(&mut self.hold, Hold::Released) {
+            Hold::Running => {
+                self.hold = Hold::Running;
+                self.release();
+            }
+            Hold::Queued(mut admitted) => {
+                // Admitted after it stopped waiting: give the share straight back.
+                admitted.close();
+                if admitted.try_recv().is_ok() {
+                    self.hold = Hold::Running;
+                    self.release();
+                }
+            }
+            Hold::Released => {}
+        }
+    }
+}
+
+struct Shared {
+    gate: Arc<ClassGate>,
+    runtime: Arc<Runtime>,
+    host: HostIo,
+    metrics: Arc<NodeMetrics>,
+    alive: Semaphore,
+    /// Calls submitted and not yet answered.
+    submitted: AtomicUsize,
+    max_waiting: usize,
+    quarantine_after: u32,
+}
+
+/// The threads that run calls of functions with phases, and the gate in front of them.
+pub struct Microtasks {
+    shared: Arc<Shared>,
+    threads: Option<tokio::runtime::Runtime>,
+    mode: MicrotaskMode,
+}
+
+impl Microtasks {
+    /// Starts one thread per core; object I/O will run on `io`.
+    pub(crate) fn start(
+        runtime: Arc<Runtime>,
+        metrics: Arc<NodeMetrics>,
+        executors: &ExecutorsConfig,
+        config: MicrotaskConfig,
+        io: tokio::runtime::Handle,
+    ) -> Result<Self, DeployError> {
+        let gate = Arc::new(
+            ClassGate::new(executors, config.mode)
+                .map_err(|e| DeployError::Config(format!("--core-split: {e}")))?,
+        );
+        let filter = match executors.seccomp {
+            true => Some(Arc::new(ExecutorFilter::new()?)),
+            false => None,
+        };
+        let threads = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(executors.cores)
+            .thread_name("mote-microtask")
+            .enable_time()
+            .on_thread_start(move || {
+                if let Some(filter) = &filter
+                    && let Err(e) = filter.confine_this_thread()
+                {
+                    // The executors were confined by the same filter a moment earlier, so
+                    // this does not happen; if it does, guest code must not run unconfined.
+                    tracing::error!(error = %e, "cannot confine a microtask thread");
+                    std::process::abort();
+                }
+            })
+            .build()
+            .map_err(|e| {
+                DeployError::Internal(format!("cannot start the microtask threads: {e}"))
+            })?;
+        let shared = Arc::new(Shared {
+            gate,
+            runtime,
+            host: HostIo::new(config.objects, io),
+            metrics,
+            alive: Semaphore::new(config.max_alive),
+            submitted: AtomicUsize::new(0),
+            max_waiting: executors.max_queue,
+            quarantine_after: executors.quarantine_after,
+        });
+        Ok(Self {
+            shared,
+            threads: Some(threads),
+            mode: config.mode,
+        })
+    }
+
+    /// Queues a call of `function`, running `code`, that arrived at `arrival`.
+    pub(crate) fn submit(
+        &self,
+        function: Arc<Deployed>,
+        code: Arc<Function>,
+        input: Bytes,
+        arrival: Instant,
+    ) -> Result<oneshot::Receiver<Reply>, InvokeError> {
+        refuse_if_quarantined(&function)?;
+        let waiting = self.shared.submitted.fetch_add(1, Ordering::Relaxed);
+        if waiting >= self.shared.max_waiting {
+            self.shared.submitted.fetch_sub(1, Ordering::Relaxed);
+            function.count(Outcome::Rejected);
+            return Err(InvokeError::QueueFull {
+                waiting,
+                limit: self.shared.max_waiting,
+            });
+        }
+        let (reply, rx) = oneshot::channel();
+        let shared = self.shared.clone();
+        let threads = self.threads.as_ref().expect("running until dropped");
+        threads.spawn(async move {
+            shared.run(function, code, input, reply, arrival).await;
+            shared.submitted.fetch_sub(1, Ordering::Relaxed);
+        });
+        Ok(rx)
+    }
+
+    /// Drops what the classes know about a function that was replaced or removed.
+    pub(crate) fn forget(&self, function: FunctionKey) {
+        self.shared.gate.forget(function);
+    }
+
+    /// `on` or `off`.
+    pub fn mode(&self) -> MicrotaskMode {
+        self.mode
+    }
+
+    /// Each share class's cores, room and queue.
+    pub fn classes(&self) -> Vec<ClassSnapshot> {
+        self.shared.gate.snapshot()
+    }
+}
+
+impl Drop for Microtasks {
+    fn drop(&mut self) {
+        // Calls still running are cancelled: their futures, instances and gates are dropped
+        // on the threads as they stop. Not waited for: a node may be dropped on a thread of
+        // an async runtime, which must not block.
+        if let Some(threads) = self.threads.take() {
+            threads.shutdown_background();
+        }
+    }
+}
+
+impl Shared {
+    async fn run(
+        &self,
+        function: Arc<Deployed>,
+        code: Arc<Function>,
+        input: Bytes,
+        mut reply: oneshot::Sender<Reply>,
+        arrival: Instant,
+    ) {
+        let Ok(_slot) = self.alive.acquire().await else {
+            return;
+        };
+        let mut gate = CallGate::new(self.gate.clone(), function.key(), arrival);
+        tokio::select! {
+            () = gate.acquire() => {}
+            () = reply.closed() => {
+                function.count(Outcome::Cancelled);
+                return;
+            }
+        }
+        if let Err(e) = refuse_if_quarantined(&function) {
+            let _ = reply.send(Reply::unstarted(Err(e)));
+            return;
+        }
+        let started = Instant::now();
+        let limits = function.record().limits;
+        let call = self.runtime.call_microtask(
+            &code,
+            function.name(),
+            limits,
+            started,
+            &input,
+            Box::new(gate),
+            self.host.clone(),
+        );
+        let result = tokio::select! {
+            result = call => result,
+            () = reply.closed() => {
+                // The caller went away: stop the call rather than let it hold its share.
+                function.count(Outcome::Cancelled);
+                return;
+            }
+        };
+        let processing = started.elapsed();
+        let (outcome, entered, result) = match result {
+            Ok(out) => (Outcome::Ok, Some(out.entered), Ok(out.body)),
+            Err(e) => (Outcome::of(&e), None, Err(InvokeError::Call(e))),
+        };
+        book(
+            &self.metrics,
+            &function,
+            outcome,
+            processing,
+            self.quarantine_after,
+        );
+        let _ = reply.send(Reply {
+            result,
+            queued: started.saturating_duration_since(arrival),
+            processing,
+            entered,
+            cold_start: None,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mote_sched::Policy;
+
+    fn gate(cores: usize, mode: MicrotaskMode) -> Arc<ClassGate> {
+        let mut config = ExecutorsConfig::new(cores);
+        config.policy = Policy::Fifo;
+        Arc::new(ClassGate::new(&config, mode).unwrap())
+    }
+
+    fn call(gate: &Arc<ClassGate>) -> CallGate {
+        CallGate::new(gate.clone(), 1, Instant::now())
+    }
+
+    fn running(gate: &ClassGate) -> Vec<u32> {
+        gate.snapshot().iter().map(|c| c.running).collect()
+    }
+
+    #[tokio::test]
+    async fn a_tenth_share_class_runs_ten_microtasks_per_core() {
+        let gate = gate(2, MicrotaskMode::On(SplitMode::Dynamic));
+        let mut calls: Vec<CallGate> = (0..25).map(|_| call(&gate)).collect();
+        for c in &mut calls[..20] {
+            c.enter(100).await;
+        }
+        // 20 microtasks of 100‰ fill both cores.
+        assert_eq!(running(&gate), [0, 0, 0, 20]);
+        let classes = gate.snapshot();
+        assert_eq!((classes[3].cores, classes[3].capacity), (2, 20));
+        // The 21st queues until one leaves.
+        let mut extra = calls.pop().unwrap();
+        let mut admitted = Box::pin(extra.enter(100));
+        assert!(futures_poll_once(&mut admitted).is_pending());
+        assert_eq!(gate.snapshot()[3].waiting, 1);
+        drop(calls.remove(0));
+        assert!(futures_poll_once(&mut admitted).is_ready());
+        drop(admitted);
+        assert_eq!(running(&gate), [0, 0, 0, 20]);
+    }
+
+    #[tokio::test]
+    async fn a_whole_core_phase_waits_for_a_core_the_light_class_gives_back() {
+        let gate = gate(2, MicrotaskMode::On(SplitMode::Dynamic));
+        let mut light: Vec<CallGate> = (0..15).map(|_| call(&gate)).collect();
+        for c in &mut light {
+            c.enter(100).await;
+        }
+        // 15 light microtasks need 1.5 cores: the class holds both.
+        assert_eq!(gate.snapshot()[3].cores, 2);
+        let mut heavy = call(&gate);
+        let mut admitted = Box::pin(heavy.enter(1000));
+        // One core goes to the busy whole-core class at once, but the light class still runs
+        // 15 microtasks (1.5 cores) until it drains to 10, and the cores are not oversubscribed
+        // meanwhile.
+        assert!(futures_poll_once(&mut admitted).is_pending());
+        let classes = gate.snapshot();
+        assert_eq!((classes[0].cores, classes[3].cores), (1, 1));
+        for _ in 0..5 {
+            drop(light.pop());
+        }
+        assert!(futures_poll_once(&mut admitted).is_ready());
+        drop(admitted);
+        assert_eq!(running(&gate), [1, 0, 0, 10]);
+    }
+
+    #[tokio::test]
+    async fn waits_give_the_share_up_and_dropping_a_gate_gives_everything_back() {
+        let gate = gate(1, MicrotaskMode::On(SplitMode::Dynamic));
+        let mut a = call(&gate);
+        a.acquire().await;
+        assert_eq!(running(&gate), [1, 0, 0, 0]);
+        a.suspend();
+        assert_eq!(running(&gate), [0, 0, 0, 0]);
+        a.resume().await;
+        a.enter(250).await;
+        assert_eq!(running(&gate), [0, 0, 1, 0]);
+        drop(a);
+        assert_eq!(running(&gate), [0, 0, 0, 0]);
+        // A call dropped while it queued holds nothing afterwards, even if it was admitted
+        // in between.
+        let mut first = call(&gate);
+        first.acquire().await;
+        let mut second = call(&gate);
+        let mut queued = Box::pin(second.acquire());
+        assert!(futures_poll_once(&mut queued).is_pending());
+        drop(queued);
+        drop(first);
+        drop(second);
+        assert_eq!(running(&gate), [0, 0, 0, 0]);
+        assert_eq!(gate.snapshot()[0].waiting, 0);
+    }
+
+    #[tokio::test]
+    async fn task_based_calls_hold_a_whole_core_through_phases_and_waits() {
+        let gate = gate(2, MicrotaskMode::Off);
+        let mut a = call(&gate);
+        a.acquire().await;
+        a.enter(100).await;
+        a.suspend();
+        a.resume().await;
+        assert_eq!(running(&gate), [1, 0, 0, 0]);
+        let mut b = call(&gate);
+        b.acquire().await;
+        let mut c = call(&gate);
+        let mut queued = Box::pin(c.enter(100));
+        assert!(
+            futures_poll_once(&mut queued).is_pending(),
+            "two cores, two calls, whatever their phases"
+        );
+        drop(a);
+        assert!(futures_poll_once(&mut queued).is_ready());
+    }
+
+    /// Polls a future once with a waker that does nothing.
+    fn futures_poll_once<F: std::future::Future + Unpin>(f: &mut F) -> std::task::Poll<F::Output> {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        std::pin::Pin::new(f).poll(&mut cx)
+    }
+}
