@@ -282,6 +282,35 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where a benchmark writes its results, created: `out` if given, else
+/// `docs/benchmarks/{name}`, except that a smoke run, which must never overwrite the committed
+/// results, gets a temporary directory removed when the guard drops.
+fn results_dir(
+    out: Option<PathBuf>,
+    smoke: bool,
+    name: &str,
+) -> anyhow::Result<(PathBuf, Option<RemovedOnDrop>)> {
+    let (out, guard) = match (out, smoke) {
+        (Some(out), _) => (out, None),
+        (None, false) => (PathBuf::from("docs/benchmarks").join(name), None),
+        (None, true) => {
+            let dir = std::env::temp_dir()
+                .join(format!("mote-bench-{name}-smoke-{}", std::process::id()));
+            (dir.clone(), Some(RemovedOnDrop(dir)))
+        }
+    };
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    Ok((out, guard))
+}
+
+/// The command line as typed, for the report.
+fn command_line() -> String {
+    std::iter::once("mote".to_owned())
+        .chain(std::env::args().skip(1))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn run_sort(args: SortArgs) -> anyhow::Result<()> {
     let (size, parts, categories, reps) = match args.smoke {
         true => (0.002, 4, 4, 1),
@@ -319,20 +348,8 @@ fn run_sort(args: SortArgs) -> anyhow::Result<()> {
         true => vec!["on".into(), "off".into()],
         false => args.microtasks.clone(),
     };
-    let (out, _smoke_dir) = match (args.out, args.smoke) {
-        (Some(out), _) => (out, None),
-        (None, false) => (PathBuf::from("docs/benchmarks/microtasks"), None),
-        (None, true) => {
-            let dir =
-                std::env::temp_dir().join(format!("mote-bench-sort-smoke-{}", std::process::id()));
-            (dir.clone(), Some(RemovedOnDrop(dir)))
-        }
-    };
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    let command = std::iter::once("mote".to_owned())
-        .chain(std::env::args().skip(1))
-        .collect::<Vec<_>>()
-        .join(" ");
+    let (out, _smoke_dir) = results_dir(args.out, args.smoke, "microtasks")?;
+    let command = command_line();
     eprintln!(
         "sort: {size} GB in {parts} parts and {categories} categories on {} cores, {reps} rep(s) of {modes:?}, objects at {}",
         config.cores, endpoint.url
@@ -406,21 +423,8 @@ fn run_store(args: StoreArgs) -> anyhow::Result<()> {
     if let Some(dir) = args.work_dir {
         config.work_dir = dir;
     }
-    // A smoke run never overwrites the committed results.
-    let (out, smoke_dir) = match (args.out, args.smoke) {
-        (Some(out), _) => (out, None),
-        (None, false) => (PathBuf::from("docs/benchmarks/store"), None),
-        (None, true) => {
-            let dir =
-                std::env::temp_dir().join(format!("mote-bench-store-smoke-{}", std::process::id()));
-            (dir.clone(), Some(RemovedOnDrop(dir)))
-        }
-    };
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    let command = std::iter::once("mote".to_owned())
-        .chain(std::env::args().skip(1))
-        .collect::<Vec<_>>()
-        .join(" ");
+    let (out, smoke_dir) = results_dir(args.out, args.smoke, "store")?;
+    let command = command_line();
     eprintln!(
         "store: {} run(s) of sizes {:?}, {} requests each, etcd tools from {}; results in {}",
         config.runs,

@@ -154,18 +154,7 @@ impl Runtime {
             "{name} declares microtasks; run it with Runtime::call_microtask"
         );
         let mut store = self.new_store(function, name, limits, started, input);
-        if let Some(ticker) = self.ticker() {
-            ticker.call_starting(limits.timeout());
-            store.set_epoch_deadline(1);
-            store.epoch_deadline_callback(|mut ctx| {
-                let state = ctx.data_mut();
-                if Instant::now() >= state.deadline {
-                    state.timed_out = true;
-                    return Err(Trap::Interrupt.into());
-                }
-                Ok(UpdateDeadline::Continue(1))
-            });
-        }
+        self.arm_deadline(&mut store, limits, false);
         let result = self.run_entry(function, &mut store, input);
         let value = finish(self.finish_call(function, name, limits, &store, result));
         drop(store);
@@ -202,6 +191,33 @@ impl Runtime {
         let mut store = Store::new(function.pre.module().engine(), state);
         store.limiter(|s| &mut s.limiter);
         store
+    }
+
+    /// Checks the call's wall-clock deadline at every epoch tick and stops the guest past it;
+    /// with `yield_each_tick` (microtask calls) the guest also yields to other calls at every
+    /// tick.
+    pub(crate) fn arm_deadline(
+        &self,
+        store: &mut Store<CallState>,
+        limits: Limits,
+        yield_each_tick: bool,
+    ) {
+        let Some(ticker) = self.ticker() else {
+            return;
+        };
+        ticker.call_starting(limits.timeout());
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |mut ctx| {
+            let state = ctx.data_mut();
+            if Instant::now() >= state.deadline {
+                state.timed_out = true;
+                return Err(Trap::Interrupt.into());
+            }
+            Ok(match yield_each_tick {
+                true => UpdateDeadline::Yield(1),
+                false => UpdateDeadline::Continue(1),
+            })
+        });
     }
 
     /// Logs what the guest wrote to stdio and classifies a failure.

@@ -88,18 +88,7 @@ impl Runtime {
         );
         let mut store = self.new_store(function, name, limits, started, input);
         store.data_mut().microtask = Some(MicrotaskState { gate, io });
-        if let Some(ticker) = self.ticker() {
-            ticker.call_starting(limits.timeout());
-            store.set_epoch_deadline(1);
-            store.epoch_deadline_callback(|mut ctx| {
-                let state = ctx.data_mut();
-                if Instant::now() >= state.deadline {
-                    state.timed_out = true;
-                    return Err(wasmtime::Trap::Interrupt.into());
-                }
-                Ok(wasmtime::UpdateDeadline::Yield(1))
-            });
-        }
+        self.arm_deadline(&mut store, limits, true);
         let deadline = tokio::time::Instant::from_std(started + limits.timeout());
         let run = self.run_entry_async(function, &mut store, input);
         let result = match tokio::time::timeout_at(deadline, run).await {
