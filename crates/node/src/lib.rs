@@ -194,7 +194,11 @@ impl Node {
         let config = config.into();
         create_dir(data)?;
         let threads = Executors::threads_for(&config.executors);
-        let runtime = Runtime::new(RuntimeConfig::new(data.join("artifacts"), threads))?;
+        let mut runtime_config = RuntimeConfig::new(data.join("artifacts"), threads);
+        // Every call that declares phases holds an instance while it is alive.
+        runtime_config.microtask_slots =
+            u32::try_from(config.microtasks.max_alive).unwrap_or(u32::MAX);
+        let runtime = Runtime::new(runtime_config)?;
         let blobs = ModuleBlobs::open(&data.join("modules"))?;
         Self::start(Arc::new(runtime), store, blobs, config).await
     }

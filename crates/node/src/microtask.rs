@@ -64,7 +64,8 @@ pub struct MicrotaskConfig {
     /// Where guests' objects live; `None` fails their object calls with a message saying so.
     pub objects: Option<Arc<Objects>>,
     /// The most calls that declare phases alive at once (running, queued for a share, or
-    /// waiting on storage); later ones wait for a slot. Each holds an instance.
+    /// waiting on storage); later ones wait for a slot. Each holds an instance: a node started
+    /// with `Node::start_on` sizes the runtime's microtask slots to this.
     pub max_alive: usize,
 }
 

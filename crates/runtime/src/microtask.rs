@@ -344,7 +344,7 @@ fn encode_listing(listing: &mote_objects::Listing) -> Bytes {
 const LIST_LIMIT: usize = 1000;
 
 /// Registers `phase`, `sleep_us` and the object functions (async) and WASI preview1 (async)
-/// on the microtask engine's linker.
+/// on the linker of microtask functions.
 pub(crate) fn add_host_functions(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     crate::call::add_log(linker)?;
     linker.func_wrap_async(
