@@ -3,7 +3,8 @@
 
 use crate::fixtures;
 use crate::platform::Platform;
-use std::process::{Child, Command, Stdio};
+use mote_bench::sort::LocalS3;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// A guest over bucket `bkt`, key `k`: an empty body reads the object, any other body is
@@ -108,17 +109,7 @@ fn mote_up_refuses_s3_without_credentials_and_a_split_that_does_not_add_up() {
         (vec!["--core-split", "half"], "not a core split"),
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let out = Command::new(crate::platform::mote_bin())
-            .args([
-                "up",
-                "--listen",
-                "127.0.0.1:0",
-                "--store-listen",
-                "127.0.0.1:0",
-            ])
-            .arg("--data")
-            .arg(dir.path())
-            .args(&args)
+        let out = Platform::up_command(dir.path(), &args)
             .env_remove("MOTE_S3_ACCESS_KEY")
             .env_remove("MOTE_S3_SECRET_KEY")
             .stdout(Stdio::null())
@@ -130,70 +121,38 @@ fn mote_up_refuses_s3_without_credentials_and_a_split_that_does_not_add_up() {
     }
 }
 
-/// s3s-fs serving a temporary directory with bucket `bkt`, on a free port; killed on drop.
-struct S3sFs {
-    child: Child,
-    url: String,
-    dir: tempfile::TempDir,
+/// s3s-fs (the binary `./scripts/test` builds and names in `MOTE_S3S_FS`) serving a temporary
+/// directory with bucket `bkt`, on a free port; killed on drop.
+fn s3s_fs() -> LocalS3 {
+    let binary = std::env::var("MOTE_S3S_FS").expect(
+        "MOTE_S3S_FS must name the s3s-fs binary: run ./scripts/test, or ./scripts/s3s-fs and export it",
+    );
+    LocalS3::start(binary.as_ref(), "bkt").unwrap()
 }
 
-impl S3sFs {
-    fn start() -> Self {
-        let binary = std::env::var("MOTE_S3S_FS").expect(
-            "MOTE_S3S_FS must name the s3s-fs binary: run ./scripts/test, or ./scripts/s3s-fs and export it",
-        );
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("bkt")).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(binary)
-            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--access-key", "mote", "--secret-key", "mote-secret"])
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "s3s-fs did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-            dir,
-        }
-    }
-}
-
-impl Drop for S3sFs {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `mote up` against `s3`, with its credentials.
+fn platform_on(s3: &LocalS3, args: &[&str]) -> Platform {
+    let args: Vec<&str> = ["--s3-endpoint", s3.endpoint.url.as_str()]
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect();
+    Platform::start_with_env(
+        &args,
+        &[
+            ("MOTE_S3_ACCESS_KEY", &s3.endpoint.access_key),
+            ("MOTE_S3_SECRET_KEY", &s3.endpoint.secret_key),
+        ],
+    )
 }
 
 #[test]
 fn objects_go_to_a_real_s3_server() {
-    let s3 = S3sFs::start();
-    let p = Platform::start_with_env(
-        &["--s3-endpoint", &s3.url],
-        &[
-            ("MOTE_S3_ACCESS_KEY", "mote"),
-            ("MOTE_S3_SECRET_KEY", "mote-secret"),
-        ],
-    );
+    let s3 = s3s_fs();
+    let p = platform_on(&s3, &[]);
     p.deploy("store", &store_guest(), "");
     let (status, message) = status_and_text(&p.invoke("store", b"in s3").body);
     assert_eq!(status, 0, "{message}");
-    assert_eq!(
-        std::fs::read(s3.dir.path().join("bkt/k")).unwrap(),
-        b"in s3"
-    );
+    assert_eq!(std::fs::read(s3.dir().join("bkt/k")).unwrap(), b"in s3");
     let (status, object) = status_and_text(&p.invoke("store", b"").body);
     assert_eq!((status, object.as_str()), (0, "in s3"));
 }
@@ -207,14 +166,8 @@ fn call_json(p: &Platform, name: &str, request: serde_json::Value) -> serde_json
 
 #[test]
 fn the_sort_application_sorts_through_a_real_s3_server_and_reports_what_is_missing() {
-    let s3 = S3sFs::start();
-    let p = Platform::start_with_env(
-        &["--s3-endpoint", &s3.url, "--cores", "2"],
-        &[
-            ("MOTE_S3_ACCESS_KEY", "mote"),
-            ("MOTE_S3_SECRET_KEY", "mote-secret"),
-        ],
-    );
+    let s3 = s3s_fs();
+    let p = platform_on(&s3, &["--cores", "2"]);
     for guest in mote_guests::SORT {
         p.deploy(guest.name, guest.wasm, "?memory_mb=256");
     }
@@ -282,7 +235,7 @@ fn the_sort_application_sorts_through_a_real_s3_server_and_reports_what_is_missi
         "{}",
         r.error()
     );
-    assert!(!s3.dir.path().join("bkt/sorted/broken").exists());
+    assert!(!s3.dir().join("bkt/sorted/broken").exists());
     let v = call_json(
         &p,
         "sort-validate",

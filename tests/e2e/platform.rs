@@ -50,6 +50,17 @@ impl Platform {
         Self::start_with_env(args, &[])
     }
 
+    /// `mote up` on free ports with its state in `data`, and `args`.
+    pub fn up_command(data: &Path, args: &[&str]) -> Command {
+        let mut command = Command::new(mote_bin());
+        command
+            .args(["up", "--listen", "127.0.0.1:0"])
+            .args(["--store-listen", "127.0.0.1:0", "--data"])
+            .arg(data)
+            .args(args);
+        command
+    }
+
     /// Starts `mote up` on a fresh data directory with `env` set.
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir().unwrap();
@@ -65,17 +76,8 @@ impl Platform {
     }
 
     fn start_in_with_env(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut child = Command::new(mote_bin())
-            .args([
-                "up",
-                "--listen",
-                "127.0.0.1:0",
-                "--store-listen",
-                "127.0.0.1:0",
-            ])
-            .args(["--log", "warn", "--data"])
-            .arg(data)
-            .args(args)
+        let mut child = Self::up_command(data, args)
+            .args(["--log", "warn"])
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

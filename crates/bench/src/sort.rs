@@ -490,13 +490,17 @@ pub fn write_plots(out: &Path, runs: &[SortRun]) -> Result<Vec<PathBuf>, PlotErr
 /// killed when dropped. For runs without a remote store (the test command's smoke run).
 pub struct LocalS3 {
     child: std::process::Child,
-    /// The directory it serves.
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     /// Where it listens and its credentials.
     pub endpoint: mote_objects::S3Endpoint,
 }
 
 impl LocalS3 {
+    /// The directory it serves: bucket `b` is its subdirectory `b`.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
     /// Starts `binary` (s3s-fs 0.14.1, built by `scripts/s3s-fs`) with `bucket` created.
     pub fn start(binary: &Path, bucket: &str) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
@@ -520,7 +524,7 @@ impl LocalS3 {
             })?;
         let server = Self {
             child,
-            _dir: dir,
+            dir,
             endpoint: mote_objects::S3Endpoint {
                 url: format!("http://127.0.0.1:{port}"),
                 region: "us-east-1".into(),

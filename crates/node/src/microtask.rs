@@ -108,7 +108,7 @@ struct GateState {
 /// Admits microtasks to their share classes.
 pub(crate) struct ClassGate {
     state: Mutex<GateState>,
-    releases_on_wait: bool,
+    mode: MicrotaskMode,
 }
 
 impl ClassGate {
@@ -132,13 +132,18 @@ impl ClassGate {
         state.rebalance();
         Ok(Self {
             state: Mutex::new(state),
-            releases_on_wait: mode != MicrotaskMode::Off,
+            mode,
         })
+    }
+
+    /// Whether waits give the share up: per class yes; task-based, a call holds its core.
+    fn releases_on_wait(&self) -> bool {
+        self.mode != MicrotaskMode::Off
     }
 
     /// The class a phase of `permille` runs in: its share class, or under `off` the one class.
     fn class_of(&self, permille: u16) -> usize {
-        match self.releases_on_wait {
+        match self.releases_on_wait() {
             true => ShareClass::of(i32::from(permille))
                 .map(ShareClass::index)
                 .unwrap_or(0),
@@ -317,7 +322,7 @@ impl PhaseGate for CallGate {
     }
 
     fn suspend(&mut self) {
-        if self.gate.releases_on_wait {
+        if self.gate.releases_on_wait() {
             self.release();
         }
     }
@@ -367,7 +372,6 @@ struct Shared {
 pub struct Microtasks {
     shared: Arc<Shared>,
     threads: Option<tokio::runtime::Runtime>,
-    mode: MicrotaskMode,
 }
 
 impl Microtasks {
@@ -418,7 +422,6 @@ impl Microtasks {
         Ok(Self {
             shared,
             threads: Some(threads),
-            mode: config.mode,
         })
     }
 
@@ -457,7 +460,7 @@ impl Microtasks {
 
     /// `on` or `off`.
     pub fn mode(&self) -> MicrotaskMode {
-        self.mode
+        self.shared.gate.mode
     }
 
     /// Each share class's cores, room and queue.

@@ -614,8 +614,8 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn listings_are_encoded_as_the_abi_says() {
+    #[test]
+    fn listings_are_encoded_as_the_abi_says() {
         let listing = mote_objects::Listing {
             entries: vec![mote_objects::ObjectEntry {
                 key: "ab".into(),
