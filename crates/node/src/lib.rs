@@ -162,7 +162,6 @@ impl Node {
             metrics.clone(),
             &config.executors,
             config.microtasks,
-            tokio::runtime::Handle::current(),
         )?;
         let executors = Executors::start(runtime, metrics.clone(), config.executors)?;
         Ok(Self {
@@ -414,6 +413,60 @@ mod tests {
         assert!(
             microtasks < Duration::from_millis(700),
             "the four waits overlap: {microtasks:?}"
+        );
+    }
+
+    /// The nice value of every thread of this process named `name`.
+    fn nice_of_threads(name: &str) -> Vec<i64> {
+        let mut nice = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").unwrap() {
+            let task = task.unwrap().path();
+            // A thread that ended since the listing has no files left: skip it.
+            let (Ok(comm), Ok(stat)) = (
+                std::fs::read_to_string(task.join("comm")),
+                std::fs::read_to_string(task.join("stat")),
+            ) else {
+                continue;
+            };
+            if comm.trim_end() == name {
+                // Field 19 of stat is nice; the fields after the `)` ending the name start at 3.
+                let after_name = &stat[stat.rfind(')').unwrap() + 1..];
+                nice.push(
+                    after_name
+                        .split_whitespace()
+                        .nth(16)
+                        .unwrap()
+                        .parse()
+                        .unwrap(),
+                );
+            }
+        }
+        nice
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn object_io_runs_below_the_threads_that_run_guests() {
+        let dir = tempfile::tempdir().unwrap();
+        let _node = Node::start_embedded(dir.path(), ExecutorsConfig::new(1))
+            .await
+            .unwrap();
+        // The threads set their priority as they start, which may be just after the node did.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let io = loop {
+            let io = nice_of_threads("mote-object-io");
+            if (!io.is_empty() && io.iter().all(|&n| n == 10)) || Instant::now() > deadline {
+                break io;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        assert!(
+            !io.is_empty() && io.iter().all(|&n| n == 10),
+            "object I/O threads: {io:?}"
+        );
+        let guests = nice_of_threads("mote-microtask");
+        assert!(
+            !guests.is_empty() && guests.iter().all(|&n| n == 0),
+            "guest threads: {guests:?}"
         );
     }
 

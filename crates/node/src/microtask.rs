@@ -17,8 +17,14 @@
 //!   call holds its core from start to end, waits included, and phases change nothing.
 //! - [`Microtasks`]: the threads that poll these calls, one per core (a Tokio runtime with its
 //!   timer and no I/O driver, confined by seccomp like the executors). Many calls share a
-//!   thread: each runs until it waits, and yields at every epoch tick. Object I/O runs on the
-//!   node's I/O runtime. Instance slots bound how many calls are alive at once.
+//!   thread: each runs until it waits, and yields at every epoch tick. Instance slots bound how
+//!   many calls are alive at once.
+//! - Object I/O runs on threads of its own at a lower CPU priority (nice
+//!   [`OBJECT_IO_NICE`]). The gate grants shares of the cores to guests, but a call waiting on
+//!   storage holds no share while its transfer is received, hashed and copied; at normal
+//!   priority that work takes CPU from a phase that was granted a whole core. Measured with the
+//!   sort (docs/benchmarks/microtasks.md), that made one sort call up to 22% slower once
+//!   admitted; lowered, transfers use what the granted phases leave.
 
 use crate::confine::ExecutorFilter;
 use crate::error::{DeployError, InvokeError};
@@ -368,20 +374,24 @@ struct Shared {
     quarantine_after: u32,
 }
 
+/// The nice value of the object I/O threads: 10 gives them about a tenth of the CPU weight of a
+/// thread running a guest, so they take what granted phases leave without being starved.
+const OBJECT_IO_NICE: i32 = 10;
+
 /// The threads that run calls of functions with phases, and the gate in front of them.
 pub struct Microtasks {
     shared: Arc<Shared>,
     threads: Option<tokio::runtime::Runtime>,
+    object_io: Option<tokio::runtime::Runtime>,
 }
 
 impl Microtasks {
-    /// Starts one thread per core; object I/O will run on `io`.
+    /// Starts one thread per core for guests and as many for object I/O.
     pub(crate) fn start(
         runtime: Arc<Runtime>,
         metrics: Arc<NodeMetrics>,
         executors: &ExecutorsConfig,
         config: MicrotaskConfig,
-        io: tokio::runtime::Handle,
     ) -> Result<Self, DeployError> {
         let gate = Arc::new(
             ClassGate::new(executors, config.mode)
@@ -409,10 +419,19 @@ impl Microtasks {
             .map_err(|e| {
                 DeployError::Internal(format!("cannot start the microtask threads: {e}"))
             })?;
+        let object_io = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(executors.cores)
+            .thread_name("mote-object-io")
+            .enable_all()
+            .on_thread_start(|| lower_this_thread(OBJECT_IO_NICE))
+            .build()
+            .map_err(|e| {
+                DeployError::Internal(format!("cannot start the object I/O threads: {e}"))
+            })?;
         let shared = Arc::new(Shared {
             gate,
             runtime,
-            host: HostIo::new(config.objects, io),
+            host: HostIo::new(config.objects, object_io.handle().clone()),
             metrics,
             alive: Semaphore::new(config.max_alive),
             submitted: AtomicUsize::new(0),
@@ -422,6 +441,7 @@ impl Microtasks {
         Ok(Self {
             shared,
             threads: Some(threads),
+            object_io: Some(object_io),
         })
     }
 
@@ -477,6 +497,26 @@ impl Drop for Microtasks {
         if let Some(threads) = self.threads.take() {
             threads.shutdown_background();
         }
+        if let Some(object_io) = self.object_io.take() {
+            object_io.shutdown_background();
+        }
+    }
+}
+
+/// Sets the calling thread's nice value (on Linux, nice is per thread).
+fn lower_this_thread(nice: i32) {
+    // SAFETY: gettid and setpriority take and return plain integers and touch no memory.
+    let failed = unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, nice) != 0
+    };
+    if failed {
+        // Only raising priority needs privileges, so this does not happen; object I/O still
+        // works at normal priority, it just competes with granted phases.
+        tracing::warn!(
+            error = %std::io::Error::last_os_error(),
+            "cannot lower the priority of an object I/O thread"
+        );
     }
 }
 

@@ -3,8 +3,9 @@
 //! by key (a whole core, `sort_records::sort`), and writes them as one object (a tenth of a core).
 //!
 //! Request: `{"bucket":"b","input":"parts/00003/","parts":8,"output":"sorted/00003"}`. Response:
-//! `{"records":n,"timings":{"read":[s,e],"sort":[s,e],"write":[s,e]}}`, the timings in
-//! nanoseconds since the Unix epoch.
+//! `{"records":n,"timings":{"read":[s,a,e],"sort":[s,a,e],"write":[s,a,e]}}`, each timing the
+//! sub-stage's start, admission to its share and end (`sort_stage::Span`), in nanoseconds since
+//! the Unix epoch.
 
 use serde::{Deserialize, Serialize};
 use sort_records::RECORD_LEN;

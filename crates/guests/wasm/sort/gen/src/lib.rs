@@ -2,9 +2,9 @@
 //! (`sort_records::gensort`), generated on a whole core, then written with a tenth of one.
 //!
 //! Request: `{"bucket":"b","key":"input/00000","first":0,"records":1000}`. Response:
-//! `{"records":1000,"checksum":"<32 hex digits>","timings":{"generate":[s,e],"write":[s,e]}}`,
+//! `{"records":1000,"checksum":"<32 hex digits>","timings":{"generate":[s,a,e],"write":[s,a,e]}}`,
 //! the checksum being valsort's over the records written (the sum over all inputs must equal the
-//! sum over all sorted outputs), the timings nanoseconds since the Unix epoch.
+//! sum over all sorted outputs), the timings as in `sort_stage::Span` (start, admission, end).
 
 use serde::{Deserialize, Serialize};
 use sort_records::{Checksum, RECORD_LEN, gensort, records};

@@ -4,8 +4,8 @@
 //! of a core), every category even when empty, so stage 2 finds all its parts.
 //!
 //! Request: `{"bucket":"b","input":"input/00000","output":"parts/","part":0,"categories":16}`.
-//! Response: `{"records":n,"timings":{"read":[s,e],"partition":[s,e],"write":[s,e]}}`, the
-//! timings in nanoseconds since the Unix epoch.
+//! Response: `{"records":n,"timings":{"read":[s,a,e],"partition":[s,a,e],"write":[s,a,e]}}`, the
+//! timings as in `sort_stage::Span`: start, admission to the share, end, in ns since the epoch.
 
 use serde::{Deserialize, Serialize};
 use sort_records::{MAX_CATEGORIES, RECORD_LEN};

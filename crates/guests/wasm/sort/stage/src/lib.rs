@@ -18,10 +18,13 @@ pub const IO_SHARE: u16 = 100;
 /// The share a sub-stage that computes declares: all of a core.
 pub const COMPUTE_SHARE: u16 = 1000;
 
-/// When a sub-stage started and ended, in nanoseconds since the Unix epoch; serialised as
-/// `[start, end]`. Wall-clock time, so the driver can line up sub-stages of different calls.
+/// When a sub-stage started, when the node admitted it to its share of a core, and when it ended,
+/// in nanoseconds since the Unix epoch; serialised as `[start, admitted, end]`. `admitted - start`
+/// is the wait for the share (none under task-based scheduling, where the call holds its core
+/// throughout) and `end - admitted` the work itself, so the driver can tell queueing from
+/// slower work. Wall-clock time, so the driver can line up sub-stages of different calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct Span(pub u64, pub u64);
+pub struct Span(pub u64, pub u64, pub u64);
 
 /// Parses the request body as `T`, or panics naming the field that is wrong and showing
 /// `example`, a valid request.
@@ -42,12 +45,14 @@ pub fn request<T: DeserializeOwned>(body: &[u8], example: &str) -> T {
 }
 
 /// Runs `work` as a sub-stage needing `cpu_permille` of a core and times it. The span starts
-/// before the share is declared, so it includes any wait for the share, as a caller sees it.
+/// before the share is declared, so it includes any wait for the share, as a caller sees it;
+/// `phase` returns once the share is granted, which is the admission time.
 pub fn sub_stage<T>(cpu_permille: u16, work: impl FnOnce() -> T) -> (Span, T) {
     let start = now();
     mote_sdk::phase(cpu_permille);
+    let admitted = now();
     let result = work();
-    (Span(start, now()), result)
+    (Span(start, admitted, now()), result)
 }
 
 /// Reads the object at `bucket`/`key`, or panics naming it and the storage error.
@@ -134,9 +139,14 @@ mod tests {
             7
         });
         assert_eq!(out, 7);
-        assert!(span.1 >= span.0 + 2_000_000, "{span:?}");
+        // Admitted once `phase` returned, and the work after it.
+        assert!(span.1 >= span.0, "{span:?}");
+        assert!(span.2 >= span.1 + 2_000_000, "{span:?}");
         // After 2001 and before 2200.
         assert!((1_000_000_000_000_000_000..7_258_118_400_000_000_000).contains(&span.0));
-        assert_eq!(String::from_utf8(respond(&Span(1, 2))).unwrap(), "[1,2]");
+        assert_eq!(
+            String::from_utf8(respond(&Span(1, 2, 3))).unwrap(),
+            "[1,2,3]"
+        );
     }
 }

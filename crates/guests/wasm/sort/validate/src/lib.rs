@@ -6,9 +6,10 @@
 //!
 //! Request: `{"bucket":"b","key":"sorted/00003"}`. Response: `{"records":n,"checksum":"<32 hex
 //! digits>","first_key":"<20 hex digits>","last_key":"…","unordered":k,"first_unordered":i,
-//! "timings":{"read":[s,e],"validate":[s,e]}}`; the keys are `null` for an empty object,
+//! "timings":{"read":[s,a,e],"validate":[s,a,e]}}`; the keys are `null` for an empty object,
 //! `first_unordered` (the index of the first record whose key is smaller than the one before) is
-//! `null` when the object is sorted, the timings are nanoseconds since the Unix epoch.
+//! `null` when the object is sorted, and the timings are as in `sort_stage::Span` (start,
+//! admission to the share, end).
 
 use serde::{Deserialize, Serialize};
 use sort_records::Key;
