@@ -5,7 +5,7 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const EXAMPLES: [&str; 3] = ["hello", "echo", "wc"];
+const EXAMPLES: [&str; 4] = ["hello", "echo", "wc", "ls"];
 /// The suite's functions (`wasm/suite/`), by package name.
 const SUITE: [&str; 8] = [
     "graph-bfs",

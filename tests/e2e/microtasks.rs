@@ -248,3 +248,27 @@ fn the_sort_application_sorts_through_a_real_s3_server_and_reports_what_is_missi
     );
     assert_eq!(v["unordered"], 0);
 }
+
+#[test]
+fn ls_pages_through_a_bucket_of_more_than_a_thousand_objects() {
+    let p = Platform::start(&[]);
+    p.deploy("ls", mote_guests::LS.wasm, "");
+    let bucket = p.data.join("objects/many");
+    std::fs::create_dir_all(bucket.join("in")).unwrap();
+    // 2,345 objects under `in/`: three pages of the host's 1000; one more outside the prefix.
+    for i in 0..2345 {
+        std::fs::write(bucket.join(format!("in/{i:05}")), vec![b'x'; i % 7]).unwrap();
+    }
+    std::fs::write(bucket.join("other"), b"1").unwrap();
+    let r = p.invoke("ls", b"many/in/");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let text = r.text();
+    let expected: Vec<String> = (0..2345).map(|i| format!("in/{i:05} {}", i % 7)).collect();
+    assert_eq!(text.lines().collect::<Vec<_>>(), expected);
+    assert_eq!(p.invoke("ls", b"many").text().lines().count(), 2346);
+
+    let r = p.invoke("ls", b"nowhere");
+    assert_eq!(r.status, 500, "{}", r.text());
+    assert!(r.error().contains("`nowhere`"), "{}", r.error());
+    assert_eq!(p.invoke("ls", b"many/other").text(), "other 1\n");
+}

@@ -39,8 +39,15 @@ pub const WC: Example = example!(
     "counts lines, words and bytes of the request body (WASI command)"
 );
 
+/// `ls` (mote ABI, microtasks): lists a bucket of the node's object storage, every key and size
+/// (body `bucket` or `bucket/prefix`), paging through listings of any length.
+pub const LS: Example = example!(
+    "ls",
+    "lists the objects of a bucket, `key size` per line (body bucket[/prefix]; mote ABI, microtasks)"
+);
+
 /// Every example, in the order `mote up --examples` deploys them.
-pub const ALL: [Example; 3] = [HELLO, ECHO, WC];
+pub const ALL: [Example; 4] = [HELLO, ECHO, WC, LS];
 
 /// `sha512` (mote ABI): SHA-512 over a 64-byte block `n` times in a chain (body `n=<count>`); the
 /// compute-bound guest of the microsecond benchmark's preemption experiment.

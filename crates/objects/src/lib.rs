@@ -151,6 +151,18 @@ impl Objects {
         prefix: &str,
         limit: usize,
     ) -> Result<Listing, ObjectError> {
+        self.list_after(bucket, prefix, "", limit).await
+    }
+
+    /// As [`Objects::list`], but only keys after `after` (S3's `start-after`; empty: from the
+    /// first). A listing that was truncated continues from its last key.
+    pub async fn list_after(
+        &self,
+        bucket: &str,
+        prefix: &str,
+        after: &str,
+        limit: usize,
+    ) -> Result<Listing, ObjectError> {
         let store = self.bucket(bucket)?;
         // `object_store` lists whole path segments; list from the prefix's parent and filter.
         let parent = prefix.rsplit_once('/').map(|(dir, _)| dir).unwrap_or("");
@@ -164,13 +176,26 @@ impl Objects {
             ObjectsConfig::S3(_) => limit.saturating_add(1),
             ObjectsConfig::Directory(_) => usize::MAX,
         };
-        let mut entries: Vec<ObjectEntry> = store
-            .list(parent.as_ref())
+        // The server skips to `after` when it is a key it could hold; the filter below decides
+        // either way, so a string no key could be (`a//b`) still lists what follows it.
+        let offset = match after {
+            "" => None,
+            after => check_key(after)
+                .ok()
+                .map(|_| ObjectPath::from_iter(after.split('/'))),
+        };
+        let listed = match &offset {
+            Some(offset) => store.list_with_offset(parent.as_ref(), offset),
+            None => store.list(parent.as_ref()),
+        };
+        let mut entries: Vec<ObjectEntry> = listed
             .map_ok(|meta| ObjectEntry {
                 key: meta.location.to_string(),
                 size: meta.size,
             })
-            .try_filter(|entry| std::future::ready(entry.key.starts_with(prefix)))
+            .try_filter(|entry| {
+                std::future::ready(entry.key.starts_with(prefix) && entry.key.as_str() > after)
+            })
             .take(wanted)
             .try_collect()
             .await
@@ -325,6 +350,17 @@ mod tests {
         assert_eq!(some.entries[0].key, "in/part-0");
         assert!(some.truncated);
         assert!(objects.list("data", "i", 10).await.unwrap().entries.len() == 2);
+        let rest = objects
+            .list_after("data", "in/part-", "in/part-0", 1)
+            .await
+            .unwrap();
+        assert_eq!(rest.entries[0].key, "in/part-1");
+        assert!(!rest.truncated);
+        // After a string that is no key (an empty segment), and after the last key.
+        let after_odd = objects.list_after("data", "", "in//", 10).await.unwrap();
+        assert_eq!(after_odd.entries.len(), 3);
+        let after_last = objects.list_after("data", "", "out", 10).await.unwrap();
+        assert!(after_last.entries.is_empty() && !after_last.truncated);
 
         objects.delete("data", "in/part-0").await.unwrap();
         objects.delete("data", "in/part-0").await.unwrap();

@@ -144,6 +144,15 @@ async fn objects_round_trip_through_a_real_s3_server() {
     assert_eq!(keys, [("input/part-0", 4), ("input/part-1", 3 << 20)]);
     assert_eq!(objects.list(bucket, "", 2).await.unwrap().entries.len(), 2);
     assert!(objects.list(bucket, "", 2).await.unwrap().truncated);
+    // A truncated listing continues from its last key, the server skipping to it.
+    let first = objects.list(bucket, "", 1).await.unwrap();
+    assert!(first.truncated);
+    let after = &first.entries[0].key;
+    let rest = objects.list_after(bucket, "", after, 10).await.unwrap();
+    let rest: Vec<_> = rest.entries.iter().map(|e| e.key.as_str()).collect();
+    assert_eq!(rest, ["input/part-1", "output"]);
+    let tail = objects.list_after(bucket, "input/", "input/part-0", 10);
+    assert_eq!(tail.await.unwrap().entries.len(), 1);
 
     objects.delete(bucket, "input/part-0").await.unwrap();
     objects.delete(bucket, "input/part-0").await.unwrap();

@@ -54,7 +54,7 @@ pub enum CompileError {
     },
     /// The module imports something the platform does not provide.
     #[error(
-        "module imports `{module}`.`{name}`, which mote does not provide; mote provides `mote`.`log`, `phase`, `sleep_us`, `object_get`, `object_put`, `object_list`, `object_delete` (docs/abi.md) and WASI preview1 (`wasi_snapshot_preview1`)"
+        "module imports `{module}`.`{name}`, which mote does not provide; mote provides `mote`.`log`, `phase`, `sleep_us`, `object_get`, `object_put`, `object_list`, `object_list_after`, `object_delete` (docs/abi.md) and WASI preview1 (`wasi_snapshot_preview1`)"
     )]
     UnknownImport {
         /// The import's module.

@@ -269,9 +269,15 @@ fn microtask<'a>(caller: &'a mut Caller<'_, CallState>) -> &'a mut MicrotaskStat
 
 /// What an object call does once its arguments are read, run on the I/O runtime.
 enum ObjectOp {
-    Get { max_bytes: u64 },
+    Get {
+        max_bytes: u64,
+    },
     Put(Bytes),
-    List { prefix: String, limit: usize },
+    List {
+        prefix: String,
+        after: String,
+        limit: usize,
+    },
     Delete,
 }
 
@@ -300,8 +306,12 @@ async fn object_call(
                 .put(&bucket, &key, body)
                 .await
                 .map(|()| Bytes::new()),
-            ObjectOp::List { prefix, limit } => objects
-                .list(&bucket, &prefix, limit)
+            ObjectOp::List {
+                prefix,
+                after,
+                limit,
+            } => objects
+                .list_after(&bucket, &prefix, &after, limit)
                 .await
                 .map(|listing| encode_listing(&listing)),
             ObjectOp::Delete => objects.delete(&bucket, &key).await.map(|()| Bytes::new()),
@@ -342,6 +352,32 @@ fn encode_listing(listing: &mote_objects::Listing) -> Bytes {
 
 /// The most entries one `object_list` returns, and what a limit of 0 or less means.
 const LIST_LIMIT: usize = 1000;
+
+/// `object_list` and `object_list_after`: lists `bucket` from the prefix at `pp..pp+pl`, after
+/// `after`, at most `limit` entries (see [`LIST_LIMIT`]).
+#[allow(clippy::too_many_arguments)]
+async fn list_call(
+    caller: &mut Caller<'_, CallState>,
+    import: &'static str,
+    (bp, bl): (i32, i32),
+    (pp, pl): (i32, i32),
+    after: String,
+    limit: i32,
+    out: i32,
+) -> wasmtime::Result<i32> {
+    let bucket = read_name(caller, import, "bucket", bp, bl)?;
+    let prefix = read_name(caller, import, "prefix", pp, pl)?;
+    let limit = match usize::try_from(limit) {
+        Ok(0) | Err(_) => LIST_LIMIT,
+        Ok(n) => n.min(LIST_LIMIT),
+    };
+    let op = ObjectOp::List {
+        prefix,
+        after,
+        limit,
+    };
+    object_call(caller, import, bucket, String::new(), op, out).await
+}
 
 /// Registers `phase`, `sleep_us` and the object functions (async) and WASI preview1 (async)
 /// on the linker of microtask functions.
@@ -421,14 +457,20 @@ pub(crate) fn add_host_functions(linker: &mut Linker<CallState>) -> wasmtime::Re
          (bp, bl, pp, pl, limit, out): (i32, i32, i32, i32, i32, i32)| {
             Box::new(async move {
                 let import = abi::IMPORT_OBJECT_LIST;
-                let bucket = read_name(&mut caller, import, "bucket", bp, bl)?;
-                let prefix = read_name(&mut caller, import, "prefix", pp, pl)?;
-                let limit = match usize::try_from(limit) {
-                    Ok(0) | Err(_) => LIST_LIMIT,
-                    Ok(n) => n.min(LIST_LIMIT),
-                };
-                let op = ObjectOp::List { prefix, limit };
-                object_call(&mut caller, import, bucket, String::new(), op, out).await
+                let (bucket, prefix, after) = ((bp, bl), (pp, pl), String::new());
+                list_call(&mut caller, import, bucket, prefix, after, limit, out).await
+            })
+        },
+    )?;
+    linker.func_wrap_async(
+        abi::IMPORT_MODULE,
+        abi::IMPORT_OBJECT_LIST_AFTER,
+        |mut caller: Caller<'_, CallState>,
+         (bp, bl, pp, pl, ap, al, limit, out): (i32, i32, i32, i32, i32, i32, i32, i32)| {
+            Box::new(async move {
+                let import = abi::IMPORT_OBJECT_LIST_AFTER;
+                let after = read_name(&mut caller, import, "key to list after", ap, al)?;
+                list_call(&mut caller, import, (bp, bl), (pp, pl), after, limit, out).await
             })
         },
     )?;
@@ -510,6 +552,8 @@ mod tests {
               (import "mote" "object_get" (func $get (param i32 i32 i32 i32 i32) (result i32)))
               (import "mote" "object_put" (func $put (param i32 i32 i32 i32 i32 i32 i32) (result i32)))
               (import "mote" "object_list" (func $list (param i32 i32 i32 i32 i32 i32) (result i32)))
+              (import "mote" "object_list_after"
+                (func $list_after (param i32 i32 i32 i32 i32 i32 i32 i32) (result i32)))
               (import "mote" "object_delete" (func $delete (param i32 i32 i32 i32 i32) (result i32)))
               (memory (export "memory") 1)
               (data (i32.const 16) "bkt") (data (i32.const 32) "k")
@@ -612,6 +656,35 @@ mod tests {
             message.contains("`missing`") && message.contains("`bkt`"),
             "{message}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_truncated_listing_continues_after_its_last_key() {
+        let s = setup();
+        // put "data" at bkt/k and bkt/missing, then list one key, then the keys after "k".
+        let puts = "(drop (call $put (i32.const 16) (i32.const 3) (i32.const 32) (i32.const 1)
+                                    (i32.const 64) (i32.const 4) (i32.const 8)))
+                    (drop (call $put (i32.const 16) (i32.const 3) (i32.const 48) (i32.const 7)
+                                    (i32.const 64) (i32.const 4) (i32.const 8)))";
+        let first = module(&format!(
+            "{puts} (drop (call $list (i32.const 16) (i32.const 3) (i32.const 0) (i32.const 0)
+                                      (i32.const 1) (i32.const 8)))
+             (call $result)"
+        ));
+        let (result, _) = run(&s, &first, Limits::default()).await;
+        let mut page = vec![1, 1, 0, 0, 0, b'k'];
+        page.extend_from_slice(&4u64.to_le_bytes());
+        assert_eq!(result.unwrap(), page, "truncated after one key");
+        let rest = module(
+            "(drop (call $list_after (i32.const 16) (i32.const 3) (i32.const 0) (i32.const 0)
+                                     (i32.const 32) (i32.const 1) (i32.const 0) (i32.const 8)))
+             (call $result)",
+        );
+        let (result, _) = run(&s, &rest, Limits::default()).await;
+        let mut page = vec![0, 7, 0, 0, 0];
+        page.extend_from_slice(b"missing");
+        page.extend_from_slice(&4u64.to_le_bytes());
+        assert_eq!(result.unwrap(), page, "the key after `k`, and no more");
     }
 
     #[test]

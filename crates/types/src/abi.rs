@@ -30,16 +30,21 @@ pub const IMPORT_OBJECT_GET: &str = "object_get";
 pub const IMPORT_OBJECT_PUT: &str = "object_put";
 /// `object_list(bucket_ptr, bucket_len, prefix_ptr, prefix_len, limit, out) -> status`.
 pub const IMPORT_OBJECT_LIST: &str = "object_list";
+/// `object_list_after(bucket_ptr, bucket_len, prefix_ptr, prefix_len, after_ptr, after_len,
+/// limit, out) -> status`: `object_list` of the keys after `after` only, to continue a
+/// truncated listing from its last key.
+pub const IMPORT_OBJECT_LIST_AFTER: &str = "object_list_after";
 /// `object_delete(bucket_ptr, bucket_len, key_ptr, key_len, out) -> status`.
 pub const IMPORT_OBJECT_DELETE: &str = "object_delete";
 
 /// The `mote` imports that make a function a microtask function: calls that may wait.
-pub const MICROTASK_IMPORTS: [&str; 6] = [
+pub const MICROTASK_IMPORTS: [&str; 7] = [
     IMPORT_PHASE,
     IMPORT_SLEEP_US,
     IMPORT_OBJECT_GET,
     IMPORT_OBJECT_PUT,
     IMPORT_OBJECT_LIST,
+    IMPORT_OBJECT_LIST_AFTER,
     IMPORT_OBJECT_DELETE,
 ];
 

@@ -1,7 +1,8 @@
 //! The node's object storage: buckets of keyed objects, read and written whole (`docs/abi.md`,
 //! "Objects"). Each call gives the call's core share up while the I/O is under way.
 //!
-//! [`get`], [`put`], [`list`] and [`delete`] wrap the host's `object_*` imports. The host answers
+//! [`get`], [`put`], [`list`], [`list_after`] and [`delete`] wrap the host's `object_*`
+//! imports; [`list_all`] pages through a listing of any length. The host answers
 //! with a status and a buffer it allocated through this module's `mote_alloc` (so these functions
 //! only work in a module exported with [`crate::handler!`]): the result on success, a message
 //! naming the bucket, key or server otherwise. Failures come back as an [`ObjectError`] whose
@@ -190,6 +191,45 @@ pub fn list(bucket: &str, prefix: &str, limit: u32) -> Result<Listing, ObjectErr
     Listing::decode(&bytes)
 }
 
+/// As [`list`], but only the keys after `after` (S3's `start-after`): a truncated listing
+/// continues with `list_after(bucket, prefix, last_key, limit)`.
+pub fn list_after(
+    bucket: &str,
+    prefix: &str,
+    after: &str,
+    limit: u32,
+) -> Result<Listing, ObjectError> {
+    let limit = i32::try_from(limit).unwrap_or(i32::MAX);
+    // SAFETY: as in `get`.
+    let bytes = call(|out| unsafe {
+        imports::object_list_after(
+            addr(bucket),
+            size(bucket),
+            addr(prefix),
+            size(prefix),
+            addr(after),
+            size(after),
+            limit,
+            out,
+        )
+    })?;
+    Listing::decode(&bytes)
+}
+
+/// Every object in `bucket` whose key starts with `prefix`, in key order, however many: pages of
+/// the host's maximum (1000) through [`list_after`], each from the last key of the one before.
+pub fn list_all(bucket: &str, prefix: &str) -> Result<Vec<Entry>, ObjectError> {
+    let mut all: Vec<Entry> = Vec::new();
+    loop {
+        let after = all.last().map_or("", |e| e.key.as_str());
+        let page = list_after(bucket, prefix, after, 0)?;
+        all.extend(page.entries);
+        if !page.truncated {
+            return Ok(all);
+        }
+    }
+}
+
 /// Deletes the object at `bucket`/`key`; deleting a key that is not there succeeds.
 pub fn delete(bucket: &str, key: &str) -> Result<(), ObjectError> {
     // SAFETY: as in `get`.
@@ -265,6 +305,17 @@ mod imports {
             limit: i32,
             out: i32,
         ) -> i32;
+        #[allow(clippy::too_many_arguments)]
+        pub fn object_list_after(
+            bucket_ptr: i32,
+            bucket_len: i32,
+            prefix_ptr: i32,
+            prefix_len: i32,
+            after_ptr: i32,
+            after_len: i32,
+            limit: i32,
+            out: i32,
+        ) -> i32;
         pub fn object_delete(
             bucket_ptr: i32,
             bucket_len: i32,
@@ -293,6 +344,20 @@ mod imports {
 
     pub unsafe fn object_list(_: i32, _: i32, _: i32, _: i32, _: i32, _: i32) -> i32 {
         unavailable("object_list")
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn object_list_after(
+        _: i32,
+        _: i32,
+        _: i32,
+        _: i32,
+        _: i32,
+        _: i32,
+        _: i32,
+        _: i32,
+    ) -> i32 {
+        unavailable("object_list_after")
     }
 
     pub unsafe fn object_delete(_: i32, _: i32, _: i32, _: i32, _: i32) -> i32 {
