@@ -355,7 +355,6 @@ const LIST_LIMIT: usize = 1000;
 
 /// `object_list` and `object_list_after`: lists `bucket` from the prefix at `pp..pp+pl`, after
 /// `after`, at most `limit` entries (see [`LIST_LIMIT`]).
-#[allow(clippy::too_many_arguments)]
 async fn list_call(
     caller: &mut Caller<'_, CallState>,
     import: &'static str,
