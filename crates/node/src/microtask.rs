@@ -106,7 +106,6 @@ struct GateState {
     /// The node's cores in permille: what the running microtasks' shares may add up to.
     budget: u32,
     cores: [u32; CLASSES],
-    capacity: [u32; CLASSES],
     running: [u32; CLASSES],
     waiting: [CallQueue<oneshot::Sender<()>>; CLASSES],
 }
@@ -123,15 +122,14 @@ impl ClassGate {
         mode: MicrotaskMode,
     ) -> Result<Self, SplitMismatch> {
         let cores = executors.cores as u32;
-        let (split, initial) = match mode {
+        let (split, cores_per_class) = match mode {
             MicrotaskMode::On(split) => (Some(CoreSplit::new(cores, split)?), [0; CLASSES]),
             MicrotaskMode::Off => (None, [cores, 0, 0, 0]),
         };
         let mut state = GateState {
             split,
             budget: cores * 1000,
-            cores: initial,
-            capacity: initial,
+            cores: cores_per_class,
             running: [0; CLASSES],
             waiting: std::array::from_fn(|_| CallQueue::new(executors.policy, executors.fc_window)),
         };
@@ -211,7 +209,7 @@ impl ClassGate {
             .map(|c| ClassSnapshot {
                 permille: SHARE_LEVELS[c],
                 cores: state.cores[c],
-                capacity: state.capacity[c],
+                capacity: state.capacity(c),
                 running: state.running[c],
                 waiting: state.waiting[c].len(),
             })
@@ -220,6 +218,11 @@ impl ClassGate {
 }
 
 impl GateState {
+    /// Microtasks `class` may run at once: its cores × 1000 / share (under `off`, one per core).
+    fn capacity(&self, class: usize) -> u32 {
+        self.cores[class] * (1000 / u32::from(SHARE_LEVELS[class]))
+    }
+
     /// Whether one more microtask fits in `class`: under its capacity, and within the node's
     /// cores counting every class's running shares. A class that lost cores at a split may
     /// still run more than its new capacity; the second check keeps the others from adding
@@ -228,7 +231,7 @@ impl GateState {
         let committed: u32 = (0..CLASSES)
             .map(|c| self.running[c] * u32::from(SHARE_LEVELS[c]))
             .sum();
-        self.running[class] < self.capacity[class]
+        self.running[class] < self.capacity(class)
             && committed + u32::from(SHARE_LEVELS[class]) <= self.budget
     }
 
@@ -238,8 +241,6 @@ impl GateState {
             let microtasks: [u64; CLASSES] =
                 std::array::from_fn(|c| u64::from(self.running[c]) + self.waiting[c].len() as u64);
             self.cores = split.split(microtasks);
-            self.capacity =
-                std::array::from_fn(|c| self.cores[c] * (1000 / u32::from(SHARE_LEVELS[c])));
         }
         for c in 0..CLASSES {
             while self.has_room(c) {

@@ -252,13 +252,8 @@ impl Runtime {
         store: &mut Store<CallState>,
         input: &[u8],
     ) -> Result<CallOutput, Failure> {
-        let instance = match function.pre.instantiate(&mut *store) {
-            Ok(instance) => instance,
-            // A limit the limiter refused is classified with the call's state; anything else
-            // (an exhausted pool, the OS refusing memory) is the platform's problem.
-            Err(e) if store.data().limiter.denied.is_some() => return Err(e.into()),
-            Err(e) => return Err(Failure::Known(CallError::Instantiate(format!("{e:#}")))),
-        };
+        let instantiate = function.pre.instantiate(&mut *store);
+        let instance = instantiated(store, instantiate)?;
         match &function.entry {
             Entry::MoteAbi {
                 memory,
@@ -386,6 +381,21 @@ impl Runtime {
             body: stdout.to_vec(),
             entered,
         })
+    }
+}
+
+/// The instance `instantiate` made, or the call's failure: a limit the limiter refused is
+/// classified with the call's state; anything else (an exhausted pool, the OS refusing memory)
+/// is the platform's problem.
+#[inline]
+pub(crate) fn instantiated(
+    store: &Store<CallState>,
+    instantiate: wasmtime::Result<Instance>,
+) -> Result<Instance, Failure> {
+    match instantiate {
+        Ok(instance) => Ok(instance),
+        Err(e) if store.data().limiter.denied.is_some() => Err(e.into()),
+        Err(e) => Err(Failure::Known(CallError::Instantiate(format!("{e:#}")))),
     }
 }
 

@@ -15,7 +15,7 @@
 //! the epoch callback checks the deadline while the guest computes); at every epoch tick the
 //! guest yields, so calls sharing a thread take turns (time slicing at the ticker's period).
 
-use crate::call::{CallState, Failure};
+use crate::call::{CallState, Failure, instantiated, typed_export};
 use crate::engine::Runtime;
 use crate::error::CallError;
 use crate::function::{Entry, Function};
@@ -108,54 +108,50 @@ impl Runtime {
         store: &mut wasmtime::Store<CallState>,
         input: &[u8],
     ) -> Result<crate::CallOutput, Failure> {
-        let instance = match function.pre.instantiate_async(&mut *store).await {
-            Ok(instance) => instance,
-            Err(e) if store.data().limiter.denied.is_some() => return Err(e.into()),
-            Err(e) => return Err(Failure::Known(CallError::Instantiate(format!("{e:#}")))),
-        };
-        let Entry::MoteAbi {
-            memory,
-            alloc,
-            handle,
-            initialize,
-        } = &function.entry
-        else {
-            let Entry::WasiCommand { start } = &function.entry else {
-                unreachable!("two entry kinds")
-            };
-            // SAFETY: `detect` checked `_start`'s type at deploy (see `Entry`).
-            let start = unsafe { crate::call::typed_export::<(), ()>(store, &instance, start) };
-            let entered = Instant::now();
-            let exit = start.call_async(&mut *store, ()).await;
-            return self.wasi_command_output(store, exit, entered);
-        };
-        if let Some(initialize) = initialize {
-            // SAFETY: `detect` checked `_initialize`'s type at deploy (see `Entry`).
-            unsafe { crate::call::typed_export::<(), ()>(store, &instance, initialize) }
-                .call_async(&mut *store, ())
-                .await?;
+        let instantiate = function.pre.instantiate_async(&mut *store).await;
+        let instance = instantiated(store, instantiate)?;
+        match &function.entry {
+            Entry::MoteAbi {
+                memory,
+                alloc,
+                handle,
+                initialize,
+            } => {
+                if let Some(initialize) = initialize {
+                    // SAFETY: `detect` checked `_initialize`'s type at deploy (see `Entry`).
+                    unsafe { typed_export::<(), ()>(store, &instance, initialize) }
+                        .call_async(&mut *store, ())
+                        .await?;
+                }
+                let memory = instance
+                    .get_module_export(&mut *store, memory)
+                    .and_then(Extern::into_memory)
+                    .expect("deploy checked that `memory` is a memory");
+                // SAFETY: `detect` checked `mote_handle`'s type at deploy (see `Entry`).
+                let handle = unsafe { typed_export::<(i32, i32), i64>(store, &instance, handle) };
+                let (ptr, len) = if input.is_empty() {
+                    (0, 0)
+                } else {
+                    let len = self.input_len(input)?;
+                    // SAFETY: `detect` checked `mote_alloc`'s type at deploy (see `Entry`).
+                    let ptr = unsafe { typed_export::<i32, i32>(store, &instance, alloc) }
+                        .call_async(&mut *store, len)
+                        .await?;
+                    self.write_input(store, memory, ptr, input)?;
+                    (ptr, len)
+                };
+                let entered = Instant::now();
+                let packed = handle.call_async(&mut *store, (ptr, len)).await?;
+                self.abi_output(store, memory, packed, entered)
+            }
+            Entry::WasiCommand { start } => {
+                // SAFETY: `detect` checked `_start`'s type at deploy (see `Entry`).
+                let start = unsafe { typed_export::<(), ()>(store, &instance, start) };
+                let entered = Instant::now();
+                let exit = start.call_async(&mut *store, ()).await;
+                self.wasi_command_output(store, exit, entered)
+            }
         }
-        let memory = instance
-            .get_module_export(&mut *store, memory)
-            .and_then(Extern::into_memory)
-            .expect("deploy checked that `memory` is a memory");
-        // SAFETY: `detect` checked `mote_handle`'s and `mote_alloc`'s types at deploy.
-        let handle =
-            unsafe { crate::call::typed_export::<(i32, i32), i64>(store, &instance, handle) };
-        let (ptr, len) = if input.is_empty() {
-            (0, 0)
-        } else {
-            let len = self.input_len(input)?;
-            // SAFETY: as above.
-            let ptr = unsafe { crate::call::typed_export::<i32, i32>(store, &instance, alloc) }
-                .call_async(&mut *store, len)
-                .await?;
-            self.write_input(store, memory, ptr, input)?;
-            (ptr, len)
-        };
-        let entered = Instant::now();
-        let packed = handle.call_async(&mut *store, (ptr, len)).await?;
-        self.abi_output(store, memory, packed, entered)
     }
 }
 
