@@ -35,6 +35,11 @@ fn main() {
     let workspace = manifest_dir.join("wasm");
     let target_dir = out_dir.join("target");
     println!("cargo:rerun-if-changed={}", workspace.display());
+    // The guest SDK shares the ABI's names and status codes with the host.
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest_dir.join("../abi").display()
+    );
     ensure_target_installed();
 
     let mut cargo = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));

@@ -4,9 +4,11 @@
 //! - [`Limits`]: what one call of a function may consume (time, memory), with the platform defaults.
 //! - [`GuestKind`]: which calling convention a module follows, detected from its exports.
 //! - [`FunctionRecord`]: the persisted description of a deployed function.
-//! - [`abi`]: the names and signatures of the mote guest ABI, shared by the host and the guest SDK.
+//! - [`abi`]: the names and status codes of the mote guest ABI (the `mote-abi` crate, which the
+//!   guest SDK shares).
 
-pub mod abi;
+pub use mote_abi as abi;
+
 mod limits;
 mod name;
 mod record;

@@ -44,7 +44,7 @@ pub fn log(line: &str) {
     {
         #[link(wasm_import_module = "mote")]
         unsafe extern "C" {
-            #[link_name = "log"]
+            #[link_name = mote_abi::import_name!(log)]
             fn mote_log(ptr: i32, len: i32);
         }
         // SAFETY: the host only reads `len` bytes at `ptr`, which are valid for this call.
@@ -65,7 +65,7 @@ pub fn phase(cpu_permille: u16) {
     {
         #[link(wasm_import_module = "mote")]
         unsafe extern "C" {
-            #[link_name = "phase"]
+            #[link_name = mote_abi::import_name!(phase)]
             fn mote_phase(cpu_permille: i32);
         }
         // SAFETY: takes a plain value; the host checks its range.
@@ -84,7 +84,7 @@ pub fn sleep_us(us: u64) {
     {
         #[link(wasm_import_module = "mote")]
         unsafe extern "C" {
-            #[link_name = "sleep_us"]
+            #[link_name = mote_abi::import_name!(sleep_us)]
             fn mote_sleep_us(us: i64);
         }
         // Past i64::MAX µs (292,000 years) the call's timeout ends the wait anyway.
@@ -116,6 +116,7 @@ pub mod __private {
             unsafe { core::slice::from_raw_parts(ptr as usize as *const u8, len as usize) }
         };
         let out = f(input).leak();
-        (((out.as_ptr() as usize as u64) << 32) | out.len() as u64) as i64
+        // Guest memory is 32-bit, so the address and the length fit.
+        mote_abi::pack_response(out.as_ptr() as usize as u32, out.len() as u32)
     }
 }

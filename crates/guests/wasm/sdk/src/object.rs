@@ -37,12 +37,12 @@ pub enum ObjectErrorKind {
 impl ObjectErrorKind {
     fn from_status(status: i32) -> Self {
         match status {
-            1 => Self::NoSuchKey,
-            2 => Self::NoSuchBucket,
-            3 => Self::TooLarge,
-            4 => Self::InvalidName,
-            5 => Self::Unreachable,
-            6 => Self::AccessDenied,
+            mote_abi::OBJECT_NO_SUCH_KEY => Self::NoSuchKey,
+            mote_abi::OBJECT_NO_SUCH_BUCKET => Self::NoSuchBucket,
+            mote_abi::OBJECT_TOO_LARGE => Self::TooLarge,
+            mote_abi::OBJECT_INVALID_NAME => Self::InvalidName,
+            mote_abi::OBJECT_UNREACHABLE => Self::Unreachable,
+            mote_abi::OBJECT_DENIED => Self::AccessDenied,
             _ => Self::Other,
         }
     }
@@ -259,7 +259,7 @@ fn call(import: impl FnOnce(i32) -> i32) -> Result<Vec<u8>, ObjectError> {
         unsafe { Vec::from_raw_parts(ptr as usize as *mut u8, len as usize, len as usize) }
     };
     match status {
-        0 => Ok(bytes),
+        mote_abi::OBJECT_OK => Ok(bytes),
         status => Err(ObjectError {
             kind: ObjectErrorKind::from_status(status),
             message: String::from_utf8_lossy(&bytes).into_owned(),
@@ -281,6 +281,7 @@ fn size(bytes: impl AsRef<[u8]>) -> i32 {
 mod imports {
     #[link(wasm_import_module = "mote")]
     unsafe extern "C" {
+        #[link_name = mote_abi::import_name!(object_get)]
         pub fn object_get(
             bucket_ptr: i32,
             bucket_len: i32,
@@ -288,6 +289,7 @@ mod imports {
             key_len: i32,
             out: i32,
         ) -> i32;
+        #[link_name = mote_abi::import_name!(object_put)]
         pub fn object_put(
             bucket_ptr: i32,
             bucket_len: i32,
@@ -297,6 +299,7 @@ mod imports {
             data_len: i32,
             out: i32,
         ) -> i32;
+        #[link_name = mote_abi::import_name!(object_list)]
         pub fn object_list(
             bucket_ptr: i32,
             bucket_len: i32,
@@ -305,6 +308,7 @@ mod imports {
             limit: i32,
             out: i32,
         ) -> i32;
+        #[link_name = mote_abi::import_name!(object_list_after)]
         #[allow(clippy::too_many_arguments)]
         pub fn object_list_after(
             bucket_ptr: i32,
@@ -316,6 +320,7 @@ mod imports {
             limit: i32,
             out: i32,
         ) -> i32;
+        #[link_name = mote_abi::import_name!(object_delete)]
         pub fn object_delete(
             bucket_ptr: i32,
             bucket_len: i32,

@@ -1,7 +1,46 @@
-//! Names of the mote guest ABI v1, the contract between the host and a guest module.
+//! The mote guest ABI v1: the contract between the host and a guest module, as the names and
+//! status codes both sides compile against. The runtime links and checks guests with these; the
+//! guest SDK (`crates/guests/wasm/sdk`) declares its imports and reads statuses with them, so a
+//! rename or a renumbering cannot drift between the two. `docs/abi.md` is the prose description.
 //!
-//! `docs/abi.md` is the prose description; these constants are what both sides compile against,
-//! so a rename cannot drift between the runtime and the guest SDK.
+//! `no_std` and dependency-free, so it builds for `wasm32` guests as well as for the host.
+//!
+//! Rust's `#[link_name = ...]` takes a literal or a macro that expands to one, never a constant:
+//! the names of the `mote` imports are therefore [`import_name!`] first, and constants after it.
+//! The import module's name is a literal in the SDK's `#[link(wasm_import_module = "mote")]`,
+//! which takes no macro either; a guest built against another name is refused at deploy, naming
+//! the import (the end-to-end tests deploy the SDK's examples).
+
+#![no_std]
+
+/// The name of a `mote` import, as a literal, for `#[link_name = mote_abi::import_name!(log)]`.
+#[macro_export]
+macro_rules! import_name {
+    (log) => {
+        "log"
+    };
+    (phase) => {
+        "phase"
+    };
+    (sleep_us) => {
+        "sleep_us"
+    };
+    (object_get) => {
+        "object_get"
+    };
+    (object_put) => {
+        "object_put"
+    };
+    (object_list) => {
+        "object_list"
+    };
+    (object_list_after) => {
+        "object_list_after"
+    };
+    (object_delete) => {
+        "object_delete"
+    };
+}
 
 /// The linear memory a mote ABI guest exports, where the host reads and writes bodies.
 pub const EXPORT_MEMORY: &str = "memory";
@@ -17,25 +56,25 @@ pub const EXPORT_START: &str = "_start";
 /// The import module under which the host provides mote's host functions.
 pub const IMPORT_MODULE: &str = "mote";
 /// `log(ptr: i32, len: i32)`: appends a UTF-8 line to the function's log.
-pub const IMPORT_LOG: &str = "log";
+pub const IMPORT_LOG: &str = import_name!(log);
 
 /// `phase(cpu_permille: i32)`: from now until the next phase or the call's end, the call needs
 /// this share of a core (1..=1000).
-pub const IMPORT_PHASE: &str = "phase";
+pub const IMPORT_PHASE: &str = import_name!(phase);
 /// `sleep_us(us: i64)`: waits without holding a core.
-pub const IMPORT_SLEEP_US: &str = "sleep_us";
+pub const IMPORT_SLEEP_US: &str = import_name!(sleep_us);
 /// `object_get(bucket_ptr, bucket_len, key_ptr, key_len, out) -> status`.
-pub const IMPORT_OBJECT_GET: &str = "object_get";
+pub const IMPORT_OBJECT_GET: &str = import_name!(object_get);
 /// `object_put(bucket_ptr, bucket_len, key_ptr, key_len, data_ptr, data_len, out) -> status`.
-pub const IMPORT_OBJECT_PUT: &str = "object_put";
+pub const IMPORT_OBJECT_PUT: &str = import_name!(object_put);
 /// `object_list(bucket_ptr, bucket_len, prefix_ptr, prefix_len, limit, out) -> status`.
-pub const IMPORT_OBJECT_LIST: &str = "object_list";
+pub const IMPORT_OBJECT_LIST: &str = import_name!(object_list);
 /// `object_list_after(bucket_ptr, bucket_len, prefix_ptr, prefix_len, after_ptr, after_len,
 /// limit, out) -> status`: `object_list` of the keys after `after` only, to continue a
 /// truncated listing from its last key.
-pub const IMPORT_OBJECT_LIST_AFTER: &str = "object_list_after";
+pub const IMPORT_OBJECT_LIST_AFTER: &str = import_name!(object_list_after);
 /// `object_delete(bucket_ptr, bucket_len, key_ptr, key_len, out) -> status`.
-pub const IMPORT_OBJECT_DELETE: &str = "object_delete";
+pub const IMPORT_OBJECT_DELETE: &str = import_name!(object_delete);
 
 /// The `mote` imports that make a function a microtask function: calls that may wait.
 pub const MICROTASK_IMPORTS: [&str; 7] = [
