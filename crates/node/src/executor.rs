@@ -10,14 +10,13 @@
 
 use crate::confine::{ConfineError, ExecutorFilter};
 use crate::error::InvokeError;
+use crate::ledger::{Ledger, Reply};
 use crate::metrics::{NodeMetrics, Outcome};
-use crate::microtask::{ClassSnapshot, Microtasks};
 use crate::pending::{Pending, Refused};
 use crate::registry::Deployed;
 use bytes::Bytes;
-use mote_runtime::{Function, Runtime};
+use mote_runtime::{Call as RuntimeCall, Function, Runtime};
 use mote_sched::Policy;
-use serde::Serialize;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -62,36 +61,8 @@ impl ExecutorsConfig {
     }
 }
 
-/// The reply to a call: its response body or why it failed, and where its time went.
-#[derive(Debug)]
-pub struct Reply {
-    /// The response body, or why the call failed.
-    pub result: Result<Vec<u8>, InvokeError>,
-    /// Time from submission until an executor started it.
-    pub queued: Duration,
-    /// Time it ran on the executor (instantiate and call); zero if it never ran.
-    pub processing: Duration,
-    /// When the guest's entry point was called, if the call got that far and succeeded.
-    pub entered: Option<Instant>,
-    /// If the function was not resident: how long loading its code took before the call was
-    /// queued (a cold start).
-    pub cold_start: Option<Duration>,
-}
-
-impl Reply {
-    pub(crate) fn unstarted(result: Result<Vec<u8>, InvokeError>) -> Self {
-        Self {
-            result,
-            queued: Duration::ZERO,
-            processing: Duration::ZERO,
-            entered: None,
-            cold_start: None,
-        }
-    }
-}
-
 /// A call waiting in the queue.
-struct Call {
+pub(crate) struct Call {
     function: Arc<Deployed>,
     /// The function's code, held by the call so an eviction cannot unmap it before it runs.
     code: Arc<Function>,
@@ -100,41 +71,10 @@ struct Call {
     arrival: Instant,
 }
 
-/// A function's scheduling state, for `GET /v1/node`.
-#[derive(Clone, Debug, Serialize)]
-pub struct FunctionSchedule {
-    /// The function.
-    pub name: String,
-    /// Mean of its last 10 processing times on this node, in milliseconds (0 before the first).
-    pub expected_ms: f64,
-    /// Its last processing times, oldest first, in milliseconds.
-    pub recent_ms: Vec<f64>,
-    /// Calls that arrived in the Fair-Choice window.
-    pub recent_calls: usize,
-}
-
-/// The queue's state, for `GET /v1/node`.
-#[derive(Clone, Debug, Serialize)]
-pub struct ScheduleSnapshot {
-    /// The running policy.
-    pub policy: &'static str,
-    /// Cores calls may use.
-    pub cores: usize,
-    /// Executor threads (more than cores only under `baseline`).
-    pub executor_threads: usize,
-    /// Calls waiting.
-    pub queue_length: usize,
-    /// How calls that declare phases are scheduled: `on` (per share class) or `off`.
-    pub microtasks: &'static str,
-    /// The share classes' cores, room and queues (calls that declare phases).
-    pub classes: Vec<ClassSnapshot>,
-    /// Per-function state, for every function given.
-    pub functions: Vec<FunctionSchedule>,
-}
-
 struct Shared {
-    pending: Pending<Call>,
+    pending: Arc<Pending<Call>>,
     runtime: Arc<Runtime>,
+    ledger: Arc<Ledger>,
     metrics: Arc<NodeMetrics>,
     config: ExecutorsConfig,
     threads: usize,
@@ -149,23 +89,22 @@ pub struct Executors {
 
 impl Executors {
     /// Starts one executor thread per core, or `baseline_cap` threads under `baseline`, each
-    /// confined by seccomp if the config asks for it; fails if a thread cannot be confined.
-    pub fn start(
+    /// confined by seccomp if the config asks for it, taking calls from `pending` and settling
+    /// them in `ledger`; fails if a thread cannot be confined.
+    pub(crate) fn start(
         runtime: Arc<Runtime>,
         metrics: Arc<NodeMetrics>,
+        pending: Arc<Pending<Call>>,
+        ledger: Arc<Ledger>,
         config: ExecutorsConfig,
     ) -> Result<Self, ConfineError> {
         let threads = Self::threads_for(&config);
         metrics.executors.set(threads as i64);
         metrics.set_policy(config.policy);
         let shared = Arc::new(Shared {
-            pending: Pending::new(
-                config.policy,
-                config.fc_window,
-                config.max_queue,
-                metrics.queue_length.clone(),
-            ),
+            pending,
             runtime,
+            ledger,
             metrics,
             config,
             threads,
@@ -221,7 +160,7 @@ impl Executors {
         input: Bytes,
         arrival: Instant,
     ) -> Result<oneshot::Receiver<Reply>, InvokeError> {
-        refuse_if_quarantined(&function)?;
+        function.admit()?;
         let (reply, rx) = oneshot::channel();
         let key = function.key();
         let call = Call {
@@ -247,52 +186,14 @@ impl Executors {
         self.shared.config.cores
     }
 
-    /// Drops the history of a function that was replaced or removed.
-    pub fn forget(&self, function: &Deployed) {
-        self.release(function);
-        self.shared.pending.forget(function.key());
+    /// The order in which waiting calls run.
+    pub fn policy(&self) -> Policy {
+        self.shared.config.policy
     }
 
-    /// Lets a quarantined function's calls in again; returns whether it was quarantined.
-    pub fn release(&self, function: &Deployed) -> bool {
-        let released = function.release();
-        if released {
-            self.shared.metrics.quarantined.dec();
-        }
-        released
-    }
-
-    /// The policy, the queue and what it knows about each of `functions`, with the share
-    /// classes of `microtasks`.
-    pub fn snapshot(
-        &self,
-        functions: &[Arc<Deployed>],
-        microtasks: &Microtasks,
-    ) -> ScheduleSnapshot {
-        let pending = &self.shared.pending;
-        let ms = |ns: u64| ns as f64 / 1e6;
-        let functions = functions
-            .iter()
-            .map(|f| {
-                pending.history(f.key(), |history| FunctionSchedule {
-                    name: f.name().to_string(),
-                    expected_ms: history.map(|h| ms(h.expected_ns())).unwrap_or(0.0),
-                    recent_ms: history
-                        .map(|h| h.recent_processing_ns().into_iter().map(ms).collect())
-                        .unwrap_or_default(),
-                    recent_calls: history.map(|h| h.recent_calls()).unwrap_or(0),
-                })
-            })
-            .collect();
-        ScheduleSnapshot {
-            policy: self.shared.config.policy.as_str(),
-            cores: self.shared.config.cores,
-            executor_threads: self.shared.threads,
-            queue_length: pending.len(),
-            microtasks: microtasks.mode().as_str(),
-            classes: microtasks.classes(),
-            functions,
-        }
+    /// Executor threads (more than cores only under `baseline`).
+    pub fn threads(&self) -> usize {
+        self.shared.threads
     }
 }
 
@@ -323,9 +224,9 @@ impl Shared {
         self.pending.take(self.config.spin)
     }
 
-    /// Runs one call, records its processing time, replies, and returns the next call to run
-    /// (`None` at shutdown). The reply goes out before the instance is torn down, and the next
-    /// call is taken then too, so a call queued meanwhile is not missed by a sleep.
+    /// Runs one call, settles it, replies, and returns the next call to run (`None` at
+    /// shutdown). The reply goes out before the instance is torn down, and the next call is
+    /// taken then too, so a call queued meanwhile is not missed by a sleep.
     fn run(&self, call: Call) -> Option<Call> {
         let Call {
             function,
@@ -339,7 +240,7 @@ impl Shared {
             function.count(Outcome::Cancelled);
             return self.wait_for_call();
         }
-        if let Err(e) = refuse_if_quarantined(&function) {
+        if let Err(e) = function.admit() {
             // Quarantined while this call waited: do not give it another core.
             let _ = reply.send(Reply::unstarted(Err(e)));
             return self.wait_for_call();
@@ -349,25 +250,20 @@ impl Shared {
         let mut reply = Some(reply);
         let mut next = None;
         let ran = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            let limits = function.record().limits;
-            self.runtime
-                .call_then(&code, function.name(), limits, started, &input, |result| {
-                    let processing = started.elapsed();
-                    let (outcome, entered, result) = match result {
-                        Ok(out) => (Outcome::Ok, Some(out.entered), Ok(out.body)),
-                        Err(e) => (Outcome::of(&e), None, Err(InvokeError::Call(e))),
-                    };
-                    next = self.settle(&function, outcome, processing);
-                    if let Some(reply) = reply.take() {
-                        let _ = reply.send(Reply {
-                            result,
-                            queued: started.saturating_duration_since(arrival),
-                            processing,
-                            entered,
-                            cold_start: None,
-                        });
-                    }
-                })
+            let call = RuntimeCall {
+                function: &code,
+                name: function.name(),
+                limits: function.record().limits,
+                started,
+                input: &input,
+            };
+            self.runtime.call_then(call, |result| {
+                let settled = self.ledger.settle(&function, result, arrival, started);
+                next = self.next_call();
+                if let Some(reply) = reply.take() {
+                    let _ = reply.send(settled);
+                }
+            })
         }));
         self.metrics.busy_executors.dec();
         if let Err(panic) = ran {
@@ -379,70 +275,22 @@ impl Shared {
             tracing::error!(function = %function.name(), panic = %what, "executor caught a panic");
             // A panic after the reply went out (in the teardown) has nothing left to answer.
             if let Some(reply) = reply.take() {
-                let processing = started.elapsed();
-                next = self.settle(&function, Outcome::Internal, processing);
-                let _ = reply.send(Reply {
-                    result: Err(InvokeError::Internal(what)),
-                    queued: started.saturating_duration_since(arrival),
-                    processing,
-                    entered: None,
-                    cold_start: None,
-                });
+                let error = InvokeError::Internal(what);
+                let settled = self
+                    .ledger
+                    .settle_failure(&function, error, arrival, started);
+                next = self.next_call();
+                let _ = reply.send(settled);
             }
         }
         next.or_else(|| self.wait_for_call())
     }
 
-    /// Books a finished call (outcome, duration, budget kills, processing time for the policy)
-    /// and takes the next call, unless the executors are stopping.
-    fn settle(&self, function: &Deployed, outcome: Outcome, processing: Duration) -> Option<Call> {
-        book(
-            &self.metrics,
-            function,
-            outcome,
-            processing,
-            self.config.quarantine_after,
-        );
-        function.set_expected(self.pending.complete(function.key(), processing));
+    /// The next call waiting, unless the executors are stopping.
+    fn next_call(&self) -> Option<Call> {
         match self.pending.is_shut_down() {
             true => None,
             false => self.pending.try_take(),
-        }
-    }
-}
-
-/// Books a finished call's outcome and duration, and quarantines its function if this was one
-/// budget kill too many.
-pub(crate) fn book(
-    metrics: &NodeMetrics,
-    function: &Deployed,
-    outcome: Outcome,
-    processing: Duration,
-    quarantine_after: u32,
-) {
-    function.count(outcome);
-    function.observe_duration(processing);
-    if function.note_budget(outcome == Outcome::Timeout, quarantine_after) {
-        tracing::warn!(
-            function = %function.name(),
-            kills = quarantine_after,
-            "function quarantined: its calls keep running past their budget"
-        );
-        metrics.quarantined.inc();
-    }
-}
-
-/// Refuses (and counts) a call of a quarantined function.
-pub(crate) fn refuse_if_quarantined(function: &Deployed) -> Result<(), InvokeError> {
-    match function.quarantined() {
-        None => Ok(()),
-        Some(kills) => {
-            function.count(Outcome::Rejected);
-            Err(InvokeError::Quarantined {
-                name: function.name().to_string(),
-                kills,
-                budget_us: function.record().limits.timeout_us,
-            })
         }
     }
 }

@@ -1,42 +1,60 @@
 //! A mote node: takes calls for deployed functions and runs each on one of its executor cores.
 //!
-//! The call path is `Node::submit` → [`Registry`] lookup (lock-free) → the function's resident
-//! code (or a cold load) → [`Executors`] (the policy queue) → an executor thread →
-//! [`mote_runtime::Runtime::call_then`] → reply over a oneshot channel, sent before the instance
-//! is torn down. The control path is `Node::deploy`/`Node::remove` → compile → persist (module
-//! blob, then record) → publish to the registry.
+//! The call path is [`Node::invoke`] (or [`Node::submit`] for a caller that may block) →
+//! [`Registry`] lookup (lock-free) → the function's resident code, or a cold load on a thread
+//! that may block → [`Executors`] (the policy queue) → an executor thread →
+//! [`mote_runtime::Runtime::call_then`] → the `ledger` settles the call → reply over a oneshot
+//! channel, sent before the instance is torn down. The control path is
+//! `Node::deploy`/`Node::remove` → compile and check → write (module blob, compiled artefact) →
+//! commit the record → publish to the registry.
 //!
 //! - [`Executors`]: one thread per core, at most one running call each (no oversubscription),
 //!   fed from the waiting calls of `pending` (lock-free under arrival order, a
-//!   [`mote_sched::CallQueue`] heap under the ranking policies).
+//!   [`mote_sched::CallQueue`] heap under the ranking policies, which also keeps each
+//!   function's run-time history).
 //! - [`Microtasks`]: calls of functions that declare phases (`docs/abi.md`) skip the executors:
 //!   they run as futures on their own per-core threads, admitted per share class by the
 //!   `microtask` module's gate (the microtask paper), or task-based under `--microtasks off`.
-//! - [`Registry`]: deployed functions, backed by a [`mote_state::StateStore`] so they survive
-//!   restarts; within a memory budget their code stays resident, ready to instantiate, and the
-//!   least recently called are evicted past it (`resident`: LRU, cold starts by mmap).
-//! - [`NodeMetrics`]: Prometheus metrics of both.
-//! - [`confine`]: the seccomp allow-list executor threads run under.
+//! - `ledger`: where every call that ran is settled, whichever path ran it: its outcome,
+//!   duration, quarantine and run-time history, and its [`Reply`].
+//! - [`Registry`]: deployed functions ([`Deployed`]), backed by a [`mote_state::StateStore`] so
+//!   they survive restarts; each holds its `resident` slot (within a memory budget their code
+//!   stays resident, the least recently called are evicted past it, cold starts map the
+//!   checked artefact, one load per function at a time) and its `quarantine`.
+//! - `schedule`: what `GET /v1/node` shows ([`ScheduleSnapshot`]); [`NodeMetrics`]: the
+//!   Prometheus metrics; [`confine`]: the seccomp allow-list executor threads run under.
+//!
+//! Modules depend one way: `metrics`, `quarantine`, `resident`, `pending`, `confine` <-
+//! `registry` <- `ledger` <- `executor` <- `microtask` <- `schedule` <- the [`Node`] here.
 
 pub mod confine;
 mod error;
 mod executor;
+mod ledger;
 mod metrics;
 mod microtask;
 mod pending;
+mod quarantine;
 mod registry;
 mod resident;
+mod schedule;
 
 pub use error::{DeployError, InvokeError};
-pub use executor::{Executors, ExecutorsConfig, FunctionSchedule, Reply, ScheduleSnapshot};
+pub use executor::{Executors, ExecutorsConfig};
+pub use ledger::Reply;
 pub use metrics::{NodeMetrics, Outcome};
 pub use microtask::{ClassSnapshot, MicrotaskConfig, MicrotaskMode, Microtasks};
 pub use registry::{Deployed, Registry};
+pub use schedule::{FunctionSchedule, ScheduleSnapshot};
 
 use bytes::Bytes;
+use executor::Call;
+use ledger::Ledger;
 use mote_runtime::{Function, Runtime, RuntimeConfig};
 use mote_state::{EmbeddedStore, ModuleBlobs, StateError, StateStore};
 use mote_types::{FunctionName, FunctionRecord, Limits};
+use pending::Pending;
+use resident::Code;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -72,6 +90,8 @@ impl From<ExecutorsConfig> for NodeConfig {
 /// One node: a registry of functions and the executors that run their calls.
 pub struct Node {
     registry: Registry,
+    /// Calls waiting for an executor, and the functions' run-time histories.
+    pending: Arc<Pending<Call>>,
     executors: Executors,
     microtasks: Microtasks,
     metrics: Arc<NodeMetrics>,
@@ -155,17 +175,32 @@ impl Node {
             blobs,
             metrics.clone(),
             config.resident_mb.saturating_mul(1 << 20),
+            config.executors.quarantine_after,
         );
         registry.load_all().await?;
+        let pending = Arc::new(Pending::new(
+            config.executors.policy,
+            config.executors.fc_window,
+            config.executors.max_queue,
+            metrics.queue_length.clone(),
+        ));
+        let ledger = Arc::new(Ledger::new(pending.clone()));
         let microtasks = Microtasks::start(
             runtime.clone(),
-            metrics.clone(),
+            ledger.clone(),
             &config.executors,
             config.microtasks,
         )?;
-        let executors = Executors::start(runtime, metrics.clone(), config.executors)?;
+        let executors = Executors::start(
+            runtime,
+            metrics.clone(),
+            pending.clone(),
+            ledger,
+            config.executors,
+        )?;
         Ok(Self {
             registry,
+            pending,
             executors,
             microtasks,
             metrics,
@@ -204,23 +239,57 @@ impl Node {
 
     /// Runs `name` with `input` as the request body and returns the response body.
     pub async fn invoke(&self, name: &str, input: Bytes) -> Result<Vec<u8>, InvokeError> {
-        self.submit(name, input)?.await?.result
+        self.invoke_traced(name, input).await?.result
     }
 
-    /// Like [`Node::invoke`], and also says how long the call waited and ran.
+    /// Like [`Node::invoke`], and also says how long the call waited and ran. If the function is
+    /// not resident its code is loaded first on the blocking pool of the async runtime this is
+    /// polled on (a cold start), never on the caller's own thread.
     pub async fn invoke_traced(&self, name: &str, input: Bytes) -> Result<Reply, InvokeError> {
-        self.submit(name, input)?.await
+        let arrival = Instant::now();
+        let function = self.lookup(name)?;
+        let code = match self.registry.warm(&function, arrival) {
+            Some(code) => Code {
+                function: code,
+                cold_start: None,
+            },
+            None => self.registry.load_aside(&function, arrival).await?,
+        };
+        self.queue(function, code, input, arrival)?.await
     }
 
-    /// Queues a call of `name` with `input` as the request body. If the function is not
-    /// resident its code is loaded first, on this thread (a cold start).
+    /// Queues a call of `name` with `input` as the request body, for a caller that may block:
+    /// if the function is not resident its code is loaded first, on this thread (a cold start;
+    /// a compile if its artefact is gone). Async callers use [`Node::invoke`].
     pub fn submit(&self, name: &str, input: Bytes) -> Result<PendingCall, InvokeError> {
         let arrival = Instant::now();
-        let function = self
-            .registry
+        let function = self.lookup(name)?;
+        let code = match self.registry.warm(&function, arrival) {
+            Some(code) => Code {
+                function: code,
+                cold_start: None,
+            },
+            None => self.registry.load_here(&function, arrival)?,
+        };
+        self.queue(function, code, input, arrival)
+    }
+
+    #[inline]
+    fn lookup(&self, name: &str) -> Result<Arc<Deployed>, InvokeError> {
+        self.registry
             .get(name)
-            .ok_or_else(|| InvokeError::NotFound(name.to_owned()))?;
-        let code = self.registry.code(&function, arrival)?;
+            .ok_or_else(|| InvokeError::NotFound(name.to_owned()))
+    }
+
+    /// Hands a call of `function` running `code` to the path its kind takes.
+    #[inline]
+    fn queue(
+        &self,
+        function: Arc<Deployed>,
+        code: Code,
+        input: Bytes,
+        arrival: Instant,
+    ) -> Result<PendingCall, InvokeError> {
         // Only a cold load can push the resident set over budget; a warm call skips the clone.
         let loaded = code.cold_start.is_some().then(|| function.clone());
         let reply = match code.function.is_microtask() {
@@ -261,8 +330,7 @@ impl Node {
     ) -> Result<FunctionRecord, DeployError> {
         let (record, replaced) = self.registry.deploy(name, wasm, limits).await?;
         if let Some(old) = replaced {
-            self.executors.forget(&old);
-            self.microtasks.forget(old.key());
+            self.forget(&old);
         }
         Ok(record)
     }
@@ -270,9 +338,14 @@ impl Node {
     /// Removes `name`; calls already queued for it still run.
     pub async fn remove(&self, name: &str) -> Result<FunctionRecord, DeployError> {
         let removed = self.registry.remove(name).await?;
-        self.executors.forget(&removed);
-        self.microtasks.forget(removed.key());
+        self.forget(&removed);
         Ok(removed.record().clone())
+    }
+
+    /// Drops what the schedulers learned of a function that was replaced or removed.
+    fn forget(&self, function: &Deployed) {
+        self.pending.forget(function.key());
+        self.microtasks.forget(function.key());
     }
 
     /// Lets calls of a quarantined function in again; says whether it was quarantined.
@@ -281,7 +354,7 @@ impl Node {
             .registry
             .get(name)
             .ok_or_else(|| DeployError::NotFound(name.to_owned()))?;
-        let released = self.executors.release(&function);
+        let released = function.quarantine().release();
         if released {
             tracing::info!(function = name, "released from quarantine");
         }
@@ -305,8 +378,14 @@ impl Node {
 
     /// The scheduling state: policy, queue, and each function's expected time.
     pub fn schedule(&self) -> ScheduleSnapshot {
-        self.executors
-            .snapshot(&self.registry.functions(), &self.microtasks)
+        schedule::snapshot(schedule::Sources {
+            policy: self.executors.policy(),
+            cores: self.executors.cores(),
+            executor_threads: self.executors.threads(),
+            pending: &self.pending,
+            microtasks: &self.microtasks,
+            functions: &self.registry.functions(),
+        })
     }
 
     /// The node's metrics, for the gateway to expose.
@@ -720,5 +799,227 @@ mod tests {
         assert!(matches!(err, InvokeError::Load { .. }), "{err}");
         assert!(err.to_string().contains("redeploy"), "{err}");
         assert!(node.invoke("slow", Bytes::new()).await.is_ok());
+    }
+
+    /// A module that takes a while to compile: `functions` functions of arithmetic, and a
+    /// handler that answers nothing.
+    fn slow_to_compile(functions: usize) -> String {
+        let mut wat = String::from(
+            r#"(module (memory (export "memory") 1)
+            (func (export "mote_alloc") (param i32) (result i32) i32.const 0)
+            (func (export "mote_handle") (param i32 i32) (result i64) i64.const 0)"#,
+        );
+        for i in 0..functions {
+            wat.push_str(&format!("(func $f{i} (param i64) (result i64) local.get 0"));
+            for k in 0..40 {
+                wat.push_str(&format!(" i64.const {k} i64.mul local.get 0 i64.xor"));
+            }
+            wat.push(')');
+        }
+        wat.push(')');
+        wat
+    }
+
+    /// Deletes the compiled artefact of `name`, so that its next cold start compiles.
+    fn delete_artefact(node: &Node, dir: &Path, name: &str) {
+        let sha = node.get(name).unwrap().sha256;
+        for entry in std::fs::read_dir(dir.join("artifacts")).unwrap() {
+            let path = entry.unwrap().path();
+            if path
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(&sha)
+            {
+                std::fs::remove_file(path).unwrap();
+            }
+        }
+    }
+
+    /// A node of one executor with `big` (slow to compile) deployed but not resident, and its
+    /// artefact gone, so that its next call compiles it.
+    async fn big_and_cold(dir: &Path) -> Node {
+        let node = Node::start_embedded(dir, no_resident_budget())
+            .await
+            .unwrap();
+        deploy(&node, "big", &slow_to_compile(3000)).await;
+        deploy(&node, "fast", FAST).await;
+        assert!(!node.registry.get("big").unwrap().is_resident());
+        delete_artefact(&node, dir, "big");
+        node
+    }
+
+    /// The regression of issue 18: a cold start that compiled ran on the caller's async thread,
+    /// so nothing else on that runtime moved meanwhile.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_cold_start_that_compiles_leaves_the_callers_thread_free() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = big_and_cold(dir.path()).await;
+        let beats = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let heart = tokio::spawn({
+            let beats = beats.clone();
+            async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    beats.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        });
+        tokio::task::yield_now().await;
+        let before = beats.load(std::sync::atomic::Ordering::Relaxed);
+        let reply = node.invoke_traced("big", Bytes::new()).await.unwrap();
+        let during = beats.load(std::sync::atomic::Ordering::Relaxed) - before;
+        heart.abort();
+        reply.result.unwrap();
+        let cold = reply.cold_start.expect("a cold start");
+        assert!(
+            cold >= Duration::from_millis(30),
+            "the compile took {cold:?}: too short to tell whether the thread was free"
+        );
+        assert!(
+            during >= 5,
+            "the runtime's only thread beat {during} times during a {cold:?} cold start"
+        );
+    }
+
+    /// The regression of issue 18: concurrent cold calls of one function each compiled it.
+    #[test]
+    fn concurrent_cold_calls_of_a_function_wait_for_one_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let node = rt.block_on(big_and_cold(dir.path()));
+        let start = std::sync::Barrier::new(4);
+        let replies: Vec<Reply> = std::thread::scope(|scope| {
+            let calls: Vec<_> = (0..4)
+                .map(|_| {
+                    scope.spawn(|| {
+                        start.wait();
+                        node.invoke_blocking("big", Bytes::new(), Duration::ZERO)
+                    })
+                })
+                .collect();
+            calls
+                .into_iter()
+                .map(|c| c.join().unwrap().unwrap())
+                .collect()
+        });
+        for reply in &replies {
+            assert!(reply.result.is_ok() && reply.cold_start.is_some());
+        }
+        let metrics = node.metrics().encode();
+        assert!(metrics.contains("mote_cold_starts_total 1\n"), "{metrics}");
+        drop(node);
+        drop(rt);
+    }
+
+    /// The regression of issue 18: calls of microtask functions never recorded their
+    /// processing time, so the node showed 0 ms expected for them.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn microtask_calls_record_their_processing_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = Node::start_embedded(dir.path(), ExecutorsConfig::new(1))
+            .await
+            .unwrap();
+        deploy(&node, "sleeper", SLEEPER).await;
+        for _ in 0..2 {
+            node.invoke("sleeper", Bytes::new()).await.unwrap();
+        }
+        let schedule = node.schedule();
+        let sleeper = schedule
+            .functions
+            .iter()
+            .find(|f| f.name == "sleeper")
+            .unwrap();
+        assert_eq!(sleeper.recent_ms.len(), 2, "{sleeper:?}");
+        assert!(sleeper.expected_ms >= 190.0, "{sleeper:?}");
+        let metrics = node.metrics().encode();
+        let expected = metrics
+            .lines()
+            .find(|l| l.starts_with(r#"mote_expected_processing_seconds{function="sleeper"}"#))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap();
+        assert!(expected >= 0.19, "{metrics}");
+    }
+
+    /// The files under `dir/sub`.
+    fn files_in(dir: &Path, sub: &str) -> Vec<String> {
+        std::fs::read_dir(dir.join(sub))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// The regression of issue 18: a deploy refused for its memory limit had already written
+    /// its compiled artefact.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_deploy_refused_for_its_memory_limit_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = Node::start_embedded(dir.path(), ExecutorsConfig::new(1))
+            .await
+            .unwrap();
+        let big_memory = r#"(module (memory (export "memory") 512)
+            (func (export "mote_alloc") (param i32) (result i32) i32.const 0)
+            (func (export "mote_handle") (param i32 i32) (result i64) i64.const 0))"#;
+        let limits = Limits {
+            memory_mb: 16,
+            ..Limits::default()
+        };
+        let wasm = Bytes::from(wat::parse_str(big_memory).unwrap());
+        let err = node
+            .deploy(FunctionName::new("big").unwrap(), wasm, limits)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, DeployError::MemoryTooSmall { .. }), "{err}");
+        assert_eq!(files_in(dir.path(), "artifacts"), Vec::<String>::new());
+        assert_eq!(files_in(dir.path(), "modules"), Vec::<String>::new());
+    }
+
+    /// A store whose writes all fail, as a full disk or an unreachable store would.
+    struct RefusingWrites(EmbeddedStore);
+
+    #[async_trait::async_trait]
+    impl StateStore for RefusingWrites {
+        async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StateError> {
+            self.0.get(key).await
+        }
+        async fn put(&self, _key: &str, _value: Vec<u8>) -> Result<(), StateError> {
+            Err(StateError::Storage {
+                path: "test".into(),
+                message: "no space left on device".into(),
+            })
+        }
+        async fn delete(&self, key: &str) -> Result<bool, StateError> {
+            self.0.delete(key).await
+        }
+        async fn list(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StateError> {
+            self.0.list(prefix).await
+        }
+    }
+
+    /// The regression of issue 18: a deploy whose record could not be written left its module
+    /// blob and compiled artefact behind.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_deploy_whose_record_cannot_be_written_leaves_no_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RefusingWrites(EmbeddedStore::open(&dir.path().join("state.redb")).unwrap());
+        let runtime = Runtime::new(RuntimeConfig::new(dir.path().join("artifacts"), 1)).unwrap();
+        let blobs = ModuleBlobs::open(&dir.path().join("modules")).unwrap();
+        let node = Node::start(
+            Arc::new(runtime),
+            Arc::new(store),
+            blobs,
+            ExecutorsConfig::new(1),
+        )
+        .await
+        .unwrap();
+        let wasm = Bytes::from(wat::parse_str(FAST).unwrap());
+        let err = node
+            .deploy(FunctionName::new("f").unwrap(), wasm, Limits::default())
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("no space left"), "{err}");
+        assert!(node.list().is_empty());
+        assert_eq!(files_in(dir.path(), "artifacts"), Vec::<String>::new());
+        assert_eq!(files_in(dir.path(), "modules"), Vec::<String>::new());
     }
 }

@@ -28,12 +28,13 @@
 
 use crate::confine::ExecutorFilter;
 use crate::error::{DeployError, InvokeError};
-use crate::executor::{ExecutorsConfig, Reply, book, refuse_if_quarantined};
-use crate::metrics::{NodeMetrics, Outcome};
+use crate::executor::ExecutorsConfig;
+use crate::ledger::{Ledger, Reply};
+use crate::metrics::Outcome;
 use crate::registry::Deployed;
 use bytes::Bytes;
 use mote_objects::Objects;
-use mote_runtime::{Function, GateFuture, HostIo, PhaseGate, Runtime};
+use mote_runtime::{Call, Function, GateFuture, HostIo, PhaseGate, Runtime};
 use mote_sched::{
     CLASSES, CallQueue, CoreSplit, FunctionKey, SHARE_LEVELS, ShareClass, SplitMismatch, SplitMode,
 };
@@ -367,12 +368,11 @@ struct Shared {
     gate: Arc<ClassGate>,
     runtime: Arc<Runtime>,
     host: HostIo,
-    metrics: Arc<NodeMetrics>,
+    ledger: Arc<Ledger>,
     alive: Semaphore,
     /// Calls submitted and not yet answered.
     submitted: AtomicUsize,
     max_waiting: usize,
-    quarantine_after: u32,
 }
 
 /// The nice value of the object I/O threads: 10 gives them about a tenth of the CPU weight of a
@@ -390,7 +390,7 @@ impl Microtasks {
     /// Starts one thread per core for guests and as many for object I/O.
     pub(crate) fn start(
         runtime: Arc<Runtime>,
-        metrics: Arc<NodeMetrics>,
+        ledger: Arc<Ledger>,
         executors: &ExecutorsConfig,
         config: MicrotaskConfig,
     ) -> Result<Self, DeployError> {
@@ -433,11 +433,10 @@ impl Microtasks {
             gate,
             runtime,
             host: HostIo::new(config.objects, object_io.handle().clone()),
-            metrics,
+            ledger,
             alive: Semaphore::new(config.max_alive),
             submitted: AtomicUsize::new(0),
             max_waiting: executors.max_queue,
-            quarantine_after: executors.quarantine_after,
         });
         Ok(Self {
             shared,
@@ -454,7 +453,7 @@ impl Microtasks {
         input: Bytes,
         arrival: Instant,
     ) -> Result<oneshot::Receiver<Reply>, InvokeError> {
-        refuse_if_quarantined(&function)?;
+        function.admit()?;
         let waiting = self.shared.submitted.fetch_add(1, Ordering::Relaxed);
         if waiting >= self.shared.max_waiting {
             self.shared.submitted.fetch_sub(1, Ordering::Relaxed);
@@ -541,21 +540,21 @@ impl Shared {
                 return;
             }
         }
-        if let Err(e) = refuse_if_quarantined(&function) {
+        if let Err(e) = function.admit() {
             let _ = reply.send(Reply::unstarted(Err(e)));
             return;
         }
         let started = Instant::now();
-        let limits = function.record().limits;
-        let call = self.runtime.call_microtask(
-            &code,
-            function.name(),
-            limits,
+        let call = Call {
+            function: &code,
+            name: function.name(),
+            limits: function.record().limits,
             started,
-            &input,
-            Box::new(gate),
-            self.host.clone(),
-        );
+            input: &input,
+        };
+        let call = self
+            .runtime
+            .call_microtask(call, Box::new(gate), self.host.clone());
         let result = tokio::select! {
             result = call => result,
             () = reply.closed() => {
@@ -564,25 +563,7 @@ impl Shared {
                 return;
             }
         };
-        let processing = started.elapsed();
-        let (outcome, entered, result) = match result {
-            Ok(out) => (Outcome::Ok, Some(out.entered), Ok(out.body)),
-            Err(e) => (Outcome::of(&e), None, Err(InvokeError::Call(e))),
-        };
-        book(
-            &self.metrics,
-            &function,
-            outcome,
-            processing,
-            self.quarantine_after,
-        );
-        let _ = reply.send(Reply {
-            result,
-            queued: started.saturating_duration_since(arrival),
-            processing,
-            entered,
-            cold_start: None,
-        });
+        let _ = reply.send(self.ledger.settle(&function, result, arrival, started));
     }
 }
 

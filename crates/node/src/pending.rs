@@ -18,13 +18,30 @@
 //!   sleeper holds until it is waiting on `available`. No call is left with every executor
 //!   asleep.
 //! - Under arrival order, run times are kept in `histories` (for `GET /v1/node` and the
-//!   expected-time gauge); only executors take that lock, never a submitter.
+//!   expected-time gauge); only the threads that finish calls (executors, microtask threads)
+//!   take that lock, never a submitter.
 
 use crossbeam_queue::SegQueue;
 use mote_sched::{CallQueue, FunctionHistory, FunctionKey, Histories, Policy};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+/// Where finished calls' processing times are recorded: the histories the ranking policies
+/// read, kept with the queue they rank.
+pub(crate) trait RunTimes: Send + Sync {
+    /// Records that a call of `function` ran for `processing`; returns its new expected time.
+    fn complete(&self, function: FunctionKey, processing: Duration) -> Duration;
+}
+
+impl<T: Send> RunTimes for Pending<T> {
+    fn complete(&self, function: FunctionKey, processing: Duration) -> Duration {
+        match &self.order {
+            Order::Arrival { histories, .. } => lock(histories).complete(function, processing),
+            Order::Ranked(queue) => lock(queue).complete(function, processing),
+        }
+    }
+}
 
 /// Why a call was not queued.
 #[derive(Debug, PartialEq, Eq)]
@@ -173,14 +190,6 @@ impl<T> Pending<T> {
                     .unwrap_or_else(|p| p.into_inner());
             }
             self.sleepers.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
-
-    /// Records that a call of `function` ran for `processing`; returns its new expected time.
-    pub(crate) fn complete(&self, function: FunctionKey, processing: Duration) -> Duration {
-        match &self.order {
-            Order::Arrival { histories, .. } => lock(histories).complete(function, processing),
-            Order::Ranked(queue) => lock(queue).complete(function, processing),
         }
     }
 

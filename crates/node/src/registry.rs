@@ -10,8 +10,9 @@
 
 use crate::error::{DeployError, InvokeError};
 use crate::metrics::{FunctionLabels, InvocationLabels, NodeMetrics, Outcome, SecondsGauge};
-use crate::resident::{Code, Residency};
-use arc_swap::{ArcSwap, ArcSwapOption};
+use crate::quarantine::Quarantine;
+use crate::resident::{Code, Residency, Slot};
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use mote_runtime::{Function, Runtime};
 use mote_sched::FunctionKey;
@@ -21,35 +22,32 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 /// Where function records live in the state store.
 const RECORD_PREFIX: &str = "/mote/functions/";
 
-/// A deployed function: its record, its code while resident, and its call statistics.
+/// A deployed function: its record, its place in the resident set, its quarantine and its call
+/// statistics.
 pub struct Deployed {
     key: FunctionKey,
     record: FunctionRecord,
     name: Arc<str>,
-    /// The compiled, linked code while the function is resident; see [`crate::resident`].
-    pub(crate) code: ArcSwapOption<Function>,
-    /// When it was last called, in nanoseconds since the node started (for eviction).
-    last_used: AtomicU64,
-    /// Set once it is removed or replaced: its code must not become resident again.
-    pub(crate) retired: AtomicBool,
+    resident: Slot,
+    quarantine: Quarantine,
     outcomes: [Counter; Outcome::ALL.len()],
     duration: Histogram,
     expected: SecondsGauge,
-    /// Calls in a row killed for running past their budget; any other ending resets it.
-    budget_kills: AtomicU32,
-    /// Set when `budget_kills` reaches the node's threshold; cleared by a release. A redeploy
-    /// makes a new `Deployed`, which starts clear.
-    quarantined: AtomicBool,
 }
 
 impl Deployed {
-    fn new(key: FunctionKey, record: FunctionRecord, metrics: &NodeMetrics) -> Self {
+    fn new(
+        key: FunctionKey,
+        record: FunctionRecord,
+        metrics: &NodeMetrics,
+        quarantine_after: u32,
+    ) -> Self {
         let function_label = record.name.to_string();
         let outcomes = Outcome::ALL.map(|outcome| {
             let labels = InvocationLabels {
@@ -69,13 +67,10 @@ impl Deployed {
             expected,
             name: record.name.as_str().into(),
             record,
-            code: ArcSwapOption::empty(),
-            last_used: AtomicU64::new(0),
-            retired: AtomicBool::new(false),
+            resident: Slot::default(),
+            quarantine: Quarantine::new(quarantine_after, metrics.quarantined.clone()),
             outcomes,
             duration,
-            budget_kills: AtomicU32::new(0),
-            quarantined: AtomicBool::new(false),
         }
     }
 
@@ -96,19 +91,32 @@ impl Deployed {
 
     /// Whether its code is resident, so that a call is a warm start.
     pub fn is_resident(&self) -> bool {
-        self.code.load().is_some()
+        self.resident.is_resident()
     }
 
-    /// Records a call at `stamp`. Recency only needs to be right to a millisecond, and writing
-    /// the shared line on every call would make each executor that reads this function miss.
-    pub(crate) fn touch(&self, stamp: u64) {
-        if stamp.saturating_sub(self.last_used.load(Ordering::Relaxed)) > 1_000_000 {
-            self.last_used.store(stamp, Ordering::Relaxed);
+    /// Whether the function is quarantined, and if so after how many budget kills in a row.
+    pub fn quarantined(&self) -> Option<u32> {
+        self.quarantine.refuses()
+    }
+
+    pub(crate) fn quarantine(&self) -> &Quarantine {
+        &self.quarantine
+    }
+
+    /// Refuses (and counts) a call while the function is quarantined.
+    #[inline]
+    pub(crate) fn admit(&self) -> Result<(), InvokeError> {
+        match self.quarantine.refuses() {
+            None => Ok(()),
+            Some(kills) => {
+                self.count(Outcome::Rejected);
+                Err(InvokeError::Quarantined {
+                    name: self.name.to_string(),
+                    kills,
+                    budget_us: self.record.limits.timeout_us,
+                })
+            }
         }
-    }
-
-    pub(crate) fn last_used(&self) -> u64 {
-        self.last_used.load(Ordering::Relaxed)
     }
 
     pub(crate) fn count(&self, outcome: Outcome) {
@@ -122,33 +130,6 @@ impl Deployed {
     pub(crate) fn observe_duration(&self, elapsed: Duration) {
         self.duration.observe(elapsed.as_secs_f64());
     }
-
-    /// Whether the function is quarantined, and if so after how many budget kills in a row.
-    pub fn quarantined(&self) -> Option<u32> {
-        self.quarantined
-            .load(Ordering::Acquire)
-            .then(|| self.budget_kills.load(Ordering::Relaxed))
-    }
-
-    /// Counts how a call ended; returns true if this call put the function in quarantine
-    /// (`after` budget kills in a row; 0 never quarantines).
-    pub(crate) fn note_budget(&self, killed: bool, after: u32) -> bool {
-        if !killed {
-            // Most calls end well: read before writing, so they leave the cache line shared.
-            if self.budget_kills.load(Ordering::Relaxed) != 0 {
-                self.budget_kills.store(0, Ordering::Relaxed);
-            }
-            return false;
-        }
-        let kills = self.budget_kills.fetch_add(1, Ordering::Relaxed) + 1;
-        after != 0 && kills >= after && !self.quarantined.swap(true, Ordering::AcqRel)
-    }
-
-    /// Lets calls in again; returns whether it was quarantined.
-    pub(crate) fn release(&self) -> bool {
-        self.budget_kills.store(0, Ordering::Relaxed);
-        self.quarantined.swap(false, Ordering::AcqRel)
-    }
 }
 
 type Table = HashMap<FunctionName, Arc<Deployed>>;
@@ -159,7 +140,8 @@ pub struct Registry {
     store: Arc<dyn StateStore>,
     blobs: ModuleBlobs,
     metrics: Arc<NodeMetrics>,
-    residency: Residency,
+    residency: Arc<Residency>,
+    quarantine_after: u32,
     table: ArcSwap<Table>,
     changes: tokio::sync::Mutex<()>,
     next_key: AtomicU64,
@@ -172,18 +154,20 @@ impl Registry {
         blobs: ModuleBlobs,
         metrics: Arc<NodeMetrics>,
         resident_budget_bytes: u64,
+        quarantine_after: u32,
     ) -> Self {
         Self {
-            residency: Residency::new(
+            residency: Arc::new(Residency::new(
                 runtime.clone(),
                 blobs.clone(),
                 resident_budget_bytes,
                 metrics.clone(),
-            ),
+            )),
             runtime,
             store,
             blobs,
             metrics,
+            quarantine_after,
             table: ArcSwap::from_pointee(Table::new()),
             changes: tokio::sync::Mutex::new(()),
             next_key: AtomicU64::new(1),
@@ -191,20 +175,46 @@ impl Registry {
     }
 
     /// Looks up a deployed function without locking.
+    #[inline]
     pub fn get(&self, name: &str) -> Option<Arc<Deployed>> {
         self.table.load().get(name).cloned()
     }
 
-    /// The code of `function` for a call arriving at `now`, loading it from its artefact if it
-    /// is not resident (a cold start).
-    pub(crate) fn code(&self, function: &Deployed, now: Instant) -> Result<Code, InvokeError> {
-        self.residency.code(function, now)
+    /// The resident code of `function` for a call arriving at `now`, if it is resident.
+    #[inline]
+    pub(crate) fn warm(&self, function: &Deployed, now: Instant) -> Option<Arc<Function>> {
+        self.residency.warm(&function.resident, now)
+    }
+
+    /// Loads the code of `function`, which was not resident when a call arrived at `arrival`,
+    /// on this thread: it blocks for as long as the load (or a compile) takes.
+    pub(crate) fn load_here(
+        &self,
+        function: &Deployed,
+        arrival: Instant,
+    ) -> Result<Code, InvokeError> {
+        load(&self.residency, function, arrival)
+    }
+
+    /// Loads the code of `function`, which was not resident when a call arrived at `arrival`,
+    /// on a thread of the async runtime's blocking pool, so the caller's thread stays free.
+    pub(crate) async fn load_aside(
+        &self,
+        function: &Arc<Deployed>,
+        arrival: Instant,
+    ) -> Result<Code, InvokeError> {
+        let (residency, function) = (self.residency.clone(), function.clone());
+        tokio::task::spawn_blocking(move || load(&residency, &function, arrival))
+            .await
+            .map_err(|e| InvokeError::Internal(format!("the code loader failed: {e}")))?
     }
 
     /// Evicts the least recently called functions if the resident set is over its budget;
     /// `keep` stays. Returns the evicted code, unmapped when the caller drops it.
     pub(crate) fn sweep(&self, keep: &Deployed) -> Vec<Arc<Function>> {
-        self.residency.sweep(keep, self.table.load().values())
+        let table = self.table.load();
+        self.residency
+            .sweep(&keep.resident, table.values().map(|f| &f.resident))
     }
 
     /// Every deployed function, by name.
@@ -241,7 +251,7 @@ impl Registry {
                     continue;
                 }
             };
-            let deployed = Arc::new(Deployed::new(self.new_key(), record, &self.metrics));
+            let deployed = Arc::new(self.deployed(record));
             if self.residency.has_room() {
                 let (runtime, blobs, sha) = (
                     self.runtime.clone(),
@@ -253,7 +263,7 @@ impl Registry {
                         .await
                         .map_err(|e| DeployError::Internal(e.to_string()))?;
                 match loaded {
-                    Ok(code) => self.residency.admit(&deployed, code),
+                    Ok(code) => self.residency.admit(&deployed.resident, code),
                     Err(e) => {
                         tracing::error!(function = %deployed.record.name, error = %e, "cannot load function; it stays stored but is not callable");
                         continue;
@@ -267,6 +277,10 @@ impl Registry {
         Ok(())
     }
 
+    /// Deploys `wasm` as `name`: compile and check it (nothing written yet), write the module
+    /// blob and the compiled artefact (both synced), then commit the record, which makes the
+    /// function durable; only then is it published. A deploy that fails after writing removes
+    /// what it wrote, unless a deployed function uses the same module.
     pub(crate) async fn deploy(
         &self,
         name: FunctionName,
@@ -285,35 +299,53 @@ impl Registry {
                 limit_mb: limits.memory_mb,
             });
         }
-        let size_bytes = wasm.len() as u64;
-        let blobs = self.blobs.clone();
-        tokio::task::spawn_blocking(move || blobs.put(&wasm))
-            .await
-            .map_err(|e| DeployError::Internal(e.to_string()))??;
         let record = FunctionRecord {
             name: name.clone(),
             sha256: function.sha256().to_owned(),
             kind: function.kind(),
             limits,
-            size_bytes,
+            size_bytes: wasm.len() as u64,
             deployed_at_ms: SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map(|d| d.as_millis() as u64)
                 .unwrap_or(0),
         };
-        let json = serde_json::to_vec(&record).expect("a record always serialises");
-        self.store.put(&record_key(&name), json).await?;
-        let deployed = Arc::new(Deployed::new(self.new_key(), record.clone(), &self.metrics));
-        self.residency.admit(&deployed, function);
+        if let Err(e) = self.write(wasm, &function, &record).await {
+            self.collect_unused(&record.sha256);
+            return Err(e);
+        }
+        let deployed = Arc::new(self.deployed(record.clone()));
+        self.residency.admit(&deployed.resident, function);
         let mut table = Table::clone(&self.table.load());
         let replaced = table.insert(name, deployed.clone());
         self.publish(table);
         drop(self.sweep(&deployed));
         if let Some(old) = &replaced {
-            self.residency.retire(old);
+            self.retire(old);
             self.collect_unused(&old.record.sha256);
         }
         Ok((record, replaced))
+    }
+
+    /// Writes what a deploy stores: the module blob and the artefact, then the record.
+    async fn write(
+        &self,
+        wasm: Bytes,
+        function: &Arc<Function>,
+        record: &FunctionRecord,
+    ) -> Result<(), DeployError> {
+        let (runtime, blobs, function) =
+            (self.runtime.clone(), self.blobs.clone(), function.clone());
+        tokio::task::spawn_blocking(move || -> Result<(), DeployError> {
+            blobs.put(&wasm)?;
+            runtime.keep(&function)?;
+            Ok(())
+        })
+        .await
+        .map_err(|e| DeployError::Internal(e.to_string()))??;
+        let json = serde_json::to_vec(record).expect("a record always serialises");
+        self.store.put(&record_key(&record.name), json).await?;
+        Ok(())
     }
 
     pub(crate) async fn remove(&self, name: &str) -> Result<Arc<Deployed>, DeployError> {
@@ -327,7 +359,7 @@ impl Registry {
         let mut table = Table::clone(&self.table.load());
         table.remove(name);
         self.publish(table);
-        self.residency.retire(&deployed);
+        self.retire(&deployed);
         let labels = FunctionLabels {
             function: name.to_owned(),
         };
@@ -343,8 +375,16 @@ impl Registry {
         Ok(deployed)
     }
 
-    fn new_key(&self) -> FunctionKey {
-        self.next_key.fetch_add(1, Ordering::Relaxed)
+    fn deployed(&self, record: FunctionRecord) -> Deployed {
+        let key = self.next_key.fetch_add(1, Ordering::Relaxed);
+        Deployed::new(key, record, &self.metrics, self.quarantine_after)
+    }
+
+    /// Takes a removed or replaced function out of the resident set and out of the quarantine
+    /// count for good.
+    fn retire(&self, function: &Deployed) {
+        self.residency.retire(&function.resident);
+        function.quarantine.retire();
     }
 
     fn publish(&self, table: Table) {
@@ -364,6 +404,16 @@ impl Registry {
             self.runtime.forget(sha256);
         }
     }
+}
+
+/// Loads `function`'s code for a call that arrived at `arrival` and found it not resident.
+fn load(residency: &Residency, function: &Deployed, arrival: Instant) -> Result<Code, InvokeError> {
+    residency
+        .load(&function.resident, &function.record.sha256, arrival)
+        .map_err(|e| InvokeError::Load {
+            name: function.name.to_string(),
+            detail: e.to_string(),
+        })
 }
 
 fn record_key(name: &FunctionName) -> String {

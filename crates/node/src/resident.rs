@@ -1,34 +1,62 @@
 //! Which deployed functions are resident: compiled code mapped and an `InstancePre` linked, ready
 //! for a warm call. A memory budget bounds them. Past it, the least recently called functions are
 //! evicted, and the next call of an evicted function is a cold start: its precompiled artefact is
-//! mapped from disk (mmap), linked, and then instantiated like any call. The load runs on the
-//! caller's thread, because executor threads are confined by seccomp and cannot open files.
+//! checked and mapped from disk, linked, and then instantiated like any call (or, if the artefact
+//! is missing or damaged, the module is compiled again). Loading never runs on an executor
+//! (seccomp forbids opening files there) nor on an async runtime's threads (a compile takes
+//! milliseconds to seconds): [`Residency::load`] blocks, and the node calls it from a thread that
+//! may block.
+//!
+//! Each function's residency is a [`Slot`], owned by this module: its code, when it was last
+//! called, whether it was retired, and the lock that lets one load run per function at a time.
 //!
 //! Invariants:
-//! - The `mote_resident_bytes` gauge is the sum of [`Function::resident_bytes`] over the
-//!   functions whose `code` slot is filled (its atomic is the count itself): it is added to only
-//!   by the caller that filled a slot and taken from only by the caller that emptied it (both
-//!   with a swap, so no count is lost or doubled).
-//! - A removed or replaced function is `retired` before its code is evicted, and a cold load
+//! - The `mote_resident_bytes` gauge is the sum of [`Function::resident_bytes`] over the filled
+//!   slots (its atomic is the count itself): it is added to only by the caller that filled a slot
+//!   and taken from only by the caller that emptied it (both with a swap, so no count is lost or
+//!   doubled).
+//! - A removed or replaced function is retired before its code is evicted, and a cold load
 //!   checks `retired` after filling the slot (both sequentially consistent), so a load racing a
 //!   removal either sees the flag and empties the slot again or is emptied by the removal:
 //!   nothing stays counted for a function no one can call.
+//! - Loads of one function are serialised by its slot's `loading` lock, and a load that gets the
+//!   lock first looks whether the code became resident meanwhile: concurrent cold calls of one
+//!   function wait for one load rather than each compiling.
 //! - A call takes its own reference to the code before it is queued, so evicting a function never
 //!   pulls code from under a queued or running call; the code is unmapped when the last call
 //!   that holds it ends.
 //!
-//! Recency is a timestamp each call stores in its function (one relaxed store, no lock). Eviction
-//! is rare (only when a load passes the budget); it scans every function and evicts down to 90%
-//! of the budget, so a run of cold starts does not sweep on every call.
+//! Recency is a timestamp each call stores in its slot (one relaxed store, no lock). Eviction is
+//! rare (only when a load passes the budget); it scans every function and evicts down to 90% of
+//! the budget, so a run of cold starts does not sweep on every call.
 
-use crate::error::InvokeError;
 use crate::metrics::NodeMetrics;
-use crate::registry::Deployed;
-use mote_runtime::{Function, Runtime};
+use arc_swap::ArcSwapOption;
+use mote_runtime::{CompileError, Function, Runtime};
 use mote_state::ModuleBlobs;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// One function's place in the resident set.
+#[derive(Default)]
+pub(crate) struct Slot {
+    /// The compiled, linked code while the function is resident.
+    code: ArcSwapOption<Function>,
+    /// When it was last called, in nanoseconds since the node started (for eviction).
+    last_used: AtomicU64,
+    /// Set once it is removed or replaced: its code must not become resident again.
+    retired: AtomicBool,
+    /// Held while its code is loaded, so one load runs at a time.
+    loading: Mutex<()>,
+}
+
+impl Slot {
+    /// Whether its code is resident, so that a call is a warm start.
+    pub(crate) fn is_resident(&self) -> bool {
+        self.code.load().is_some()
+    }
+}
 
 /// The resident set and its budget.
 pub(crate) struct Residency {
@@ -40,7 +68,7 @@ pub(crate) struct Residency {
     metrics: Arc<NodeMetrics>,
 }
 
-/// A function's code for one call, and how long loading it took if the call was a cold start.
+/// A function's code for one call, and how long the call waited for it if it was a cold start.
 pub(crate) struct Code {
     pub function: Arc<Function>,
     pub cold_start: Option<Duration>,
@@ -73,68 +101,67 @@ impl Residency {
         u64::try_from(bytes).unwrap_or(0)
     }
 
-    /// The code of `function` for a call arriving at `now`: resident already (a warm start), or
-    /// loaded from its artefact now (a cold start). A load may pass the budget; the caller
-    /// sweeps after queueing its call and unmaps what it evicted after the reply, so the
-    /// eviction is not on the call's path.
-    pub(crate) fn code(&self, function: &Deployed, now: Instant) -> Result<Code, InvokeError> {
-        function.touch(self.stamp(now));
-        if let Some(code) = function.code.load_full() {
+    /// The resident code of `slot` for a call arriving at `now`, if it is resident (a warm start).
+    #[inline]
+    pub(crate) fn warm(&self, slot: &Slot, now: Instant) -> Option<Arc<Function>> {
+        self.touch(slot, now);
+        slot.code.load_full()
+    }
+
+    /// Loads the code of `slot` (the module with this sha256) for a call that arrived at
+    /// `arrival` and found it not resident: maps its artefact, or compiles the module if the
+    /// artefact is missing or damaged. Blocks; one load per function runs at a time, and a call
+    /// that waited for another's load takes its code. A load may pass the budget; the caller
+    /// sweeps after queueing its call and unmaps what it evicted after the reply, so the eviction
+    /// is not on the call's path.
+    pub(crate) fn load(
+        &self,
+        slot: &Slot,
+        sha256: &str,
+        arrival: Instant,
+    ) -> Result<Code, CompileError> {
+        let _loading = slot.loading.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(code) = slot.code.load_full() {
             return Ok(Code {
                 function: code,
-                cold_start: None,
+                cold_start: Some(arrival.elapsed()),
             });
         }
-        let sha = &function.record().sha256;
-        let loaded = self
-            .runtime
-            .load(sha, || self.blobs.get(sha))
-            .map_err(|e| InvokeError::Load {
-                name: function.name().to_string(),
-                detail: e.to_string(),
-            })?;
-        let cold_start = now.elapsed();
+        let loaded = self.runtime.load(sha256, || self.blobs.get(sha256))?;
         self.metrics.cold_starts.inc();
-        // Two callers may load the same function at once; the first to fill the slot wins and
-        // the other call runs on the winner's code.
-        let previous = function
-            .code
-            .compare_and_swap(&None::<Arc<Function>>, Some(loaded.clone()));
-        let code = match &*previous {
-            Some(winner) => winner.clone(),
-            None => {
-                self.added(&loaded);
-                if function.retired.load(Ordering::SeqCst) {
-                    self.evict(function);
-                }
-                loaded
-            }
-        };
+        self.added(&loaded);
+        let previous = slot.code.swap(Some(loaded.clone()));
+        debug_assert!(
+            previous.is_none(),
+            "only the holder of `loading` fills a slot"
+        );
+        if slot.retired.load(Ordering::SeqCst) {
+            self.evict(slot);
+        }
         Ok(Code {
-            function: code,
-            cold_start: Some(cold_start),
+            function: loaded,
+            cold_start: Some(arrival.elapsed()),
         })
     }
 
-    /// Makes `code` resident for `function` (a deploy or a start-up load).
-    pub(crate) fn admit(&self, function: &Deployed, code: Arc<Function>) {
-        function.touch(self.stamp(Instant::now()));
+    /// Makes `code` resident in `slot` (a deploy or a start-up load).
+    pub(crate) fn admit(&self, slot: &Slot, code: Arc<Function>) {
+        self.touch(slot, Instant::now());
         self.added(&code);
-        if let Some(old) = function.code.swap(Some(code)) {
+        if let Some(old) = slot.code.swap(Some(code)) {
             self.removed(&old);
         }
     }
 
     /// Takes a removed or replaced function out of the resident set for good.
-    pub(crate) fn retire(&self, function: &Deployed) {
-        function.retired.store(true, Ordering::SeqCst);
-        self.evict(function);
+    pub(crate) fn retire(&self, slot: &Slot) {
+        slot.retired.store(true, Ordering::SeqCst);
+        self.evict(slot);
     }
 
-    /// Takes `function`'s code out of the resident set (its next call loads it again) and
-    /// returns it.
-    pub(crate) fn evict(&self, function: &Deployed) -> Option<Arc<Function>> {
-        let code = function.code.swap(None)?;
+    /// Takes `slot`'s code out of the resident set (its next call loads it again) and returns it.
+    fn evict(&self, slot: &Slot) -> Option<Arc<Function>> {
+        let code = slot.code.swap(None)?;
         self.removed(&code);
         Some(code)
     }
@@ -155,8 +182,8 @@ impl Residency {
     /// flush the TLB of every core running this process, which stalls a running call.
     pub(crate) fn sweep<'a>(
         &self,
-        keep: &Deployed,
-        everyone: impl Iterator<Item = &'a Arc<Deployed>>,
+        keep: &Slot,
+        everyone: impl Iterator<Item = &'a Slot>,
     ) -> Vec<Arc<Function>> {
         let mut evicted = Vec::new();
         if self.has_room() {
@@ -166,23 +193,29 @@ impl Residency {
         let Ok(_sweeping) = self.sweep.try_lock() else {
             return evicted;
         };
-        let mut resident: Vec<(u64, &Arc<Deployed>)> = everyone
-            .filter(|f| f.is_resident() && !std::ptr::eq(&***f, keep))
-            .map(|f| (f.last_used(), f))
+        let mut resident: Vec<(u64, &Slot)> = everyone
+            .filter(|slot| slot.is_resident() && !std::ptr::eq(*slot, keep))
+            .map(|slot| (slot.last_used.load(Ordering::Relaxed), slot))
             .collect();
         resident.sort_unstable_by_key(|(used, _)| *used);
         let target = self.budget_bytes / 10 * 9;
-        for (_, function) in resident {
+        for (_, slot) in resident {
             if self.resident_bytes() <= target {
                 break;
             }
-            evicted.extend(self.evict(function));
+            evicted.extend(self.evict(slot));
         }
         evicted
     }
 
-    fn stamp(&self, now: Instant) -> u64 {
-        now.saturating_duration_since(self.origin).as_nanos() as u64
+    /// Records a call at `now`. Recency only needs to be right to a millisecond, and writing the
+    /// shared line on every call would make each executor that reads this function miss.
+    #[inline]
+    fn touch(&self, slot: &Slot, now: Instant) {
+        let stamp = now.saturating_duration_since(self.origin).as_nanos() as u64;
+        if stamp.saturating_sub(slot.last_used.load(Ordering::Relaxed)) > 1_000_000 {
+            slot.last_used.store(stamp, Ordering::Relaxed);
+        }
     }
 }
 

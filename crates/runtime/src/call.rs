@@ -1,5 +1,6 @@
-//! One call: a fresh `Store` and instance, the guest's entry point, the response copied out, and
-//! every failure classified into a [`CallError`]. Also the host functions guests may import.
+//! Running one call: a fresh `Store` and instance from the pool, the deadline armed, the entry
+//! path (`entry`) run on the calling thread ([`Runtime::call_then`]) or as a future
+//! ([`Runtime::call_microtask`]), and the outcome settled by the same code for both.
 //!
 //! The store and instance are dropped when the call returns, whatever happened, which returns
 //! the instance's slot (and its memory) to the pool: no state survives from one call to the next.
@@ -7,118 +8,32 @@
 //! not wait for the memory reset (about 40% of a microsecond call).
 
 use crate::engine::Runtime;
+use crate::entry::{self, CallOutput, Failure, Fiber};
 use crate::error::CallError;
 use crate::function::{Entry, Function};
-use crate::microtask::MicrotaskState;
+use crate::gate::{HostIo, MicrotaskState, PhaseGate};
+use crate::state::CallState;
 use bytes::Bytes;
-use mote_types::{Limits, abi};
+use mote_types::Limits;
 use std::sync::Arc;
 use std::time::Instant;
-use wasmtime::{
-    Caller, Extern, Instance, Linker, Memory, ModuleExport, ResourceLimiter, Store, Trap,
-    TypedFunc, UpdateDeadline, WasmBacktrace, WasmParams, WasmResults,
-};
-use wasmtime_wasi::I32Exit;
-use wasmtime_wasi::p1::WasiP1Ctx;
-use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
+use wasmtime::{Store, Trap, UpdateDeadline};
 
-/// The longest line `mote.log` records; longer lines are cut.
-const MAX_LOG_LINE: usize = 8 << 10;
-/// How many log lines one call may write; the rest are dropped.
-const MAX_LOG_LINES: u32 = 1000;
-/// How much of a WASI guest's stderr is kept (and quoted in errors).
-const STDERR_CAPACITY: usize = 64 << 10;
-/// The most table elements an instance may grow to.
-const MAX_TABLE_ELEMENTS: usize = 1 << 20;
-
-/// What a successful call returns.
-#[derive(Debug)]
-pub struct CallOutput {
-    /// The response body.
-    pub body: Vec<u8>,
-    /// When the guest's entry point was called: the instance was ready and the input copied in.
-    pub entered: Instant,
-}
-
-/// Per-call state inside the wasmtime `Store`.
-pub(crate) struct CallState {
-    pub(crate) limiter: CallLimiter,
-    pub(crate) deadline: Instant,
-    pub(crate) timed_out: bool,
-    function: Arc<str>,
-    log_lines: u32,
-    /// What a WASI command reads on stdin.
-    stdin: Bytes,
-    max_response_bytes: usize,
-    /// Created on the guest's first WASI call: most mote ABI guests import WASI (Rust's standard
-    /// library does) but never call it, and building a context costs more than the whole call.
-    wasi: Option<(WasiP1Ctx, Stdio)>,
-    /// The gate and host I/O of a microtask function's call; `None` on the synchronous engine.
-    pub(crate) microtask: Option<MicrotaskState>,
-}
-
-impl CallState {
-    /// The WASI context, built on first use.
-    pub(crate) fn wasi_ctx(&mut self) -> &mut WasiP1Ctx {
-        &mut self.wasi().0
-    }
-
-    fn wasi(&mut self) -> &mut (WasiP1Ctx, Stdio) {
-        self.wasi.get_or_insert_with(|| {
-            let io = Stdio {
-                stdout: MemoryOutputPipe::new(self.max_response_bytes),
-                stderr: MemoryOutputPipe::new(STDERR_CAPACITY),
-            };
-            let ctx = wasmtime_wasi::WasiCtxBuilder::new()
-                .stdin(MemoryInputPipe::new(self.stdin.clone()))
-                .stdout(io.stdout.clone())
-                .stderr(io.stderr.clone())
-                .arg(self.function.as_ref())
-                .build_p1();
-            (ctx, io)
-        })
-    }
-
-    fn stdio(&mut self) -> &Stdio {
-        &self.wasi().1
-    }
-}
-
-/// Enforces the memory limit and remembers whether it had to say no, so a trap that follows can
-/// be reported as what it is.
-pub(crate) struct CallLimiter {
-    pub(crate) memory_limit: usize,
-    pub(crate) denied: Option<usize>,
-}
-
-impl ResourceLimiter for CallLimiter {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        if desired > self.memory_limit {
-            self.denied = Some(desired);
-            return Ok(false);
-        }
-        Ok(true)
-    }
-
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        Ok(desired <= MAX_TABLE_ELEMENTS)
-    }
-}
-
-/// The guest's stdio pipes when it uses WASI; read after the call.
-struct Stdio {
-    stdout: MemoryOutputPipe,
-    stderr: MemoryOutputPipe,
+/// One call to run: the function, the name it is deployed as, its limits, when it began and its
+/// request body.
+#[derive(Clone, Copy, Debug)]
+pub struct Call<'a> {
+    /// The compiled function.
+    pub function: &'a Function,
+    /// The name it is deployed as, for its log lines and its WASI `argv[0]`.
+    pub name: &'a Arc<str>,
+    /// What it may consume.
+    pub limits: Limits,
+    /// When the call began, by the caller's clock: its budget runs from here, so the call path
+    /// reads the clock once for both.
+    pub started: Instant,
+    /// The request body.
+    pub input: &'a [u8],
 }
 
 impl Runtime {
@@ -131,64 +46,83 @@ impl Runtime {
         limits: Limits,
         input: &[u8],
     ) -> Result<CallOutput, CallError> {
-        self.call_then(function, name, limits, Instant::now(), input, |result| {
-            result
-        })
+        let call = Call {
+            function,
+            name,
+            limits,
+            started: Instant::now(),
+            input,
+        };
+        self.call_then(call, |result| result)
     }
 
-    /// Like [`Runtime::call`], but gives the result to `finish` before the instance is torn
-    /// down, so a reply sent from `finish` does not wait for the memory reset. The budget runs
-    /// from `started`, the caller's own reading of when the call began, so the call path reads
-    /// the clock once for both.
+    /// Runs `call` on the current thread and gives the result to `finish` before the instance is
+    /// torn down, so a reply sent from `finish` does not wait for the memory reset.
     pub fn call_then<R>(
         &self,
-        function: &Function,
-        name: &Arc<str>,
-        limits: Limits,
-        started: Instant,
-        input: &[u8],
+        call: Call<'_>,
         finish: impl FnOnce(Result<CallOutput, CallError>) -> R,
     ) -> R {
         assert!(
-            !function.is_microtask(),
-            "{name} declares microtasks; run it with Runtime::call_microtask"
+            !call.function.is_microtask(),
+            "{} declares microtasks; run it with Runtime::call_microtask",
+            call.name
         );
-        let mut store = self.new_store(function, name, limits, started, input);
-        self.arm_deadline(&mut store, limits, false);
-        let result = self.run_entry(function, &mut store, input);
-        let value = finish(self.finish_call(function, name, limits, &store, result));
+        let mut store = self.new_store(&call, None);
+        self.arm_deadline(&mut store, call.limits, false);
+        let result = entry::run_blocking(call.function, &mut store, call.input);
+        let value = finish(entry::finish(call.function, call.limits, &store, result));
         drop(store);
         value
     }
 
-    /// A store for one call of `function`, with its limits; the caller sets up epochs.
-    pub(crate) fn new_store(
+    /// Runs `call`, of a microtask function (see [`Function::is_microtask`]), in a fresh
+    /// instance, its phases and waits going through `gate` and its object calls through `io`.
+    /// The future must be polled on a Tokio runtime with its timer enabled; the budget covers
+    /// waits. Dropping the future cancels the call.
+    pub async fn call_microtask(
         &self,
-        function: &Function,
-        name: &Arc<str>,
-        limits: Limits,
-        started: Instant,
-        input: &[u8],
-    ) -> Store<CallState> {
-        let stdin = match function.entry {
-            Entry::WasiCommand { .. } => Bytes::copy_from_slice(input),
+        call: Call<'_>,
+        gate: Box<dyn PhaseGate>,
+        io: HostIo,
+    ) -> Result<CallOutput, CallError> {
+        assert!(
+            call.function.is_microtask(),
+            "{} declares no microtasks; run it with Runtime::call_then",
+            call.name
+        );
+        let mut store = self.new_store(&call, Some(MicrotaskState { gate, io }));
+        self.arm_deadline(&mut store, call.limits, true);
+        let deadline = tokio::time::Instant::from_std(store.data().deadline);
+        let run = entry::run::<Fiber>(call.function, &mut store, call.input);
+        let result = match tokio::time::timeout_at(deadline, run).await {
+            Ok(result) => result,
+            // Waiting past the deadline: the guest holds no thread, so no epoch tick stops it.
+            Err(_) => {
+                store.data_mut().timed_out = true;
+                Err(Failure::Known(CallError::Timeout {
+                    timeout_us: call.limits.timeout_us,
+                }))
+            }
+        };
+        entry::finish(call.function, call.limits, &store, result)
+    }
+
+    /// A store for `call`, with its limits; the caller arms the deadline.
+    fn new_store(&self, call: &Call<'_>, microtask: Option<MicrotaskState>) -> Store<CallState> {
+        let stdin = match call.function.entry {
+            Entry::WasiCommand { .. } => Bytes::copy_from_slice(call.input),
             Entry::MoteAbi { .. } => Bytes::new(),
         };
-        let state = CallState {
-            limiter: CallLimiter {
-                memory_limit: limits.memory_bytes(),
-                denied: None,
-            },
-            deadline: started + limits.timeout(),
-            timed_out: false,
-            function: name.clone(),
-            log_lines: 0,
+        let state = CallState::new(
+            call.name.clone(),
+            call.limits.memory_bytes(),
+            call.started + call.limits.timeout(),
             stdin,
-            max_response_bytes: self.max_response_bytes(),
-            wasi: None,
-            microtask: None,
-        };
-        let mut store = Store::new(function.pre.module().engine(), state);
+            self.max_response_bytes(),
+            microtask,
+        );
+        let mut store = Store::new(call.function.pre.module().engine(), state);
         store.limiter(|s| &mut s.limiter);
         store
     }
@@ -196,12 +130,7 @@ impl Runtime {
     /// Checks the call's wall-clock deadline at every epoch tick and stops the guest past it;
     /// with `yield_each_tick` (microtask calls) the guest also yields to other calls at every
     /// tick.
-    pub(crate) fn arm_deadline(
-        &self,
-        store: &mut Store<CallState>,
-        limits: Limits,
-        yield_each_tick: bool,
-    ) {
+    fn arm_deadline(&self, store: &mut Store<CallState>, limits: Limits, yield_each_tick: bool) {
         let Some(ticker) = self.ticker() else {
             return;
         };
@@ -219,315 +148,6 @@ impl Runtime {
             })
         });
     }
-
-    /// Logs what the guest wrote to stdio and classifies a failure.
-    pub(crate) fn finish_call(
-        &self,
-        function: &Function,
-        name: &str,
-        limits: Limits,
-        store: &Store<CallState>,
-        result: Result<CallOutput, Failure>,
-    ) -> Result<CallOutput, CallError> {
-        let stderr = match &store.data().wasi {
-            Some((_, io)) => {
-                let stderr = io.stderr.contents();
-                log_output(name, &stderr);
-                if matches!(function.entry, Entry::MoteAbi { .. }) {
-                    log_output(name, &io.stdout.contents());
-                }
-                stderr
-            }
-            None => Bytes::new(),
-        };
-        result.map_err(|e| match e {
-            Failure::Call(e) => classify(e, store.data(), limits, &stderr),
-            Failure::Known(e) => e,
-        })
-    }
-
-    fn run_entry(
-        &self,
-        function: &Function,
-        store: &mut Store<CallState>,
-        input: &[u8],
-    ) -> Result<CallOutput, Failure> {
-        let instantiate = function.pre.instantiate(&mut *store);
-        let instance = instantiated(store, instantiate)?;
-        match &function.entry {
-            Entry::MoteAbi {
-                memory,
-                alloc,
-                handle,
-                initialize,
-            } => {
-                if let Some(initialize) = initialize {
-                    // SAFETY: `detect` checked `_initialize`'s type at deploy (see `Entry`).
-                    unsafe { typed_export::<(), ()>(store, &instance, initialize) }
-                        .call(&mut *store, ())?;
-                }
-                let memory = instance
-                    .get_module_export(&mut *store, memory)
-                    .and_then(Extern::into_memory)
-                    .expect("deploy checked that `memory` is a memory");
-                // SAFETY: `detect` checked `mote_handle`'s type at deploy (see `Entry`).
-                let handle = unsafe { typed_export::<(i32, i32), i64>(store, &instance, handle) };
-                let (ptr, len) = if input.is_empty() {
-                    (0, 0)
-                } else {
-                    let len = self.input_len(input)?;
-                    // SAFETY: `detect` checked `mote_alloc`'s type at deploy (see `Entry`).
-                    let ptr = unsafe { typed_export::<i32, i32>(store, &instance, alloc) }
-                        .call(&mut *store, len)?;
-                    self.write_input(store, memory, ptr, input)?;
-                    (ptr, len)
-                };
-                let entered = Instant::now();
-                let packed = handle.call(&mut *store, (ptr, len))?;
-                self.abi_output(store, memory, packed, entered)
-            }
-            Entry::WasiCommand { start } => {
-                // SAFETY: `detect` checked `_start`'s type at deploy (see `Entry`).
-                let start = unsafe { typed_export::<(), ()>(store, &instance, start) };
-                let entered = Instant::now();
-                let exit = start.call(&mut *store, ());
-                self.wasi_command_output(store, exit, entered)
-            }
-        }
-    }
-
-    /// The request body's length as the guest sees it.
-    pub(crate) fn input_len(&self, input: &[u8]) -> Result<i32, Failure> {
-        i32::try_from(input.len())
-            .map_err(|_| Failure::Known(CallError::Abi("request body exceeds 2 GiB".into())))
-    }
-
-    /// Copies the request body into the buffer `mote_alloc` returned.
-    pub(crate) fn write_input(
-        &self,
-        store: &mut Store<CallState>,
-        memory: Memory,
-        ptr: i32,
-        input: &[u8],
-    ) -> Result<(), Failure> {
-        memory
-            .write(&mut *store, ptr as u32 as usize, input)
-            .map_err(|_| {
-                Failure::Known(CallError::Abi(format!(
-                    "mote_alloc({}) returned {ptr}, which leaves no room for {} bytes in a memory of {} bytes",
-                    input.len(),
-                    input.len(),
-                    memory.data_size(&*store)
-                )))
-            })
-    }
-
-    /// The response `mote_handle` returned at `packed`, copied out of guest memory.
-    pub(crate) fn abi_output(
-        &self,
-        store: &Store<CallState>,
-        memory: Memory,
-        packed: i64,
-        entered: Instant,
-    ) -> Result<CallOutput, Failure> {
-        let (out_ptr, out_len) = abi::unpack_response(packed);
-        let (out_ptr, out_len) = (out_ptr as usize, out_len as usize);
-        if out_len > self.max_response_bytes() {
-            return Err(Failure::Known(CallError::ResponseTooLarge {
-                limit: self.max_response_bytes(),
-            }));
-        }
-        let data = memory.data(store);
-        let body = data.get(out_ptr..out_ptr + out_len).ok_or_else(|| {
-            Failure::Known(CallError::Abi(format!(
-                "mote_handle returned a response at {out_ptr}..{}, outside its memory of {} bytes",
-                out_ptr + out_len,
-                data.len()
-            )))
-        })?;
-        Ok(CallOutput {
-            body: body.to_vec(),
-            entered,
-        })
-    }
-
-    /// A WASI command's stdout, once `_start` returned or exited with `exit`.
-    pub(crate) fn wasi_command_output(
-        &self,
-        store: &mut Store<CallState>,
-        exit: wasmtime::Result<()>,
-        entered: Instant,
-    ) -> Result<CallOutput, Failure> {
-        if let Err(e) = exit {
-            match e.downcast_ref::<I32Exit>() {
-                Some(I32Exit(0)) => {}
-                Some(I32Exit(code)) => {
-                    let stderr = store.data_mut().stdio().stderr.contents();
-                    return Err(Failure::Known(CallError::Exit {
-                        code: *code,
-                        stderr: quote_tail(&stderr),
-                    }));
-                }
-                None => return Err(e.into()),
-            }
-        }
-        let stdout = store.data_mut().stdio().stdout.contents();
-        if stdout.len() >= self.max_response_bytes() {
-            return Err(Failure::Known(CallError::ResponseTooLarge {
-                limit: self.max_response_bytes(),
-            }));
-        }
-        Ok(CallOutput {
-            body: stdout.to_vec(),
-            entered,
-        })
-    }
-}
-
-/// The instance `instantiate` made, or the call's failure: a limit the limiter refused is
-/// classified with the call's state; anything else (an exhausted pool, the OS refusing memory)
-/// is the platform's problem.
-#[inline]
-pub(crate) fn instantiated(
-    store: &Store<CallState>,
-    instantiate: wasmtime::Result<Instance>,
-) -> Result<Instance, Failure> {
-    match instantiate {
-        Ok(instance) => Ok(instance),
-        Err(e) if store.data().limiter.denied.is_some() => Err(e.into()),
-        Err(e) => Err(Failure::Known(CallError::Instantiate(format!("{e:#}")))),
-    }
-}
-
-/// The function `export` of `instance`, typed without wasmtime's check, which builds and drops
-/// the function's type on every call (about 5% of a no-op call, measured with perf).
-///
-/// # Safety
-/// `export` must be a function export of the module `instance` was made from, whose type
-/// [`Function::link`] checked is exactly `(Params) -> Results`.
-pub(crate) unsafe fn typed_export<Params: WasmParams, Results: WasmResults>(
-    store: &mut Store<CallState>,
-    instance: &Instance,
-    export: &ModuleExport,
-) -> TypedFunc<Params, Results> {
-    let func = instance
-        .get_module_export(&mut *store, export)
-        .and_then(Extern::into_func)
-        .expect("deploy checked that the export is a function");
-    // SAFETY: the caller promises `Func::typed` would have accepted this type.
-    unsafe { TypedFunc::new_unchecked(&*store, func) }
-}
-
-/// A call failed either with a wasmtime error still to be classified, or with a known cause.
-pub(crate) enum Failure {
-    Call(wasmtime::Error),
-    Known(CallError),
-}
-
-impl From<wasmtime::Error> for Failure {
-    fn from(e: wasmtime::Error) -> Self {
-        Self::Call(e)
-    }
-}
-
-/// Turns a wasmtime error into what happened, in the order that explains it best: a deadline
-/// that fired, a memory limit that was hit, then the trap itself.
-fn classify(e: wasmtime::Error, state: &CallState, limits: Limits, stderr: &[u8]) -> CallError {
-    if state.timed_out {
-        return CallError::Timeout {
-            timeout_us: limits.timeout_us,
-        };
-    }
-    if let Some(desired) = state.limiter.denied {
-        return CallError::MemoryLimit {
-            memory_mb: limits.memory_mb,
-            detail: format!(
-                "it asked for {} MiB, then failed with: {}",
-                desired.div_ceil(1 << 20),
-                e.root_cause()
-            ),
-        };
-    }
-    let mut message = match e.downcast_ref::<Trap>() {
-        Some(trap) => format!("function trapped: {trap}"),
-        None => format!("function failed: {}", e.root_cause()),
-    };
-    if let Some(bt) = e.downcast_ref::<WasmBacktrace>() {
-        let frames: Vec<String> = bt
-            .frames()
-            .iter()
-            .take(4)
-            .map(|f| match f.func_name() {
-                Some(n) => n.to_owned(),
-                None => format!("func[{}]", f.func_index()),
-            })
-            .collect();
-        if !frames.is_empty() {
-            message.push_str(&format!(" (wasm backtrace: {})", frames.join(" <- ")));
-        }
-    }
-    message.push_str(&quote_tail(stderr));
-    CallError::Trap { message }
-}
-
-/// The last line or so of a guest's stderr, formatted to append to an error message.
-fn quote_tail(stderr: &[u8]) -> String {
-    const TAIL: usize = 512;
-    let text = String::from_utf8_lossy(stderr);
-    let text = text.trim_end();
-    if text.is_empty() {
-        return String::new();
-    }
-    let start = text.len().saturating_sub(TAIL);
-    let start = (start..=text.len())
-        .find(|&i| text.is_char_boundary(i))
-        .unwrap_or(0);
-    format!("; stderr: {}", &text[start..])
-}
-
-fn log_output(function: &str, bytes: &[u8]) {
-    if bytes.is_empty() {
-        return;
-    }
-    for line in String::from_utf8_lossy(bytes)
-        .lines()
-        .take(MAX_LOG_LINES as usize)
-    {
-        tracing::info!(target: "mote::guest", function, "{line}");
-    }
-}
-
-/// Registers the `mote` host functions and WASI preview1 (synchronous).
-pub(crate) fn add_host_functions(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
-    add_log(linker)?;
-    wasmtime_wasi::p1::add_to_linker_sync(linker, CallState::wasi_ctx)?;
-    Ok(())
-}
-
-/// Registers `mote.log`, which both engines provide.
-pub(crate) fn add_log(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
-    linker.func_wrap(
-        abi::IMPORT_MODULE,
-        abi::IMPORT_LOG,
-        |mut caller: Caller<'_, CallState>, ptr: i32, len: i32| -> wasmtime::Result<()> {
-            if caller.data().log_lines >= MAX_LOG_LINES {
-                return Ok(());
-            }
-            let Some(Extern::Memory(memory)) = caller.get_export(abi::EXPORT_MEMORY) else {
-                wasmtime::bail!("mote.log needs the module to export its `memory`");
-            };
-            let (ptr, len) = (ptr as u32 as usize, (len as u32 as usize).min(MAX_LOG_LINE));
-            let line = match memory.data(&caller).get(ptr..ptr.saturating_add(len)) {
-                Some(bytes) => String::from_utf8_lossy(bytes).into_owned(),
-                None => wasmtime::bail!("mote.log({ptr}, {len}) reads outside the guest's memory"),
-            };
-            let state = caller.data_mut();
-            state.log_lines += 1;
-            tracing::info!(target: "mote::guest", function = %state.function, "{line}");
-            Ok(())
-        },
-    )?;
-    Ok(())
 }
 
 #[cfg(test)]
@@ -591,11 +211,17 @@ mod tests {
             .unwrap();
         let name = Arc::from("t");
         let before = Instant::now();
-        let (entered, finished, second) =
-            rt.call_then(&f, &name, Limits::default(), before, b"", |r| {
-                let second = rt.call(&f, &name, Limits::default(), b"");
-                (r.unwrap().entered, Instant::now(), second)
-            });
+        let call = Call {
+            function: &f,
+            name: &name,
+            limits: Limits::default(),
+            started: before,
+            input: b"",
+        };
+        let (entered, finished, second) = rt.call_then(call, |r| {
+            let second = rt.call(&f, &name, Limits::default(), b"");
+            (r.unwrap().entered, Instant::now(), second)
+        });
         assert!(before <= entered && entered <= finished);
         assert!(
             matches!(second, Err(CallError::Instantiate(_))),
@@ -798,28 +424,5 @@ mod tests {
         assert_eq!(call(&rt, cat, Limits::default(), b"meow").unwrap(), b"meow");
         let err = call(&rt, cat, Limits::default(), b"!").unwrap_err();
         assert!(matches!(err, CallError::Exit { code: 7, .. }), "{err}");
-    }
-
-    #[test]
-    fn a_cached_artefact_is_loaded_instead_of_compiled() {
-        let dir = tempfile::tempdir().unwrap();
-        let wasm = wat::parse_str(abi("i64.const 0")).unwrap();
-        let sha = {
-            let rt = Runtime::new(RuntimeConfig::new(dir.path(), 1)).unwrap();
-            rt.compile(&wasm).unwrap().sha256().to_owned()
-        };
-        let rt = Runtime::new(RuntimeConfig::new(dir.path(), 1)).unwrap();
-        let f = rt
-            .load(&sha, || {
-                panic!("the module was recompiled instead of loaded from the cache")
-            })
-            .unwrap();
-        assert_eq!(f.kind(), mote_types::GuestKind::MoteAbiV1);
-        rt.forget(&sha);
-        let err = rt
-            .load(&sha, || Err(std::io::ErrorKind::NotFound.into()))
-            .err()
-            .unwrap();
-        assert!(err.to_string().contains(&sha), "{err}");
     }
 }

@@ -1,10 +1,11 @@
-//! The wasmtime engine, its configuration, and the linker with mote's host functions.
+//! The wasmtime engine and its configuration, the two linkers with mote's host functions, and
+//! turning module bytes into a [`Function`]: compiled, or loaded from its cached artefact.
 
 use crate::artifact::ArtifactCache;
-use crate::call::{self, CallState};
 use crate::error::{CompileError, RuntimeError};
 use crate::function::Function;
-use crate::microtask;
+use crate::host;
+use crate::state::CallState;
 use crate::ticker::{EpochTicker, TickerPeriods};
 use mote_types::abi;
 use std::path::PathBuf;
@@ -76,9 +77,9 @@ impl Runtime {
         let engine_error = |e: wasmtime::Error| RuntimeError::Engine(format!("{e:#}"));
         let engine = build_engine(&config).map_err(engine_error)?;
         let mut linker = Linker::new(&engine);
-        call::add_host_functions(&mut linker).map_err(engine_error)?;
+        host::add_blocking(&mut linker).map_err(engine_error)?;
         let mut microtask_linker = Linker::new(&engine);
-        microtask::add_host_functions(&mut microtask_linker).map_err(engine_error)?;
+        host::add_async(&mut microtask_linker).map_err(engine_error)?;
         let artifacts = ArtifactCache::open(&config.artifact_dir, &engine)?;
         let ticker = config
             .epoch_interruption
@@ -114,41 +115,61 @@ impl Runtime {
         Function::link(linker, module, sha256, microtask)
     }
 
-    /// Compiles and links `wasm`, detecting its guest kind. The compiled artefact is cached on
-    /// disk under the module's sha256, so compiling the same bytes again (a redeploy, a restart)
-    /// loads it instead. Nothing is written unless the module is accepted.
+    /// Compiles and links `wasm`, detecting its guest kind; if a whole artefact of the same
+    /// bytes is cached (a redeploy, a restart), it is loaded instead. Writes nothing: a deploy
+    /// that accepts the function calls [`Runtime::keep`] once it has checked everything else.
     pub fn compile(&self, wasm: &[u8]) -> Result<Arc<Function>, CompileError> {
         let sha256 = ArtifactCache::digest(wasm);
         let module = match self.artifacts.load(&self.engine, &sha256) {
             Some(module) => module,
-            None => {
-                check_header(wasm)?;
-                let module = wasmtime::Module::from_binary(&self.engine, wasm)
-                    .map_err(|e| CompileError::Invalid(format!("{e:#}")))?;
-                let function = self.link(module.clone(), sha256.clone())?;
-                self.artifacts.store(&sha256, &module)?;
-                return Ok(Arc::new(function));
-            }
+            None => self.compile_bytes(wasm)?,
         };
         Ok(Arc::new(self.link(module, sha256)?))
     }
 
+    fn compile_bytes(&self, wasm: &[u8]) -> Result<wasmtime::Module, CompileError> {
+        check_header(wasm)?;
+        wasmtime::Module::from_binary(&self.engine, wasm)
+            .map_err(|e| CompileError::Invalid(format!("{e:#}")))
+    }
+
+    /// Makes sure `function`'s compiled artefact is on disk, whole, so that later loads map it
+    /// instead of compiling; writes it (synced) unless it is there already.
+    pub fn keep(&self, function: &Function) -> Result<(), CompileError> {
+        if self.artifacts.is_stored(function.sha256()) {
+            return Ok(());
+        }
+        self.artifacts
+            .store(function.sha256(), function.pre.module())
+    }
+
     /// Loads a function whose module was accepted before, from its cached artefact if there is
-    /// one, otherwise by compiling the bytes `read_wasm` returns.
+    /// a whole one; otherwise compiles the bytes `read_wasm` returns (the artefact is missing,
+    /// damaged or from another engine) and caches the artefact again. This blocks for as long as
+    /// a compile takes: call it where blocking is allowed.
     pub fn load(
         &self,
         sha256: &str,
         read_wasm: impl FnOnce() -> std::io::Result<Vec<u8>>,
     ) -> Result<Arc<Function>, CompileError> {
-        match self.artifacts.load(&self.engine, sha256) {
-            Some(module) => Ok(Arc::new(self.link(module, sha256.to_owned())?)),
-            None => {
-                let wasm = read_wasm().map_err(|e| {
-                    CompileError::Invalid(format!("cannot read stored module {sha256}: {e}"))
-                })?;
-                self.compile(&wasm)
-            }
+        if let Some(module) = self.artifacts.load(&self.engine, sha256) {
+            return Ok(Arc::new(self.link(module, sha256.to_owned())?));
         }
+        let wasm = read_wasm().map_err(|e| {
+            CompileError::Invalid(format!("cannot read stored module {sha256}: {e}"))
+        })?;
+        let found = ArtifactCache::digest(&wasm);
+        if found != sha256 {
+            return Err(CompileError::Invalid(format!(
+                "stored module {sha256} is damaged: its bytes hash to {found}"
+            )));
+        }
+        let function = Arc::new(self.link(self.compile_bytes(&wasm)?, found)?);
+        if let Err(e) = self.keep(&function) {
+            // The function still runs; its next cold start compiles again.
+            tracing::warn!(error = %e, "cannot cache the compiled artefact");
+        }
+        Ok(function)
     }
 
     /// Removes the cached artefact of a module no function uses any more.
@@ -212,12 +233,115 @@ fn check_header(wasm: &[u8]) -> Result<(), CompileError> {
     Ok(())
 }
 
-/// Names of the host functions, for error messages and docs.
-pub(crate) const PROVIDED_MODULES: [&str; 2] = [abi::IMPORT_MODULE, abi::WASI_P1_MODULE];
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mote_types::Limits;
+
+    /// A mote ABI module that answers "ok".
+    fn ok_module() -> Vec<u8> {
+        wat::parse_str(
+            r#"(module (memory (export "memory") 1) (data (i32.const 16) "ok")
+                (func (export "mote_alloc") (param i32) (result i32) i32.const 1024)
+                (func (export "mote_handle") (param i32 i32) (result i64) i64.const 0x1000000002))"#,
+        )
+        .unwrap()
+    }
+
+    /// Compiles `wasm` in a runtime on `dir` and keeps its artefact; returns its sha256.
+    fn compiled(dir: &std::path::Path, wasm: &[u8]) -> String {
+        let rt = Runtime::new(RuntimeConfig::new(dir, 1)).unwrap();
+        let f = rt.compile(wasm).unwrap();
+        rt.keep(&f).unwrap();
+        f.sha256().to_owned()
+    }
+
+    #[test]
+    fn a_cached_artefact_is_loaded_instead_of_compiled() {
+        let dir = tempfile::tempdir().unwrap();
+        let sha = compiled(dir.path(), &ok_module());
+        let rt = Runtime::new(RuntimeConfig::new(dir.path(), 1)).unwrap();
+        let f = rt
+            .load(&sha, || {
+                panic!("the module was recompiled instead of loaded from the cache")
+            })
+            .unwrap();
+        assert_eq!(f.kind(), mote_types::GuestKind::MoteAbiV1);
+        rt.forget(&sha);
+        let err = rt
+            .load(&sha, || Err(std::io::ErrorKind::NotFound.into()))
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains(&sha), "{err}");
+    }
+
+    #[test]
+    fn compiling_writes_nothing_until_the_function_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = Runtime::new(RuntimeConfig::new(dir.path(), 1)).unwrap();
+        let f = rt.compile(&ok_module()).unwrap();
+        let files = || std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(files(), 0, "compile wrote to the artefact cache");
+        rt.keep(&f).unwrap();
+        assert_eq!(files(), 1);
+    }
+
+    /// The regression of issue 18: bytes flipped in a cached artefact's machine code were
+    /// mapped and run after a restart.
+    #[test]
+    fn a_damaged_artefact_is_compiled_again_and_never_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let wasm = ok_module();
+        let sha = compiled(dir.path(), &wasm);
+        let rt = Runtime::new(RuntimeConfig::new(dir.path(), 1)).unwrap();
+        let path = rt.artifacts.path(&sha);
+        let mut bytes = std::fs::read(&path).unwrap();
+        // Flip bytes in the middle of the function bodies, where nothing but a checksum looks.
+        let text = rt
+            .load(&sha, || unreachable!())
+            .unwrap()
+            .pre
+            .module()
+            .text()
+            .to_vec();
+        let at = bytes
+            .windows(text.len())
+            .position(|w| w == text)
+            .expect("the artefact holds the text section")
+            + text.len() / 2;
+        bytes[at] ^= 0xff;
+        bytes[at + 1] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        drop(rt);
+
+        let rt = Runtime::new(RuntimeConfig::new(dir.path(), 1)).unwrap();
+        let mut recompiled = false;
+        let f = rt
+            .load(&sha, || {
+                recompiled = true;
+                Ok(wasm.clone())
+            })
+            .unwrap();
+        assert!(recompiled, "the damaged artefact was mapped as code");
+        let out = rt
+            .call(&f, &Arc::from("ok"), Limits::default(), b"")
+            .unwrap();
+        assert_eq!(out.body, b"ok");
+        // The artefact was written whole again: the next start maps it.
+        let rt = Runtime::new(RuntimeConfig::new(dir.path(), 1)).unwrap();
+        rt.load(&sha, || panic!("the artefact was not repaired"))
+            .unwrap();
+    }
+
+    #[test]
+    fn a_damaged_module_blob_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = Runtime::new(RuntimeConfig::new(dir.path(), 1)).unwrap();
+        let sha = ArtifactCache::digest(&ok_module());
+        let err = rt.load(&sha, || Ok(b"\0asm garbage".to_vec())).unwrap_err();
+        let err = err.to_string();
+        assert!(err.contains(&sha) && err.contains("damaged"), "{err}");
+    }
 
     #[test]
     fn header_check_names_what_it_found() {

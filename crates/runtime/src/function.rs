@@ -2,9 +2,9 @@
 //! indices once, imports linked into an `InstancePre`. Everything that can be decided at deploy
 //! time is decided here, so the call path only instantiates and calls.
 
-use crate::call::CallState;
-use crate::engine::PROVIDED_MODULES;
 use crate::error::CompileError;
+use crate::host::PROVIDED_MODULES;
+use crate::state::CallState;
 use mote_types::{GuestKind, abi};
 use wasmtime::{ExternType, FuncType, InstancePre, Linker, Module, ModuleExport, ValType};
 

@@ -2,19 +2,24 @@
 //! in a fresh instance under limits the guest cannot escape. This is the only crate that imports
 //! wasmtime; everything above it sees [`Runtime`], [`Function`] and typed errors.
 //!
-//! - [`Runtime`] owns the wasmtime `Engine` (pooling allocator with copy-on-write memory images,
-//!   epoch interruption), the `Linker` with the host functions, the [`ArtifactCache`] of compiled
-//!   modules on disk, and the [`EpochTicker`] thread that drives budgets: coarse ticks while
-//!   only long budgets run, fine ticks (25 µs) after a call with a budget of microseconds starts.
+//! - [`Runtime`] (`engine`) owns the wasmtime `Engine` (pooling allocator with copy-on-write
+//!   memory images, epoch interruption), the two `Linker`s with the host functions, the
+//!   [`ArtifactCache`] of compiled modules on disk (checksummed, synced before use), and the
+//!   [`EpochTicker`] thread that drives budgets: coarse ticks while only long budgets run, fine
+//!   ticks (25 µs) after a call with a budget of microseconds starts.
 //! - [`Function`] is a compiled, linked module ready to instantiate (`InstancePre`), with its
 //!   detected [`GuestKind`](mote_types::GuestKind) and export handles resolved once at deploy.
-//! - [`Runtime::call`] runs one call: new `Store`, fresh instance, call, copy out the response.
-//!   It blocks the calling thread, which is meant to be one of the node's executor threads.
-//! - Functions that declare microtasks (they import `mote.phase`, `mote.sleep_us` or the
-//!   object storage functions) are linked with asynchronous host functions:
-//!   [`Runtime::call_microtask`] is a future, each phase change and wait goes through the
-//!   node's [`PhaseGate`], and object I/O runs on the node's I/O runtime ([`HostIo`]). Every
-//!   other function keeps the synchronous path and pays nothing for this.
+//! - A [`Call`] runs through one entry path (`entry`) whatever the guest kind:
+//!   [`Runtime::call_then`] blocks the calling thread (one of the node's executors);
+//!   [`Runtime::call_microtask`] is a future, for functions that declare microtasks (they import
+//!   `mote.phase`, `mote.sleep_us` or an object storage function), whose phase changes and waits
+//!   go through the node's [`PhaseGate`] and whose object I/O runs on the node's [`HostIo`].
+//!   Every other function keeps the blocking path and pays nothing for this.
+//! - `state` is what a call keeps in its `Store`; `host` registers the host functions guests may
+//!   import; `gate` is what the node provides to microtask calls.
+//!
+//! Modules depend one way: `gate` <- `state` <- `host` <- `function` <- `entry` <- `engine`
+//! (with `artifact`, `ticker`) <- `call`.
 //!
 //! Per call the guest gets: a linear memory capped by `memory_mb` (enforced by a
 //! `ResourceLimiter`), a wall-clock deadline (epoch interruption plus a clock check in the epoch
@@ -25,15 +30,19 @@
 mod artifact;
 mod call;
 mod engine;
+mod entry;
 mod error;
 mod function;
-mod microtask;
+mod gate;
+mod host;
+mod state;
 mod ticker;
 
 pub use artifact::ArtifactCache;
-pub use call::CallOutput;
+pub use call::Call;
 pub use engine::{Runtime, RuntimeConfig};
+pub use entry::CallOutput;
 pub use error::{CallError, CompileError, RuntimeError};
 pub use function::Function;
-pub use microtask::{GateFuture, HostIo, PhaseGate};
+pub use gate::{GateFuture, HostIo, PhaseGate};
 pub use ticker::{EpochTicker, TickerPeriods};

@@ -1,6 +1,6 @@
 //! Module bytes stored by content: `<dir>/<sha256>.wasm`. Writes go to a temporary file that is
-//! renamed into place, so a blob that exists is whole, and writing the same bytes twice is a
-//! no-op.
+//! synced and renamed into place, and the directory is synced after the rename, so a blob that
+//! exists is whole and stays after a crash, and writing the same bytes twice is a no-op.
 
 use crate::StateError;
 use sha2::{Digest, Sha256};
@@ -44,6 +44,11 @@ impl ModuleBlobs {
         tmp.write_all(bytes).map_err(err)?;
         tmp.as_file().sync_all().map_err(err)?;
         tmp.persist(&path).map_err(|e| err(e.error))?;
+        // The rename is durable only once the directory is: a record written after this
+        // returns must never point at a blob a power loss could take back.
+        std::fs::File::open(&self.dir)
+            .and_then(|dir| dir.sync_all())
+            .map_err(err)?;
         Ok(sha256)
     }
 

@@ -1,0 +1,377 @@
+//! The entry path every guest kind takes, written once: instantiate from the pool, hand the
+//! request to the entry point, call it, copy the response out, and classify a failure.
+//!
+//! It runs in two ways, chosen by an [`Invoke`] implementation: [`Blocking`] calls the guest on
+//! the calling thread (an executor), [`Fiber`] calls it as a future on a wasmtime fiber (a
+//! microtask function, whose host functions may wait). The path is an `async fn` generic over
+//! the two; under [`Blocking`] every step is a ready future, so [`run_blocking`] polls it once on
+//! the calling thread, with no executor, allocation or waker behind it.
+//!
+//! The entry points were checked at deploy (`Function::link` -> `detect`) to have exactly the
+//! types the ABI requires, so calls here type them without wasmtime's per-call check.
+
+use crate::error::CallError;
+use crate::function::{Entry, Function};
+use crate::host::log_output;
+use crate::state::CallState;
+use bytes::Bytes;
+use mote_types::{Limits, abi};
+use std::future::Future;
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+use wasmtime::{
+    Extern, Instance, InstancePre, Memory, ModuleExport, Store, Trap, TypedFunc, WasmBacktrace,
+    WasmParams, WasmResults,
+};
+use wasmtime_wasi::I32Exit;
+
+/// What a successful call returns.
+#[derive(Debug)]
+pub struct CallOutput {
+    /// The response body.
+    pub body: Vec<u8>,
+    /// When the guest's entry point was called: the instance was ready and the input copied in.
+    pub entered: Instant,
+}
+
+/// How the entry path calls into the guest.
+pub(crate) trait Invoke {
+    /// A fresh instance of `pre` in `store`.
+    fn instantiate<'a>(
+        pre: &'a InstancePre<CallState>,
+        store: &'a mut Store<CallState>,
+    ) -> impl Future<Output = wasmtime::Result<Instance>> + Send + 'a;
+
+    /// Calls `func` with `params`. The parameters and results are plain numbers, hence
+    /// `'static`: bounded by `'a` instead, the compiler cannot prove the entry path's future
+    /// `Send` for every lifetime, and the node could not spawn it (rust-lang/rust#100013).
+    fn call<'a, P, R>(
+        func: TypedFunc<P, R>,
+        store: &'a mut Store<CallState>,
+        params: P,
+    ) -> impl Future<Output = wasmtime::Result<R>> + Send + 'a
+    where
+        P: WasmParams + Send + Sync + 'static,
+        R: WasmResults + Send + Sync + 'static;
+}
+
+/// Calls the guest on the calling thread; each step is done by the time its future exists.
+pub(crate) enum Blocking {}
+
+impl Invoke for Blocking {
+    fn instantiate<'a>(
+        pre: &'a InstancePre<CallState>,
+        store: &'a mut Store<CallState>,
+    ) -> impl Future<Output = wasmtime::Result<Instance>> + Send + 'a {
+        std::future::ready(pre.instantiate(store))
+    }
+
+    fn call<'a, P, R>(
+        func: TypedFunc<P, R>,
+        store: &'a mut Store<CallState>,
+        params: P,
+    ) -> impl Future<Output = wasmtime::Result<R>> + Send + 'a
+    where
+        P: WasmParams + Send + Sync + 'static,
+        R: WasmResults + Send + Sync + 'static,
+    {
+        std::future::ready(func.call(store, params))
+    }
+}
+
+/// Calls the guest on a fiber, so that its asynchronous host functions can suspend it.
+pub(crate) enum Fiber {}
+
+impl Invoke for Fiber {
+    fn instantiate<'a>(
+        pre: &'a InstancePre<CallState>,
+        store: &'a mut Store<CallState>,
+    ) -> impl Future<Output = wasmtime::Result<Instance>> + Send + 'a {
+        pre.instantiate_async(store)
+    }
+
+    async fn call<P, R>(
+        func: TypedFunc<P, R>,
+        store: &mut Store<CallState>,
+        params: P,
+    ) -> wasmtime::Result<R>
+    where
+        P: WasmParams + Send + Sync + 'static,
+        R: WasmResults + Send + Sync + 'static,
+    {
+        func.call_async(store, params).await
+    }
+}
+
+/// Runs the entry path on the calling thread.
+#[inline]
+pub(crate) fn run_blocking(
+    function: &Function,
+    store: &mut Store<CallState>,
+    input: &[u8],
+) -> Result<CallOutput, Failure> {
+    let run = std::pin::pin!(run::<Blocking>(function, store, input));
+    match run.poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(result) => result,
+        Poll::Pending => unreachable!("the blocking entry path never waits"),
+    }
+}
+
+/// Instantiates `function` in `store` and calls its entry point with `input`.
+pub(crate) async fn run<I: Invoke>(
+    function: &Function,
+    store: &mut Store<CallState>,
+    input: &[u8],
+) -> Result<CallOutput, Failure> {
+    let instantiate = I::instantiate(&function.pre, store).await;
+    let instance = instantiated(store, instantiate)?;
+    match &function.entry {
+        Entry::MoteAbi {
+            memory,
+            alloc,
+            handle,
+            initialize,
+        } => {
+            if let Some(initialize) = initialize {
+                // SAFETY: `detect` checked `_initialize`'s type at deploy (see `Entry`).
+                let initialize = unsafe { typed_export::<(), ()>(store, &instance, initialize) };
+                I::call(initialize, store, ()).await?;
+            }
+            let memory = instance
+                .get_module_export(&mut *store, memory)
+                .and_then(Extern::into_memory)
+                .expect("deploy checked that `memory` is a memory");
+            // SAFETY: `detect` checked `mote_handle`'s type at deploy (see `Entry`).
+            let handle = unsafe { typed_export::<(i32, i32), i64>(store, &instance, handle) };
+            let (ptr, len) = if input.is_empty() {
+                (0, 0)
+            } else {
+                let len = input_len(input)?;
+                // SAFETY: `detect` checked `mote_alloc`'s type at deploy (see `Entry`).
+                let alloc = unsafe { typed_export::<i32, i32>(store, &instance, alloc) };
+                let ptr = I::call(alloc, store, len).await?;
+                write_input(store, memory, ptr, input)?;
+                (ptr, len)
+            };
+            let entered = Instant::now();
+            let packed = I::call(handle, store, (ptr, len)).await?;
+            abi_output(store, memory, packed, entered)
+        }
+        Entry::WasiCommand { start } => {
+            // SAFETY: `detect` checked `_start`'s type at deploy (see `Entry`).
+            let start = unsafe { typed_export::<(), ()>(store, &instance, start) };
+            let entered = Instant::now();
+            let exit = I::call(start, store, ()).await;
+            wasi_command_output(store, exit, entered)
+        }
+    }
+}
+
+/// How a call failed: a wasmtime error still to be classified, or a known cause.
+pub(crate) enum Failure {
+    Call(wasmtime::Error),
+    Known(CallError),
+}
+
+impl From<wasmtime::Error> for Failure {
+    fn from(e: wasmtime::Error) -> Self {
+        Self::Call(e)
+    }
+}
+
+/// Logs what the guest wrote to its standard streams and classifies a failure. Every call ends
+/// here, however it ended (a timeout included), so nothing a guest wrote is lost.
+pub(crate) fn finish(
+    function: &Function,
+    limits: Limits,
+    store: &Store<CallState>,
+    result: Result<CallOutput, Failure>,
+) -> Result<CallOutput, CallError> {
+    let state = store.data();
+    let stderr = match state.stdio_if_used() {
+        Some(io) => {
+            let stderr = io.stderr.contents();
+            log_output(&state.function, &stderr);
+            if matches!(function.entry, Entry::MoteAbi { .. }) {
+                log_output(&state.function, &io.stdout.contents());
+            }
+            stderr
+        }
+        None => Bytes::new(),
+    };
+    result.map_err(|e| match e {
+        Failure::Call(e) => classify(e, state, limits, &stderr),
+        Failure::Known(e) => e,
+    })
+}
+
+/// The instance `instantiate` made, or the call's failure: a limit the limiter refused is
+/// classified with the call's state; anything else (an exhausted pool, the OS refusing memory)
+/// is the platform's problem.
+#[inline]
+fn instantiated(
+    store: &Store<CallState>,
+    instantiate: wasmtime::Result<Instance>,
+) -> Result<Instance, Failure> {
+    match instantiate {
+        Ok(instance) => Ok(instance),
+        Err(e) if store.data().limiter.denied.is_some() => Err(e.into()),
+        Err(e) => Err(Failure::Known(CallError::Instantiate(format!("{e:#}")))),
+    }
+}
+
+/// The function `export` of `instance`, typed without wasmtime's check, which builds and drops
+/// the function's type on every call (about 5% of a no-op call, measured with perf).
+///
+/// # Safety
+/// `export` must be a function export of the module `instance` was made from, whose type
+/// `Function::link` checked is exactly `(Params) -> Results`.
+unsafe fn typed_export<Params: WasmParams, Results: WasmResults>(
+    store: &mut Store<CallState>,
+    instance: &Instance,
+    export: &ModuleExport,
+) -> TypedFunc<Params, Results> {
+    let func = instance
+        .get_module_export(&mut *store, export)
+        .and_then(Extern::into_func)
+        .expect("deploy checked that the export is a function");
+    // SAFETY: the caller promises `Func::typed` would have accepted this type.
+    unsafe { TypedFunc::new_unchecked(&*store, func) }
+}
+
+/// The request body's length as the guest sees it.
+fn input_len(input: &[u8]) -> Result<i32, Failure> {
+    i32::try_from(input.len())
+        .map_err(|_| Failure::Known(CallError::Abi("request body exceeds 2 GiB".into())))
+}
+
+/// Copies the request body into the buffer `mote_alloc` returned.
+fn write_input(
+    store: &mut Store<CallState>,
+    memory: Memory,
+    ptr: i32,
+    input: &[u8],
+) -> Result<(), Failure> {
+    memory
+        .write(&mut *store, ptr as u32 as usize, input)
+        .map_err(|_| {
+            Failure::Known(CallError::Abi(format!(
+                "mote_alloc({}) returned {ptr}, which leaves no room for {} bytes in a memory of {} bytes",
+                input.len(),
+                input.len(),
+                memory.data_size(&*store)
+            )))
+        })
+}
+
+/// The response `mote_handle` returned at `packed`, copied out of guest memory.
+fn abi_output(
+    store: &Store<CallState>,
+    memory: Memory,
+    packed: i64,
+    entered: Instant,
+) -> Result<CallOutput, Failure> {
+    let (out_ptr, out_len) = abi::unpack_response(packed);
+    let (out_ptr, out_len) = (out_ptr as usize, out_len as usize);
+    let limit = store.data().max_response_bytes;
+    if out_len > limit {
+        return Err(Failure::Known(CallError::ResponseTooLarge { limit }));
+    }
+    let data = memory.data(store);
+    let body = data.get(out_ptr..out_ptr + out_len).ok_or_else(|| {
+        Failure::Known(CallError::Abi(format!(
+            "mote_handle returned a response at {out_ptr}..{}, outside its memory of {} bytes",
+            out_ptr + out_len,
+            data.len()
+        )))
+    })?;
+    Ok(CallOutput {
+        body: body.to_vec(),
+        entered,
+    })
+}
+
+/// A WASI command's stdout, once `_start` returned or exited with `exit`.
+fn wasi_command_output(
+    store: &mut Store<CallState>,
+    exit: wasmtime::Result<()>,
+    entered: Instant,
+) -> Result<CallOutput, Failure> {
+    if let Err(e) = exit {
+        match e.downcast_ref::<I32Exit>() {
+            Some(I32Exit(0)) => {}
+            Some(I32Exit(code)) => {
+                let stderr = store.data_mut().stdio().stderr.contents();
+                return Err(Failure::Known(CallError::Exit {
+                    code: *code,
+                    stderr: quote_tail(&stderr),
+                }));
+            }
+            None => return Err(e.into()),
+        }
+    }
+    let limit = store.data().max_response_bytes;
+    let stdout = store.data_mut().stdio().stdout.contents();
+    if stdout.len() >= limit {
+        return Err(Failure::Known(CallError::ResponseTooLarge { limit }));
+    }
+    Ok(CallOutput {
+        body: stdout.to_vec(),
+        entered,
+    })
+}
+
+/// Turns a wasmtime error into what happened, in the order that explains it best: a deadline
+/// that fired, a memory limit that was hit, then the trap itself.
+fn classify(e: wasmtime::Error, state: &CallState, limits: Limits, stderr: &[u8]) -> CallError {
+    if state.timed_out {
+        return CallError::Timeout {
+            timeout_us: limits.timeout_us,
+        };
+    }
+    if let Some(desired) = state.limiter.denied {
+        return CallError::MemoryLimit {
+            memory_mb: limits.memory_mb,
+            detail: format!(
+                "it asked for {} MiB, then failed with: {}",
+                desired.div_ceil(1 << 20),
+                e.root_cause()
+            ),
+        };
+    }
+    let mut message = match e.downcast_ref::<Trap>() {
+        Some(trap) => format!("function trapped: {trap}"),
+        None => format!("function failed: {}", e.root_cause()),
+    };
+    if let Some(bt) = e.downcast_ref::<WasmBacktrace>() {
+        let frames: Vec<String> = bt
+            .frames()
+            .iter()
+            .take(4)
+            .map(|f| match f.func_name() {
+                Some(n) => n.to_owned(),
+                None => format!("func[{}]", f.func_index()),
+            })
+            .collect();
+        if !frames.is_empty() {
+            message.push_str(&format!(" (wasm backtrace: {})", frames.join(" <- ")));
+        }
+    }
+    message.push_str(&quote_tail(stderr));
+    CallError::Trap { message }
+}
+
+/// The last line or so of a guest's stderr, formatted to append to an error message.
+fn quote_tail(stderr: &[u8]) -> String {
+    const TAIL: usize = 512;
+    let text = String::from_utf8_lossy(stderr);
+    let text = text.trim_end();
+    if text.is_empty() {
+        return String::new();
+    }
+    let start = text.len().saturating_sub(TAIL);
+    let start = (start..=text.len())
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
+    format!("; stderr: {}", &text[start..])
+}
