@@ -43,6 +43,36 @@ fn functions_survive_kill_and_restart_without_recompiling() {
     assert_eq!(p.function_names(), ["hello", "hello2", "wc"]);
 }
 
+/// The review's reproduction of issue 18: bytes flipped in the middle of a cached artefact,
+/// then a restart and a call. The node ran the damaged code; it must compile the module again.
+#[test]
+fn a_damaged_artefact_is_compiled_again_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let p = Platform::start_in(&data, &[]);
+    p.deploy("hello", mote_guests::HELLO.wasm, "");
+    let (name, _) = artefacts(&p).pop().unwrap();
+    p.stop();
+    let path = data.join("artifacts").join(&name);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let middle = bytes.len() / 2;
+    for byte in &mut bytes[middle..middle + 64] {
+        *byte ^= 0x5a;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+
+    let p = Platform::start_in(&data, &[]);
+    let reply = p.invoke("hello", b"again");
+    assert_eq!((reply.status, reply.text()), (200, "Hello, again!\n".into()));
+    assert_eq!(p.get("/healthz").status, 200);
+    assert_ne!(
+        std::fs::read(&path).unwrap(),
+        bytes,
+        "the damaged artefact was kept"
+    );
+    p.stop();
+}
+
 #[test]
 fn removing_a_function_removes_it_for_good_and_frees_unused_modules() {
     let dir = tempfile::tempdir().unwrap();
