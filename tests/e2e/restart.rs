@@ -65,11 +65,8 @@ fn a_damaged_artefact_is_compiled_again_after_a_restart() {
     let reply = p.invoke("hello", b"again");
     assert_eq!((reply.status, reply.text()), (200, "Hello, again!\n".into()));
     assert_eq!(p.get("/healthz").status, 200);
-    assert_ne!(
-        std::fs::read(&path).unwrap(),
-        bytes,
-        "the damaged artefact was kept"
-    );
+    let rewritten = std::fs::read(&path).unwrap() != bytes;
+    assert!(rewritten, "the damaged artefact was kept and run");
     p.stop();
 }
 
