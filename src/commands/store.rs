@@ -109,6 +109,8 @@ pub fn run(args: StoreArgs) -> anyhow::Result<()> {
         }
         serve(replica, pull_interval, clients, Some(peers), shutdown_signal())
             .await
-            .context("the store's server failed")
+            .context("the store's server failed")?;
+        tracing::info!("mote store stopped");
+        Ok(())
     })
 }

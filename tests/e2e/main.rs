@@ -10,4 +10,5 @@ mod limits;
 mod microtasks;
 mod platform;
 mod restart;
+mod shutdown;
 mod store;

@@ -40,16 +40,16 @@ type State = BTreeMap<Vec<u8>, Vec<u8>>;
 // ---------------------------------------------------------------------------------------------
 
 /// A running `mote store`, killed (SIGKILL) when dropped.
-struct Store {
-    process: Reaper,
+pub(crate) struct Store {
+    pub(crate) process: Reaper,
     /// The etcd API, as a client endpoint.
-    url: String,
+    pub(crate) url: String,
     /// Where its peer API listens.
     peer: SocketAddr,
 }
 
 /// A child process killed when dropped, so a failing test leaves nothing running.
-struct Reaper(Option<Child>);
+pub(crate) struct Reaper(pub(crate) Option<Child>);
 
 impl Drop for Reaper {
     fn drop(&mut self) {
@@ -77,7 +77,7 @@ fn serving_addresses(line: &str) -> Option<(SocketAddr, SocketAddr)> {
 impl Store {
     /// Starts replica `name` on `data`, pulling from `peers` (NAME=URL), and waits until it
     /// serves.
-    async fn start(name: &'static str, data: &Path, peers: &[String]) -> Store {
+    pub(crate) async fn start(name: &'static str, data: &Path, peers: &[String]) -> Store {
         Self::start_with(name, data, peers, &[]).await
     }
 
@@ -146,7 +146,7 @@ impl Store {
 }
 
 /// An etcd client of the replica at `url`.
-async fn client(url: &str) -> Client {
+pub(crate) async fn client(url: &str) -> Client {
     let options = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(5))
         .with_timeout(DEADLINE);

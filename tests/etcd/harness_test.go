@@ -97,6 +97,7 @@ type server struct {
 	cmd      *exec.Cmd
 	log      string
 	exited   chan struct{}
+	waitErr  error // how the process ended, once exited is closed
 }
 
 // moteSpec says how to start one replica; ports are picked by the caller so that replicas can
@@ -187,7 +188,7 @@ func (s *server) start(t testing.TB, dir, bin string, args []string) {
 	logFile.Close()
 	s.exited = make(chan struct{})
 	go func() {
-		_ = s.cmd.Wait()
+		s.waitErr = s.cmd.Wait()
 		close(s.exited)
 	}()
 	t.Cleanup(func() {
@@ -208,6 +209,26 @@ func (s *server) stop() {
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGKILL)
 	<-s.exited
+}
+
+// terminate sends SIGTERM and waits up to within for the server to exit, returning how it
+// exited. A server still running then fails the test, named as the hang it is (a caller
+// stopping it with SIGTERM would wait forever), and is killed.
+func (s *server) terminate(t testing.TB, within time.Duration) error {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM to %s %s: %v", s.Kind, s.Name, err)
+	}
+	start := time.Now()
+	select {
+	case <-s.exited:
+		t.Logf("%s %s exited %v after SIGTERM", s.Kind, s.Name, time.Since(start).Round(time.Millisecond))
+		return s.waitErr
+	case <-time.After(within):
+		s.stop()
+		t.Fatalf("%s %s was still running %v after SIGTERM: it hangs instead of stopping", s.Kind, s.Name, within)
+		return nil
+	}
 }
 
 // waitReady waits until the server answers Status, or fails the test if it exits or takes

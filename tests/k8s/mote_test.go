@@ -64,6 +64,10 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
+// stopWithin is how long a replica may take to exit after SIGTERM, generous for a loaded
+// machine: mote store ends its open streams and exits at once.
+const stopWithin = 10 * time.Second
+
 // startLock serialises picking ports and starting a replica, so two tests of this process never
 // race for the same port.
 var startLock sync.Mutex
@@ -129,10 +133,17 @@ func tryStartMote(t testing.TB, bin string) (string, error) {
 	}
 
 	t.Cleanup(func() {
+		// kube-apiserver's storage holds watches until the end; a replica that waited for
+		// them would never stop. A hang or a failed exit is a defect, not something to kill
+		// quietly.
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("mote store exited with %v on SIGTERM", err)
+			}
+		case <-time.After(stopWithin):
+			t.Errorf("mote store was still running %v after SIGTERM: it hangs on open streams instead of stopping (killed it)", stopWithin)
 			_ = cmd.Process.Kill()
 			<-exited
 		}

@@ -50,6 +50,11 @@ pub enum StoreError {
     /// A watch create request naming a watch id the stream already uses.
     #[error("mvcc: duplicate watch ID provided on the WatchStream")]
     DuplicateWatchId,
+    /// The replica is stopping: a stream still open then (a watch, a lease keep-alive) ends
+    /// with this, etcd's error for a server that is stopping, on which clients move to another
+    /// endpoint or retry; the message is etcd's to the letter.
+    #[error("etcdserver: server stopped")]
+    Stopped,
     /// The data directory could not be read or written.
     #[error(
         "mote store: the data directory failed ({0}); this replica takes no more writes: fix the disk and restart it"
@@ -73,7 +78,7 @@ impl StoreError {
             | Self::LeaseProvided => Code::InvalidArgument,
             Self::LeaseNotFound => Code::NotFound,
             Self::LeaseExists => Code::FailedPrecondition,
-            Self::Disk(_) => Code::Unavailable,
+            Self::Stopped | Self::Disk(_) => Code::Unavailable,
         }
     }
 }
@@ -108,6 +113,11 @@ mod tests {
                 StoreError::InvalidSortOption,
                 Code::InvalidArgument,
                 "etcdserver: invalid sort option",
+            ),
+            (
+                StoreError::Stopped,
+                Code::Unavailable,
+                "etcdserver: server stopped",
             ),
         ];
         for (error, code, message) in cases {

@@ -1,20 +1,37 @@
 //! The etcd v3 gRPC services (KV, Watch, Lease, Cluster, Maintenance) over a [`Replica`], the
 //! peer service, and the server that hosts them.
+//!
+//! Stopping: the servers stop accepting connections and wait for every open request, but a
+//! watch or a lease keep-alive never ends on its own. So when the server starts stopping, each
+//! open stream ends at once with [`StoreError::Stopped`] (`Unavailable`, etcd's answer from a
+//! stopping server, on which clients fail over to another endpoint), the tasks serving them
+//! end, and the connections close. Unary requests in flight finish first, so every write
+//! acknowledged is committed. A connection that cannot close (its client stopped reading) is
+//! waited for [`STOP_GRACE`] at most.
 
+use crate::error::StoreError;
 use crate::pb;
 use crate::replica::{Member, Replica, now_ms};
 use crate::watch;
 use etcd_client::proto::*;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch as signal};
 use tokio_stream::Stream;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 /// The etcd version mote store reports, the API level it serves.
 pub const ETCD_VERSION: &str = "3.6.0";
+
+/// How long a stopping server waits for its connections to close: for requests in flight to
+/// finish and streams to send their end. A client that stopped reading can keep its
+/// connection open forever (flow control leaves no room to send the stream's end), so past
+/// this the server stops waiting for it. etcd waits its request timeout (7 s by default), then
+/// cuts the connections still open.
+pub const STOP_GRACE: Duration = Duration::from_secs(3);
 
 type Answer<T> = Result<Response<T>, Status>;
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
@@ -23,16 +40,66 @@ type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 #[derive(Clone)]
 pub struct Services {
     replica: Arc<Replica>,
+    /// Turns true when the server starts stopping.
+    stopping: signal::Receiver<bool>,
 }
 
 impl Services {
-    /// The services of `replica`.
-    pub fn new(replica: Arc<Replica>) -> Self {
-        Self { replica }
+    /// The services of `replica`; their streams end once `stopping` turns true (or its sender
+    /// is gone).
+    pub fn new(replica: Arc<Replica>, stopping: signal::Receiver<bool>) -> Self {
+        Self { replica, stopping }
     }
 
     fn header(&self) -> PbResponseHeader {
         self.replica.engine().header()
+    }
+
+    /// The response stream of a streaming call, fed by a task through `responses`. Every
+    /// streaming call answers through this, so that none outlives the server: it ends with
+    /// [`StoreError::Stopped`] once the server starts stopping, whatever the task is doing;
+    /// the task then sees `responses` closed and ends too, releasing the client's request
+    /// stream.
+    fn stream<T: Send + 'static>(
+        &self,
+        responses: mpsc::Receiver<Result<T, Status>>,
+    ) -> BoxStream<T> {
+        let mut stopping = self.stopping.clone();
+        Box::pin(UntilStopped {
+            responses,
+            stopping: Box::pin(async move {
+                let _ = stopping.wait_for(|stopping| *stopping).await;
+            }),
+            ended: false,
+        })
+    }
+}
+
+/// See [`Services::stream`].
+struct UntilStopped<T> {
+    responses: mpsc::Receiver<Result<T, Status>>,
+    stopping: Pin<Box<dyn Future<Output = ()> + Send>>,
+    ended: bool,
+}
+
+impl<T> Stream for UntilStopped<T> {
+    type Item = Result<T, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        // Checked first, so that a stream with responses still queued ends at once too; they
+        // are dropped, as etcd drops them when it cuts its streams.
+        if self.stopping.as_mut().poll(cx).is_ready() {
+            self.ended = true;
+            return Poll::Ready(Some(Err(StoreError::Stopped.into())));
+        }
+        let next = self.responses.poll_recv(cx);
+        if let Poll::Ready(None) = next {
+            self.ended = true;
+        }
+        next
     }
 }
 
@@ -94,7 +161,7 @@ impl PbWatchService for Services {
     async fn watch(&self, req: Request<Streaming<PbWatchRequest>>) -> Answer<Self::WatchStream> {
         let (out, rx) = mpsc::channel(64);
         tokio::spawn(watch::serve(self.replica.clone(), req.into_inner(), out));
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        Ok(Response::new(self.stream(rx)))
     }
 }
 
@@ -140,7 +207,14 @@ impl PbLeaseService for Services {
         let replica = self.replica.clone();
         let (out, rx) = mpsc::channel(16);
         tokio::spawn(async move {
-            while let Ok(Some(request)) = requests.message().await {
+            loop {
+                let request = tokio::select! {
+                    request = requests.message() => request,
+                    // Ending here drops the client's request stream, which the server waits
+                    // for.
+                    () = out.closed() => return,
+                };
+                let Ok(Some(request)) = request else { return };
                 let response = {
                     let mut engine = replica.engine();
                     // As etcd does, an unknown lease answers with a TTL of 0 rather than an
@@ -157,7 +231,7 @@ impl PbLeaseService for Services {
                 }
             }
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        Ok(Response::new(self.stream(rx)))
     }
 
     async fn lease_time_to_live(
@@ -341,7 +415,10 @@ fn incoming(listener: tokio::net::TcpListener) -> tonic::transport::server::TcpI
 
 /// Serves `replica`'s etcd API on `clients` and its peer API on `peers` (a replica nobody
 /// pulls from, such as the one `mote up` embeds, needs none), pulling from each of its peers
-/// every `pull_interval` when idle, until `shutdown` resolves.
+/// every `pull_interval` when idle, until `shutdown` resolves. Then it ends every open stream,
+/// lets the requests in flight finish, and returns once every connection is closed, or
+/// [`STOP_GRACE`] after the stop at the latest: connections still open then are closed when
+/// the runtime shuts down, as the process exits.
 pub async fn serve(
     replica: Arc<Replica>,
     pull_interval: Duration,
@@ -349,7 +426,8 @@ pub async fn serve(
     peers: Option<tokio::net::TcpListener>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
-    let services = Services::new(replica.clone());
+    let (stop_tx, stop) = signal::channel(false);
+    let services = Services::new(replica.clone(), stop.clone());
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(replica.clone().run_lease_timer());
     for peer in &replica.members()[1..] {
@@ -357,12 +435,12 @@ pub async fn serve(
             tasks.spawn(replica.clone().run_pull_loop(url.clone(), pull_interval));
         }
     }
-    let (stop_tx, stop) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown.await;
+        tracing::info!("stopping: ending open streams, finishing requests in flight");
         let _ = stop_tx.send(true);
     });
-    let stopped = |mut stop: tokio::sync::watch::Receiver<bool>| async move {
+    let stopped = |mut stop: signal::Receiver<bool>| async move {
         let _ = stop.wait_for(|s| *s).await;
     };
     let peer_server = {
@@ -386,8 +464,126 @@ pub async fn serve(
         .add_service(PbLeaseServer::new(services.clone()))
         .add_service(PbClusterServer::new(services.clone()))
         .add_service(PbMaintenanceServer::new(services))
-        .serve_with_incoming_shutdown(incoming(clients), stopped(stop));
-    let result = tokio::try_join!(client_server, peer_server).map(|_| ());
+        .serve_with_incoming_shutdown(incoming(clients), stopped(stop.clone()));
+    let overdue = async {
+        stopped(stop).await;
+        tokio::time::sleep(STOP_GRACE).await;
+    };
+    let result = tokio::select! {
+        result = async { tokio::try_join!(client_server, peer_server) } => result.map(|_| ()),
+        () = overdue => {
+            tracing::warn!(
+                grace = ?STOP_GRACE,
+                "connections still open after the grace (a client not reading its stream?); \
+                 stopping without them"
+            );
+            Ok(())
+        }
+    };
     tasks.abort_all();
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::sync::oneshot;
+    use tokio::task::JoinHandle;
+    use tonic::Code;
+
+    /// An in-memory replica served on a free port: its URL, what stops it, and the server.
+    async fn served() -> (
+        String,
+        oneshot::Sender<()>,
+        JoinHandle<Result<(), tonic::transport::Error>>,
+    ) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let me = Member::new("a", vec![url.clone()], Vec::new());
+        let replica = Replica::open(vec![me], None).unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        let server = tokio::spawn(serve(
+            replica,
+            Duration::from_secs(1),
+            listener,
+            None,
+            shutdown,
+        ));
+        (url, stop, server)
+    }
+
+    /// Waits up to `within` for the server to return; fails the test if it does not.
+    async fn stops_within(
+        server: JoinHandle<Result<(), tonic::transport::Error>>,
+        within: Duration,
+    ) {
+        tokio::time::timeout(within, server)
+            .await
+            .unwrap_or_else(|_| {
+                panic!("the server still runs {within:?} after it was told to stop")
+            })
+            .expect("the server task panicked")
+            .expect("the server failed");
+    }
+
+    /// A watch and a lease keep-alive never end on their own, and the server waited for every
+    /// open stream before it stopped: it never stopped. Now both streams end with etcd's
+    /// `Unavailable` for a stopping server, and the server returns.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stopping_ends_open_streams_and_the_server() {
+        let (url, stop, server) = served().await;
+        let mut client = etcd_client::Client::connect([url], None).await.unwrap();
+        let mut watch = client.watch("k", None).await.unwrap();
+        let created = watch.message().await.unwrap();
+        assert!(created.is_some_and(|r| r.created()));
+        let lease = client.lease_grant(60, None).await.unwrap().id();
+        let (mut keeper, mut keep_alive) = client.lease_keep_alive(lease).await.unwrap();
+        keeper.keep_alive().await.unwrap();
+        assert!(keep_alive.message().await.unwrap().is_some());
+
+        stop.send(()).unwrap();
+        stops_within(server, Duration::from_secs(5)).await;
+        let answers = [
+            ("watch", watch.message().await.map(drop)),
+            ("keep-alive", keep_alive.message().await.map(drop)),
+        ];
+        for (stream, answer) in answers {
+            match answer {
+                Err(etcd_client::Error::GRpcStatus(s)) => assert_eq!(
+                    (s.code(), s.message()),
+                    (Code::Unavailable, "etcdserver: server stopped"),
+                    "{stream}"
+                ),
+                other => panic!("the {stream} stream ended with {other:?}"),
+            }
+        }
+    }
+
+    /// A client that stops reading its watch leaves no room to send the stream's end, and the
+    /// server waited for it forever. It waits [`STOP_GRACE`] at most, then drops the
+    /// connections still open.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_client_that_stops_reading_holds_the_stop_up_for_the_grace_only() {
+        let (url, stop, server) = served().await;
+        let mut stuck = etcd_client::Client::connect([url.clone()], None)
+            .await
+            .unwrap();
+        let prefix = etcd_client::WatchOptions::new().with_prefix();
+        let mut watch = stuck.watch("big/", Some(prefix)).await.unwrap();
+        let created = watch.message().await.unwrap();
+        assert!(created.is_some_and(|r| r.created()));
+        // Far more than the client's flow-control windows (2 MiB a stream, 5 MiB a
+        // connection) and the stream's queue hold, written on a connection of their own,
+        // which the unread watch cannot block.
+        let mut writer = etcd_client::Client::connect([url], None).await.unwrap();
+        for i in 0..100 {
+            let value = vec![b'x'; 256 << 10];
+            writer.put(format!("big/{i}"), value, None).await.unwrap();
+        }
+        stop.send(()).unwrap();
+        stops_within(server, STOP_GRACE + Duration::from_secs(5)).await;
+    }
 }

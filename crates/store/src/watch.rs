@@ -155,7 +155,8 @@ struct Stream {
     feed: broadcast::Receiver<Arc<Vec<PbEvent>>>,
 }
 
-/// Serves one stream until the client closes it or goes away.
+/// Serves one stream until the client closes it or goes away, or nobody reads `out` any more
+/// (the server stopped and ended the response stream).
 pub async fn serve(
     replica: Arc<Replica>,
     mut requests: Streaming<PbWatchRequest>,
@@ -185,6 +186,8 @@ pub async fn serve(
                 Err(broadcast::error::RecvError::Closed) => return,
             },
             _ = ticks.tick() => stream.notify_progress(),
+            // Ending here drops the client's request stream, which the server waits for.
+            () = out.closed() => return,
         };
         for response in responses {
             if out.send(Ok(response)).await.is_err() {
