@@ -363,7 +363,7 @@ fn run_sort(args: SortArgs) -> anyhow::Result<()> {
         .collect();
     let runs = rt.block_on(sort::run(&config, &modes, reps, |run| {
         eprintln!(
-            "  rep {} microtasks {:<3} makespan {:>7.2} s  stage 1 {:>6.2} s (write {:>6.2})  stage 2 {:>6.2} s (sort {:>6.2}, one call once admitted {:>5.3})  valid {}",
+            "  rep {} microtasks {:<3} makespan {:>7.2} s  stage 1 {:>6.2} s (write {:>6.2})  stage 2 {:>6.2} s (sort {:>6.2}, one call once admitted {:>5})  valid {}",
             run.rep,
             run.microtasks,
             run.makespan_s,
@@ -371,7 +371,8 @@ fn run_sort(args: SortArgs) -> anyhow::Result<()> {
             run.span("stage1.write"),
             run.stage2_s,
             run.span("stage2.sort"),
-            sort::median(&run.sort_admitted_s),
+            mote_bench::stats::median(&run.sort_admitted_s)
+                .map_or("-".to_owned(), |s| format!("{s:.3}")),
             run.valid
         )
     }))?;

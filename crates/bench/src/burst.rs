@@ -18,6 +18,7 @@
 //! its nodes actually ran at.
 
 use crate::plot::{PlotError, Series, box_plot_png};
+use crate::stats::median;
 use bytes::Bytes;
 use mote_node::{ExecutorsConfig, Node};
 use mote_sched::Policy;
@@ -310,7 +311,9 @@ pub async fn idle_times(
             node.invoke(f.name, Bytes::from_static(f.input)).await?;
             times.push(t.elapsed().as_secs_f64() * 1e3);
         }
-        idle.insert(f.name, Distribution::of(&times).p50);
+        let idle_ms = median(&times)
+            .ok_or_else(|| anyhow::anyhow!("no idle call of `{}` was timed", f.name))?;
+        idle.insert(f.name, idle_ms);
     }
     Ok(idle)
 }

@@ -17,12 +17,14 @@
 //!   etcd's own `benchmark` tool, put and serializable range, on clusters of 1, 3 and 5 nodes.
 //! - [`sort`]: the microtask paper's Figure 7: a distributed sort through the platform against
 //!   a real S3 server, task-based against microtask-based scheduling.
+//! - [`stats`]: the median every report takes, `None` where there is no data.
 
 pub mod burst;
 pub mod call_path;
 pub mod micro;
 pub mod plot;
 pub mod sort;
+pub mod stats;
 pub mod store;
 
 use bytes::Bytes;

@@ -16,6 +16,7 @@
 //! machine falls on both.
 
 use crate::plot::{self, PlotError, Series};
+use crate::stats::median;
 use bytes::Bytes;
 use mote_node::{MicrotaskConfig, MicrotaskMode, Node, NodeConfig};
 use mote_objects::{Objects, ObjectsConfig};
@@ -390,42 +391,36 @@ pub async fn run(
     Ok(runs)
 }
 
-/// The median of `values` (NaN if empty).
-pub fn median(values: &[f64]) -> f64 {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n % 2 {
-        1 => v[n / 2],
-        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
-/// The floors, judged on the medians of the runs of each mode.
+/// The floors, judged on the medians of the runs of each mode. A measure with no
+/// finite value in a mode (a sub-stage no call reported, say) has `-` for its median and its
+/// change, and its floor is `not measured`.
 pub fn floors(runs: &[SortRun]) -> String {
-    let of = |mode: &str, f: &dyn Fn(&SortRun) -> f64| -> f64 {
+    let of = |mode: &str, f: &dyn Fn(&SortRun) -> Option<f64>| -> Option<f64> {
         let values: Vec<f64> = runs
             .iter()
             .filter(|r| r.microtasks == mode)
-            .map(f)
+            .filter_map(f)
             .collect();
         median(&values)
     };
     // A row without a floor is reported for reading the others; its last two cells stay empty.
     type Floor<'a> = Option<(&'a str, &'a dyn Fn(f64) -> bool)>;
-    let row = |what: &str, f: &dyn Fn(&SortRun) -> f64, floor: Floor<'_>| {
+    let row = |what: &str, f: &dyn Fn(&SortRun) -> Option<f64>, floor: Floor<'_>| {
         let (on, off) = (of("on", f), of("off", f));
-        let change = on / off - 1.0;
-        let (floor, verdict) = match floor {
-            Some((floor, met)) => (floor, if met(change) { "met" } else { "**not met**" }),
-            None => ("", ""),
+        let change = on.zip(off).map(|(on, off)| on / off - 1.0);
+        let (floor, verdict) = match (floor, change) {
+            (Some((floor, met)), Some(change)) => {
+                (floor, if met(change) { "met" } else { "**not met**" })
+            }
+            (Some((floor, _)), None) => (floor, "not measured"),
+            (None, _) => ("", ""),
         };
+        let seconds = |s: Option<f64>| s.map_or("-".to_owned(), |s| format!("{s:.3}"));
+        let change = change.map_or("-".to_owned(), |c| format!("{:+.1}%", c * 100.0));
         format!(
-            "| {what} | {off:.3} | {on:.3} | {:+.1}% | {floor} | {verdict} |\n",
-            change * 100.0,
+            "| {what} | {} | {} | {change} | {floor} | {verdict} |\n",
+            seconds(off),
+            seconds(on),
         )
     };
     let mut out = String::from(
@@ -433,17 +428,17 @@ pub fn floors(runs: &[SortRun]) -> String {
     );
     out += &row(
         "makespan",
-        &|r| r.makespan_s,
+        &|r| Some(r.makespan_s),
         Some(("≤ -37%", &|c| c <= -0.37)),
     );
     out += &row(
         "write categorized partitions (stage 1 write)",
-        &|r| r.span("stage1.write"),
+        &|r| Some(r.span("stage1.write")),
         Some(("≤ -70%", &|c| c <= -0.70)),
     );
     out += &row(
         "sort category (stage 2 sort)",
-        &|r| r.span("stage2.sort"),
+        &|r| Some(r.span("stage2.sort")),
         Some(("≤ +15%", &|c| c <= 0.15)),
     );
     out += &row(
@@ -623,8 +618,58 @@ mod tests {
             [3.0, 0.5]
         );
         assert!(span(&calls, "sort").is_nan());
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0]), 2.5);
+    }
+
+    fn run(microtasks: &'static str, makespan_s: f64, sort_admitted_s: Vec<f64>) -> SortRun {
+        SortRun {
+            microtasks,
+            rep: 0,
+            makespan_s,
+            stage1_s: 0.0,
+            stage2_s: 0.0,
+            spans_s: vec![("stage1.write".into(), makespan_s / 2.0)],
+            write_calls_s: vec![],
+            sort_calls_s: vec![],
+            sort_admitted_s,
+            valid: true,
+            records: 0,
+        }
+    }
+
+    #[test]
+    fn floors_judge_medians_and_say_what_was_not_measured() {
+        let runs = [
+            run("on", 1.0, vec![0.2]),
+            run("off", 2.0, vec![]),
+            run("on", 3.0, vec![0.4]),
+            run("off", 4.0, vec![]),
+        ];
+        let table = floors(&runs);
+        assert!(
+            table.contains("| makespan | 3.000 | 2.000 | -33.3% | ≤ -37% | **not met** |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| write categorized partitions (stage 1 write) | 1.500 | 1.000 | -33.3% | ≤ -70% | **not met** |"),
+            "{table}"
+        );
+        // No stage-2 span was reported, and only one mode has per-call sort durations.
+        assert!(
+            table.contains("| sort category (stage 2 sort) | - | - | - | ≤ +15% | not measured |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| sort category, per call, once admitted to its core | - | 0.300 | - | ≤ +15% | not measured |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| write categorized partitions, per call | - | - | - |  |  |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("Every sorted output validates: yes"),
+            "{table}"
+        );
     }
 
     #[test]

@@ -21,6 +21,7 @@
 //!   the experiment goes on; the caller decides what a failure means.
 
 use crate::plot::{ErrorBar, Line, Panel, PlotError, error_bar_png};
+use crate::stats::median;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::fs::File;
@@ -972,18 +973,6 @@ fn utc_time(secs: u64) -> String {
     format!("{year:04}-{month:02}-{day:02} {hour:02}:{minute:02} UTC")
 }
 
-/// The median of some values (the mean of the middle two for an even count).
-fn median(mut values: Vec<f64>) -> Option<f64> {
-    values.retain(|v| v.is_finite());
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(values[n / 2]),
-        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
-    }
-}
-
 /// One system, size and operation summarised over the repetitions.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Aggregate {
@@ -1031,7 +1020,7 @@ impl StoreReport {
             .filter_map(|m| m.summary.as_ref())
             .collect();
         let of = |f: &dyn Fn(&BenchSummary) -> Option<f64>| {
-            median(runs.iter().filter_map(|s| f(s)).collect())
+            median(&runs.iter().filter_map(|s| f(s)).collect::<Vec<_>>())
         };
         let rates: Vec<f64> = runs.iter().map(|s| s.requests_per_s).collect();
         Some(Aggregate {
@@ -1081,7 +1070,7 @@ impl StoreReport {
         let judge = |name, ratios: Vec<f64>, what: &str, ok: fn(f64) -> bool| {
             let met_in = ratios.iter().filter(|&&r| ok(r)).count();
             let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
-            match median(ratios.clone()) {
+            match median(&ratios) {
                 None => Floor {
                     name,
                     measured: "not measured".into(),
@@ -1368,7 +1357,7 @@ fn runs(n: usize) -> String {
 }
 
 fn ratio_cell(ratios: Vec<f64>) -> String {
-    median(ratios).map_or(String::new(), |r| format!("{r:.2}x"))
+    median(&ratios).map_or(String::new(), |r| format!("{r:.2}x"))
 }
 
 /// 12345.6 → `12,346`.
@@ -1620,10 +1609,7 @@ Latency distribution:
     }
 
     #[test]
-    fn medians_and_thousands() {
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(vec![4.0, 1.0]), Some(2.5));
-        assert_eq!(median(vec![f64::NAN]), None);
+    fn thousands_are_grouped() {
         assert_eq!(thousands(1_234_567.4), "1,234,567");
         assert_eq!(thousands(999.6), "1,000");
         assert_eq!(thousands(12.0), "12");
