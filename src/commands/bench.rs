@@ -10,6 +10,7 @@ use mote_bench::sort;
 use mote_bench::store::{self, StoreBenchConfig};
 use mote_objects::{ObjectsConfig, S3Endpoint};
 use mote_sched::Policy;
+use mote_testbed::LocalS3;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -323,10 +324,15 @@ fn run_sort(args: SortArgs) -> anyhow::Result<()> {
     );
     let local = match &args.s3_endpoint {
         Some(_) => None,
-        None => Some(sort::LocalS3::start(&args.s3s_fs, &args.bucket)?),
+        None => Some(LocalS3::start(&args.s3s_fs, &args.bucket)?),
     };
     let endpoint = match (&local, &args.s3_endpoint) {
-        (Some(local), _) => local.endpoint.clone(),
+        (Some(local), _) => S3Endpoint {
+            url: local.url().to_owned(),
+            region: LocalS3::REGION.into(),
+            access_key: LocalS3::ACCESS_KEY.into(),
+            secret_key: LocalS3::SECRET_KEY.into(),
+        },
         (None, Some(url)) => S3Endpoint {
             url: url.clone(),
             region: "us-east-1".into(),

@@ -31,11 +31,12 @@ use hdrhistogram::Histogram;
 use mote_node::{ExecutorsConfig, Node, NodeConfig, PendingCall};
 use mote_runtime::{CallError, Runtime, RuntimeConfig, TickerPeriods};
 use mote_sched::Policy;
+use mote_testbed::KilledOnDrop;
 use mote_types::{FunctionName, Limits};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::io::{Read, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -470,7 +471,7 @@ fn cold(
 
 /// A resident worker process of the process baseline.
 struct Worker {
-    child: Child,
+    child: KilledOnDrop,
     stdin: ChildStdin,
     stdout: ChildStdout,
 }
@@ -494,7 +495,7 @@ impl Worker {
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         Ok(Self {
-            child,
+            child: KilledOnDrop::new(child),
             stdin,
             stdout,
         })
@@ -507,13 +508,6 @@ impl Worker {
         self.stdout.read_exact(&mut len)?;
         anyhow::ensure!(u32::from_le_bytes(len) == 0, "the worker answered garbage");
         Ok(())
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

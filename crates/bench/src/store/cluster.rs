@@ -4,15 +4,16 @@
 
 use super::machine::process_cpu_ticks;
 use super::{RANGE_KEY, StoreBenchConfig, System};
+use mote_testbed::{KilledOnDrop, free_ports};
 use std::fs::File;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// One member of a cluster.
 struct Member {
-    child: Child,
+    child: KilledOnDrop,
     client: SocketAddr,
     stdout: PathBuf,
     stderr: PathBuf,
@@ -121,7 +122,7 @@ impl Cluster {
                 .spawn()
                 .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", system.name()))?;
             cluster.members.push(Member {
-                child,
+                child: KilledOnDrop::new(child),
                 client,
                 stdout,
                 stderr,
@@ -213,9 +214,13 @@ impl Cluster {
             .sum()
     }
 
-    /// Kills every member, reaps it and checks that no process of it is left.
+    /// Kills every member, reaps it and checks that no process of it is left. A benchmark's
+    /// clusters hold nothing worth a graceful shutdown: their data directories are thrown away.
     pub(super) fn stop(mut self) -> anyhow::Result<()> {
-        self.kill_all();
+        for m in &mut self.members {
+            // A member that cannot be killed or reaped has exited and been reaped already.
+            let _ = m.child.kill_and_reap();
+        }
         for m in &self.members {
             let pid = m.child.id();
             if let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) {
@@ -229,40 +234,11 @@ impl Cluster {
         }
         Ok(())
     }
-
-    /// SIGKILL and reap every member not reaped yet. A benchmark's clusters hold nothing worth a
-    /// graceful shutdown: their data directories are thrown away.
-    fn kill_all(&mut self) {
-        for m in &mut self.members {
-            if let Ok(None) = m.child.try_wait() {
-                let _ = m.child.kill();
-            }
-            let _ = m.child.wait();
-        }
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        self.kill_all();
-    }
 }
 
 /// Whether a NUL-separated command line contains `arg`.
 fn has_arg(cmdline: &[u8], arg: &str) -> bool {
     cmdline.split(|&b| b == 0).any(|a| a == arg.as_bytes())
-}
-
-/// `n` distinct loopback ports that were free a moment ago (all held open at once while they
-/// are picked, so they differ).
-fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<_, _>>()?;
-    listeners
-        .iter()
-        .map(|l| l.local_addr().map(|a| a.port()))
-        .collect()
 }
 
 /// The last `n` non-empty lines of a log file, joined, for error messages.

@@ -37,6 +37,7 @@ pub use report::{Aggregate, Floor, StoreReport};
 
 use cluster::{Cluster, last_lines};
 use machine::{children_cpu_ticks, load_average, load_one, machine_busy_ticks, ticks_to_s};
+use mote_testbed::KilledOnDrop;
 use serde::Serialize;
 use std::fs::File;
 use std::path::PathBuf;
@@ -390,21 +391,21 @@ fn run_benchmark(
     let stderr_path = cluster.dir().join(format!("{name}.err"));
     // The tool's output goes to files: its gRPC logging is thousands of lines, and a pipe
     // nobody reads while we wait would stall it.
-    let mut child = Command::new(config.tool("benchmark"))
+    let child = Command::new(config.tool("benchmark"))
         .args(config.benchmark_args(&cluster.endpoints(), op))
         .stdin(Stdio::null())
         .stdout(File::create(&stdout_path)?)
         .stderr(File::create(&stderr_path)?)
         .spawn()
         .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", config.tool("benchmark").display()))?;
+    let mut child = KilledOnDrop::new(child);
     let deadline = Instant::now() + config.bench_timeout;
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
         }
         if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
+            let _ = child.kill_and_reap();
             anyhow::bail!(
                 "benchmark {} took more than {:?}; stopped",
                 op.short(),
