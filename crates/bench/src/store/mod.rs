@@ -35,12 +35,14 @@ pub use machine::Machine;
 pub use parse::{BenchSummary, ParseError};
 pub use report::{Aggregate, Floor, StoreReport};
 
+use crate::results::Outcome;
+use anyhow::Context;
 use cluster::{Cluster, last_lines};
 use machine::{children_cpu_ticks, load_average, load_one, machine_busy_ticks, ticks_to_s};
 use mote_testbed::KilledOnDrop;
 use serde::Serialize;
 use std::fs::File;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -164,6 +166,13 @@ impl StoreBenchConfig {
         }
     }
 
+    /// Where `scripts/etcd-tools` installs the tools: `${ETCD_TOOLS_DIR:-target/etcd-v3.6.8}/bin`.
+    pub fn default_etcd_tools() -> PathBuf {
+        let dir = std::env::var_os("ETCD_TOOLS_DIR")
+            .map_or_else(|| PathBuf::from("target/etcd-v3.6.8"), PathBuf::from);
+        dir.join("bin")
+    }
+
     pub(super) fn tool(&self, name: &str) -> PathBuf {
         self.etcd_tools.join(name)
     }
@@ -253,10 +262,60 @@ impl Measurement {
     }
 }
 
+/// Runs the experiment as `command` and writes its results to `out`: the report (`report.md`,
+/// which it returns), every measurement (`results.json`) and the figure (`figure2.png`; a
+/// figure that cannot be drawn is reported to `progress` and left out). `progress` gets a line
+/// as the experiment starts and one per measurement. Fails only if the tools are missing or a
+/// directory is unusable; the outcome fails if a cluster or a run failed.
+pub fn run(
+    config: &StoreBenchConfig,
+    out: &Path,
+    command: String,
+    mut progress: impl FnMut(&str),
+) -> anyhow::Result<Outcome> {
+    progress(&format!(
+        "store: {} run(s) of sizes {:?}, {} requests each, etcd tools from {}; results in {}",
+        config.runs,
+        config.sizes,
+        config.total,
+        config.etcd_tools.display(),
+        out.display()
+    ));
+    let report = measure(config, command, |m| progress(&report::progress_line(m)))?;
+    let plot = "figure2.png";
+    let plotted = match report.write_plot(&out.join(plot)) {
+        Ok(()) => Some(plot),
+        Err(e) => {
+            progress(&format!("no figure: {e}"));
+            None
+        }
+    };
+    let markdown = report.markdown(plotted);
+    std::fs::write(out.join("report.md"), &markdown).context("writing report.md")?;
+    std::fs::write(
+        out.join("results.json"),
+        serde_json::to_string_pretty(&report)?,
+    )
+    .context("writing results.json")?;
+    let failures = report.failures();
+    let failure = match failures.is_empty() {
+        true => None,
+        false => Some(format!(
+            "{} measurement(s) failed:\n{}",
+            failures.len(),
+            failures.join("\n")
+        )),
+    };
+    Ok(Outcome {
+        report: markdown,
+        failure,
+    })
+}
+
 /// Runs the experiment and reports each measurement to `progress` as it completes. Fails only
 /// if the tools are missing or the work directory is unusable; failed clusters and runs are
 /// recorded in the report.
-pub fn run(
+fn measure(
     config: &StoreBenchConfig,
     command: String,
     mut progress: impl FnMut(&Measurement),

@@ -424,6 +424,35 @@ fn thousands(value: f64) -> String {
     out
 }
 
+/// The line a measurement prints as it completes.
+pub(super) fn progress_line(m: &Measurement) -> String {
+    match &m.summary {
+        Some(s) => format!(
+            "  run {} {:>10} x{} {:<5} {:>9.0} req/s  p10 {:>7.2} p50 {:>7.2} p90 {:>7.2} ms  cpu s: server {:.1} client {:.1} others {:.1}  load {:.1}",
+            m.run + 1,
+            m.system.name(),
+            m.size,
+            format!("{:?}", m.operation).to_lowercase(),
+            s.requests_per_s,
+            s.percentile_ms(10.0).unwrap_or(f64::NAN),
+            s.percentile_ms(50.0).unwrap_or(f64::NAN),
+            s.percentile_ms(90.0).unwrap_or(f64::NAN),
+            m.server_cpu_s,
+            m.client_cpu_s,
+            m.other_cpu_s,
+            m.load_before,
+        ),
+        None => format!(
+            "  run {} {:>10} x{} {:?}: FAILED: {}",
+            m.run + 1,
+            m.system.name(),
+            m.size,
+            m.operation,
+            m.error.as_deref().unwrap_or("?")
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,17 +14,24 @@
 //! Figure 7 plots; per-call durations are kept as well. Makespan runs from the first stage-1
 //! call to the last stage-2 reply. Repetitions alternate the modes, so drift on a shared
 //! machine falls on both.
+//!
+//! This file owns the runs through the platform: the nodes, the fan-outs, the timings and the
+//! validation. `experiment` owns what `mote bench sort` asks for ([`SortOptions`]), the object
+//! server it runs against and the files it writes ([`run`]); `report` owns the floors, the plots
+//! and the report.
 
-use crate::plot::{self, PlotError, Series};
-use crate::stats::median;
+mod experiment;
+mod report;
+
+pub use experiment::{ObjectServer, SortOptions, modes, run};
+
 use bytes::Bytes;
 use mote_node::{MicrotaskConfig, MicrotaskMode, Node, NodeConfig};
 use mote_objects::{Objects, ObjectsConfig};
-use mote_sched::SplitMode;
 use mote_types::{FunctionName, Limits, Timeout};
 use serde::Serialize;
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -364,13 +371,13 @@ async fn validate(
     Ok((valid, records))
 }
 
-/// The whole experiment: a node per mode, the input generated once, then `reps` repetitions
-/// of the sort in each mode, the modes alternating; `progress` sees each run as it ends.
-pub async fn run(
+/// The measurements: a node per mode, the input generated once, then `reps` repetitions of the
+/// sort in each mode, the modes alternating; `progress` sees each run as it ends.
+async fn measure(
     config: &SortConfig,
     modes: &[MicrotaskMode],
     reps: usize,
-    progress: impl Fn(&SortRun),
+    mut progress: impl FnMut(&SortRun),
 ) -> anyhow::Result<Vec<SortRun>> {
     anyhow::ensure!(!modes.is_empty(), "no scheduling mode to run");
     let work = tempfile::tempdir()?;
@@ -389,139 +396,6 @@ pub async fn run(
         }
     }
     Ok(runs)
-}
-
-/// The floors, judged on the medians of the runs of each mode. A measure with no
-/// finite value in a mode (a sub-stage no call reported, say) has `-` for its median and its
-/// change, and its floor is `not measured`.
-pub fn floors(runs: &[SortRun]) -> String {
-    let of = |mode: &str, f: &dyn Fn(&SortRun) -> Option<f64>| -> Option<f64> {
-        let values: Vec<f64> = runs
-            .iter()
-            .filter(|r| r.microtasks == mode)
-            .filter_map(f)
-            .collect();
-        median(&values)
-    };
-    // A row without a floor is reported for reading the others; its last two cells stay empty.
-    type Floor<'a> = Option<(&'a str, &'a dyn Fn(f64) -> bool)>;
-    let row = |what: &str, f: &dyn Fn(&SortRun) -> Option<f64>, floor: Floor<'_>| {
-        let (on, off) = (of("on", f), of("off", f));
-        let change = on.zip(off).map(|(on, off)| on / off - 1.0);
-        let (floor, verdict) = match (floor, change) {
-            (Some((floor, met)), Some(change)) => {
-                (floor, if met(change) { "met" } else { "**not met**" })
-            }
-            (Some((floor, _)), None) => (floor, "not measured"),
-            (None, _) => ("", ""),
-        };
-        let seconds = |s: Option<f64>| s.map_or("-".to_owned(), |s| format!("{s:.3}"));
-        let change = change.map_or("-".to_owned(), |c| format!("{:+.1}%", c * 100.0));
-        format!(
-            "| {what} | {} | {} | {change} | {floor} | {verdict} |\n",
-            seconds(off),
-            seconds(on),
-        )
-    };
-    let mut out = String::from(
-        "| median | task-based (s) | microtasks (s) | change | floor | |\n|---|---|---|---|---|---|\n",
-    );
-    out += &row(
-        "makespan",
-        &|r| Some(r.makespan_s),
-        Some(("≤ -37%", &|c| c <= -0.37)),
-    );
-    out += &row(
-        "write categorized partitions (stage 1 write)",
-        &|r| Some(r.span("stage1.write")),
-        Some(("≤ -70%", &|c| c <= -0.70)),
-    );
-    out += &row(
-        "sort category (stage 2 sort)",
-        &|r| Some(r.span("stage2.sort")),
-        Some(("≤ +15%", &|c| c <= 0.15)),
-    );
-    out += &row(
-        "sort category, per call, once admitted to its core",
-        &|r| median(&r.sort_admitted_s),
-        Some(("≤ +15%", &|c| c <= 0.15)),
-    );
-    out += &row(
-        "sort category, per call, waiting included",
-        &|r| median(&r.sort_calls_s),
-        None,
-    );
-    out += &row(
-        "write categorized partitions, per call",
-        &|r| median(&r.write_calls_s),
-        None,
-    );
-    let all_valid = runs.iter().all(|r| r.valid);
-    out += &format!(
-        "\nEvery sorted output validates: {}\n",
-        if all_valid { "yes" } else { "**no**" }
-    );
-    out
-}
-
-/// A plotted measure: file name, axis label, and how to read its values off a run (one per run,
-/// or one per call).
-type Metric = (&'static str, &'static str, fn(&SortRun) -> Vec<f64>);
-
-/// ECDF plots of makespan and the two sub-stages, one line per mode, as in Figure 7, and of the
-/// sort's per-call durations once admitted to a core.
-pub fn write_plots(out: &Path, runs: &[SortRun]) -> Result<Vec<PathBuf>, PlotError> {
-    let metrics: [Metric; 4] = [
-        ("makespan", "Makespan (s)", |r| vec![r.makespan_s]),
-        (
-            "write-partitions",
-            "Write categorized partitions (s)",
-            |r| vec![r.span("stage1.write")],
-        ),
-        ("sort-category", "Sort category (s)", |r| {
-            vec![r.span("stage2.sort")]
-        }),
-        (
-            "sort-category-calls",
-            "Sort category, one call once admitted (s)",
-            |r| r.sort_admitted_s.clone(),
-        ),
-    ];
-    let mut written = Vec::new();
-    for (file, label, metric) in metrics {
-        let of = |mode: &str| -> Vec<f64> {
-            runs.iter()
-                .filter(|r| r.microtasks == mode)
-                .flat_map(metric)
-                .collect()
-        };
-        let (on, off) = (of("on"), of("off"));
-        let series = [
-            Series {
-                label: "task-based",
-                values: &off,
-            },
-            Series {
-                label: "microtask-based",
-                values: &on,
-            },
-        ];
-        written.push(plot::ecdf_png(
-            &out.join(format!("{file}.png")),
-            label,
-            label,
-            &series,
-        )?);
-    }
-    Ok(written)
-}
-
-/// Which mode a `--microtasks` value names.
-pub fn mode(name: &str, split: SplitMode) -> MicrotaskMode {
-    match name {
-        "off" => MicrotaskMode::Off,
-        _ => MicrotaskMode::On(split),
-    }
 }
 
 #[cfg(test)]
@@ -553,58 +427,6 @@ mod tests {
             [3.0, 0.5]
         );
         assert!(span(&calls, "sort").is_nan());
-    }
-
-    fn run(microtasks: &'static str, makespan_s: f64, sort_admitted_s: Vec<f64>) -> SortRun {
-        SortRun {
-            microtasks,
-            rep: 0,
-            makespan_s,
-            stage1_s: 0.0,
-            stage2_s: 0.0,
-            spans_s: vec![("stage1.write".into(), makespan_s / 2.0)],
-            write_calls_s: vec![],
-            sort_calls_s: vec![],
-            sort_admitted_s,
-            valid: true,
-            records: 0,
-        }
-    }
-
-    #[test]
-    fn floors_judge_medians_and_say_what_was_not_measured() {
-        let runs = [
-            run("on", 1.0, vec![0.2]),
-            run("off", 2.0, vec![]),
-            run("on", 3.0, vec![0.4]),
-            run("off", 4.0, vec![]),
-        ];
-        let table = floors(&runs);
-        assert!(
-            table.contains("| makespan | 3.000 | 2.000 | -33.3% | ≤ -37% | **not met** |"),
-            "{table}"
-        );
-        assert!(
-            table.contains("| write categorized partitions (stage 1 write) | 1.500 | 1.000 | -33.3% | ≤ -70% | **not met** |"),
-            "{table}"
-        );
-        // No stage-2 span was reported, and only one mode has per-call sort durations.
-        assert!(
-            table.contains("| sort category (stage 2 sort) | - | - | - | ≤ +15% | not measured |"),
-            "{table}"
-        );
-        assert!(
-            table.contains("| sort category, per call, once admitted to its core | - | 0.300 | - | ≤ +15% | not measured |"),
-            "{table}"
-        );
-        assert!(
-            table.contains("| write categorized partitions, per call | - | - | - |  |  |"),
-            "{table}"
-        );
-        assert!(
-            table.contains("Every sorted output validates: yes"),
-            "{table}"
-        );
     }
 
     #[test]
