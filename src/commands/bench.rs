@@ -4,8 +4,8 @@ use super::platform::{available_cores, baseline_cap};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use mote_bench::burst::{self, BurstOptions, PaperLoad};
-use mote_bench::call_path::{self, CallPathConfig};
-use mote_bench::micro::{self, MicroConfig};
+use mote_bench::call_path::{self, CallPathConfig, CallPathReport};
+use mote_bench::micro::{self, MicroConfig, MicroReport};
 use mote_bench::results::ResultsDir;
 use mote_bench::sort::{self, ObjectServer, SortOptions};
 use mote_bench::store::{self, StoreBenchConfig};
@@ -271,12 +271,7 @@ fn run_call(args: CallArgs) -> anyhow::Result<()> {
         args.body_bytes,
     );
     let report = call_path::run(&config)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", report.table());
-    }
-    Ok(())
+    print_report(&report, args.json, CallPathReport::table)
 }
 
 fn run_micro(args: MicroArgs) -> anyhow::Result<()> {
@@ -291,10 +286,19 @@ fn run_micro(args: MicroArgs) -> anyhow::Result<()> {
         false => MicroConfig::full(worker),
     };
     let report = micro::run(&config)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    print_report(&report, args.json, MicroReport::table)
+}
+
+/// Prints `report` as one JSON object, or as its `table` for humans.
+fn print_report<R: serde::Serialize>(
+    report: &R,
+    json: bool,
+    table: impl FnOnce(&R) -> String,
+) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
     } else {
-        print!("{}", report.table());
+        print!("{}", table(report));
     }
     Ok(())
 }
@@ -345,10 +349,7 @@ fn run_sort(args: SortArgs) -> anyhow::Result<()> {
     let out = ResultsDir::create(args.out, args.smoke, "microtasks")?;
     let outcome = sort::run(&options, out.path(), &command_line(), progress)?;
     print!("{}", outcome.report);
-    match outcome.failure {
-        Some(failure) => anyhow::bail!(failure),
-        None => Ok(()),
-    }
+    Ok(outcome.check()?)
 }
 
 fn run_store(args: StoreArgs) -> anyhow::Result<()> {
@@ -384,8 +385,5 @@ fn run_store(args: StoreArgs) -> anyhow::Result<()> {
             out.path().display()
         );
     }
-    match outcome.failure {
-        Some(failure) => anyhow::bail!(failure),
-        None => Ok(()),
-    }
+    Ok(outcome.check()?)
 }

@@ -1,5 +1,5 @@
 //! Where a benchmark that writes files puts them ([`ResultsDir`]), and what it hands back to
-//! the command that ran it ([`Outcome`]).
+//! the command that ran it ([`Outcome`], failing as [`RunFailed`]).
 
 use std::path::{Path, PathBuf};
 
@@ -72,6 +72,21 @@ pub struct Outcome {
     pub failure: Option<String>,
 }
 
+/// A benchmark run that wrote its results but failed as a whole: the message says what failed.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("{0}")]
+pub struct RunFailed(pub String);
+
+impl Outcome {
+    /// What failed, as an error, if anything did; to be called once the report is shown.
+    pub fn check(self) -> Result<(), RunFailed> {
+        match self.failure {
+            Some(failure) => Err(RunFailed(failure)),
+            None => Ok(()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,6 +110,23 @@ mod tests {
         assert!(!dir.is_temporary());
         drop(dir);
         assert!(out.is_dir());
+    }
+
+    #[test]
+    fn an_outcome_with_a_failure_checks_as_that_error() {
+        let ok = Outcome {
+            report: "r".into(),
+            failure: None,
+        };
+        assert_eq!(ok.check(), Ok(()));
+        let failed = Outcome {
+            report: "r".into(),
+            failure: Some("1 measurement(s) failed".into()),
+        };
+        assert_eq!(
+            failed.check().unwrap_err().to_string(),
+            "1 measurement(s) failed"
+        );
     }
 
     #[test]
