@@ -23,8 +23,8 @@
 //! Its modules: `parse` reads what `benchmark` prints ([`BenchSummary`]); `cluster` starts,
 //! checks and stops a cluster of either system; `machine` reads CPU time and load from `/proc`
 //! and describes the machine ([`Machine`]); `report` turns the measurements into tables, floors
-//! and the figure ([`StoreReport`]). This file holds what to run ([`StoreBenchConfig`]) and the
-//! experiment's loop.
+//! and the figure ([`StoreReport`]). This file holds what to run ([`StoreBenchConfig`]), the
+//! experiment's loop and the files it writes ([`run`]).
 
 mod cluster;
 mod machine;
