@@ -3,15 +3,15 @@
 use super::platform::{available_cores, baseline_cap};
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use mote_bench::burst::{self, BurstConfig, Experiment, PaperLoad, SuiteEntry};
-use mote_bench::call_path::{self, CallPathConfig};
-use mote_bench::micro::{self, MicroConfig};
-use mote_bench::sort;
+use mote_bench::burst::{self, BurstOptions, PaperLoad};
+use mote_bench::call_path::{self, CallPathConfig, CallPathReport};
+use mote_bench::micro::{self, MicroConfig, MicroReport};
+use mote_bench::results::ResultsDir;
+use mote_bench::sort::{self, ObjectServer, SortOptions};
 use mote_bench::store::{self, StoreBenchConfig};
-use mote_objects::{ObjectsConfig, S3Endpoint};
+use mote_objects::S3Endpoint;
 use mote_sched::Policy;
 use std::path::PathBuf;
-use std::time::Duration;
 
 /// Which benchmark to run.
 #[derive(Subcommand)]
@@ -240,67 +240,18 @@ pub struct CallArgs {
 /// Runs a benchmark and prints its report.
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
-        BenchCommand::Burst(args) => run_burst(args)?,
-        BenchCommand::Store(args) => run_store(args)?,
-        BenchCommand::Sort(args) => run_sort(args)?,
-        BenchCommand::ProcessWorker { once } => micro::process_worker(once)?,
-        BenchCommand::Micro(args) => {
-            let exe = std::env::current_exe().context("finding the mote binary")?;
-            let worker = vec![
-                exe.to_string_lossy().into_owned(),
-                "bench".into(),
-                "process-worker".into(),
-            ];
-            let config = match args.smoke {
-                true => MicroConfig::smoke(worker),
-                false => MicroConfig::full(worker),
-            };
-            let report = micro::run(&config)?;
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                print!("{}", report.table());
-            }
-        }
-        BenchCommand::Call(args) => {
-            let cores = args.cores.unwrap_or_else(available_cores);
-            let config = CallPathConfig {
-                latency_cores: args.latency_cores.max(1),
-                throughput_cores: cores,
-                calls: args.calls,
-                concurrency: args.concurrency.unwrap_or(4 * cores).max(1),
-                body_bytes: args.body_bytes,
-            };
-            let report = call_path::run(&config)?;
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                print!("{}", report.table());
-            }
-        }
+        BenchCommand::Call(args) => run_call(args),
+        BenchCommand::Burst(args) => run_burst(args),
+        BenchCommand::Micro(args) => run_micro(args),
+        BenchCommand::Store(args) => run_store(args),
+        BenchCommand::Sort(args) => run_sort(args),
+        BenchCommand::ProcessWorker { once } => Ok(micro::process_worker(once)?),
     }
-    Ok(())
 }
 
-/// Where a benchmark writes its results, created: `out` if given, else
-/// `docs/benchmarks/{name}`, except that a smoke run, which must never overwrite the committed
-/// results, gets a temporary directory removed when the guard drops.
-fn results_dir(
-    out: Option<PathBuf>,
-    smoke: bool,
-    name: &str,
-) -> anyhow::Result<(PathBuf, Option<RemovedOnDrop>)> {
-    let (out, guard) = match (out, smoke) {
-        (Some(out), _) => (out, None),
-        (None, false) => (PathBuf::from("docs/benchmarks").join(name), None),
-        (None, true) => {
-            let dir = std::env::temp_dir()
-                .join(format!("mote-bench-{name}-smoke-{}", std::process::id()));
-            (dir.clone(), Some(RemovedOnDrop(dir)))
-        }
-    };
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    Ok((out, guard))
+/// Where a benchmark's progress goes, a line at a time.
+fn progress(line: &str) {
+    eprintln!("{line}");
 }
 
 /// The command line as typed, for the report.
@@ -311,91 +262,94 @@ fn command_line() -> String {
         .join(" ")
 }
 
-fn run_sort(args: SortArgs) -> anyhow::Result<()> {
-    let (size, parts, categories, reps) = match args.smoke {
-        true => (0.002, 4, 4, 1),
-        false => (args.size, args.parts, args.categories, args.reps),
-    };
-    anyhow::ensure!(size > 0.0, "--size must be positive");
-    anyhow::ensure!(
-        parts > 0 && categories > 0 && reps > 0,
-        "--parts, --categories and --reps must be at least 1"
+fn run_call(args: CallArgs) -> anyhow::Result<()> {
+    let config = CallPathConfig::new(
+        args.calls,
+        args.latency_cores,
+        args.cores.unwrap_or_else(available_cores),
+        args.concurrency,
+        args.body_bytes,
     );
-    let local = match &args.s3_endpoint {
-        Some(_) => None,
-        None => Some(sort::LocalS3::start(&args.s3s_fs, &args.bucket)?),
+    let report = call_path::run(&config)?;
+    print_report(&report, args.json, CallPathReport::table)
+}
+
+fn run_micro(args: MicroArgs) -> anyhow::Result<()> {
+    let exe = std::env::current_exe().context("finding the mote binary")?;
+    let worker = vec![
+        exe.to_string_lossy().into_owned(),
+        "bench".into(),
+        "process-worker".into(),
+    ];
+    let config = match args.smoke {
+        true => MicroConfig::smoke(worker),
+        false => MicroConfig::full(worker),
     };
-    let endpoint = match (&local, &args.s3_endpoint) {
-        (Some(local), _) => local.endpoint.clone(),
-        (None, Some(url)) => S3Endpoint {
-            url: url.clone(),
-            region: "us-east-1".into(),
-            access_key: args.s3_access_key.clone(),
-            secret_key: args.s3_secret_key.clone(),
-        },
-        (None, None) => unreachable!("a local server is started without an endpoint"),
-    };
-    let config = sort::SortConfig {
-        size_bytes: (size * 1e9) as u64,
-        parts,
-        categories,
-        cores: args.cores.unwrap_or_else(available_cores),
-        objects: ObjectsConfig::S3(endpoint.clone()),
-        bucket: args.bucket.clone(),
-        memory_mb: args.memory_mb,
-    };
-    let modes: Vec<String> = match args.microtasks.is_empty() {
-        true => vec!["on".into(), "off".into()],
-        false => args.microtasks.clone(),
-    };
-    let (out, _smoke_dir) = results_dir(args.out, args.smoke, "microtasks")?;
-    let command = command_line();
-    eprintln!(
-        "sort: {size} GB in {parts} parts and {categories} categories on {} cores, {reps} rep(s) of {modes:?}, objects at {}",
-        config.cores, endpoint.url
-    );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    let modes: Vec<_> = modes
-        .iter()
-        .map(|m| sort::mode(m, args.core_split))
-        .collect();
-    let runs = rt.block_on(sort::run(&config, &modes, reps, |run| {
-        eprintln!(
-            "  rep {} microtasks {:<3} makespan {:>7.2} s  stage 1 {:>6.2} s (write {:>6.2})  stage 2 {:>6.2} s (sort {:>6.2}, one call once admitted {:>5.3})  valid {}",
-            run.rep,
-            run.microtasks,
-            run.makespan_s,
-            run.stage1_s,
-            run.span("stage1.write"),
-            run.stage2_s,
-            run.span("stage2.sort"),
-            sort::median(&run.sort_admitted_s),
-            run.valid
-        )
-    }))?;
-    std::fs::write(out.join("runs.json"), serde_json::to_string_pretty(&runs)?)?;
-    let mut report = format!(
-        "# mote bench sort\n\n`{command}` on {} cores: {size} GB ({} records), {parts} parts, {categories} categories, objects at {}\n\n",
-        config.cores,
-        config.size_bytes / sort::RECORD_BYTES,
-        endpoint.url
-    );
-    if modes.len() == 2 {
-        report += &sort::floors(&runs);
-        for png in sort::write_plots(&out, &runs)? {
-            let file = png.file_name().unwrap_or_default().to_string_lossy();
-            report += &format!("\n![{file}]({file})\n");
-        }
+    let report = micro::run(&config)?;
+    print_report(&report, args.json, MicroReport::table)
+}
+
+/// Prints `report` as one JSON object, or as its `table` for humans.
+fn print_report<R: serde::Serialize>(
+    report: &R,
+    json: bool,
+    table: impl FnOnce(&R) -> String,
+) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+    } else {
+        print!("{}", table(report));
     }
-    std::fs::write(out.join("report.md"), &report)?;
-    print!("{report}");
-    anyhow::ensure!(
-        runs.iter().all(|r| r.valid),
-        "a sorted output did not validate (see above)"
-    );
     Ok(())
+}
+
+fn run_burst(args: BurstArgs) -> anyhow::Result<()> {
+    let cores = args.cores.unwrap_or_else(available_cores);
+    let options = BurstOptions {
+        policies: args.policy,
+        all: args.all,
+        cores,
+        baseline_cap: baseline_cap(cores),
+        intensities: args.intensity,
+        load: args.load,
+        window_s: args.window,
+        seeds: args.seed,
+        idle_calls: args.idle_calls,
+        fc_window_s: args.fc_window_s,
+        functions: args.function,
+        fairness: args.fairness,
+    };
+    let report = burst::run(&options, &args.out, progress)?;
+    println!("{report}");
+    Ok(())
+}
+
+fn run_sort(args: SortArgs) -> anyhow::Result<()> {
+    let objects = match args.s3_endpoint {
+        Some(url) => ObjectServer::Remote(S3Endpoint {
+            url,
+            region: "us-east-1".into(),
+            access_key: args.s3_access_key,
+            secret_key: args.s3_secret_key,
+        }),
+        None => ObjectServer::LocalS3(args.s3s_fs),
+    };
+    let options = SortOptions {
+        size_gb: args.size,
+        parts: args.parts,
+        categories: args.categories,
+        reps: args.reps,
+        modes: sort::modes(&args.microtasks, args.core_split),
+        cores: args.cores.unwrap_or_else(available_cores),
+        objects,
+        bucket: args.bucket,
+        memory_mb: args.memory_mb,
+        smoke: args.smoke,
+    };
+    let out = ResultsDir::create(args.out, args.smoke, "microtasks")?;
+    let outcome = sort::run(&options, out.path(), &command_line(), progress)?;
+    print!("{}", outcome.report);
+    Ok(outcome.check()?)
 }
 
 fn run_store(args: StoreArgs) -> anyhow::Result<()> {
@@ -403,11 +357,9 @@ fn run_store(args: StoreArgs) -> anyhow::Result<()> {
         Some(path) => path,
         None => std::env::current_exe().context("finding the mote binary")?,
     };
-    let etcd_tools = args.etcd_tools.unwrap_or_else(|| {
-        let dir = std::env::var_os("ETCD_TOOLS_DIR")
-            .map_or_else(|| PathBuf::from("target/etcd-v3.6.8"), PathBuf::from);
-        dir.join("bin")
-    });
+    let etcd_tools = args
+        .etcd_tools
+        .unwrap_or_else(StoreBenchConfig::default_etcd_tools);
     let mut config = match args.smoke {
         true => StoreBenchConfig::smoke(mote, etcd_tools),
         false => StoreBenchConfig::full(mote, etcd_tools),
@@ -424,225 +376,14 @@ fn run_store(args: StoreArgs) -> anyhow::Result<()> {
     if let Some(dir) = args.work_dir {
         config.work_dir = dir;
     }
-    let (out, smoke_dir) = results_dir(args.out, args.smoke, "store")?;
-    let command = command_line();
-    eprintln!(
-        "store: {} run(s) of sizes {:?}, {} requests each, etcd tools from {}; results in {}",
-        config.runs,
-        config.sizes,
-        config.total,
-        config.etcd_tools.display(),
-        out.display()
-    );
-    let report = store::run(&config, command, |m| match &m.summary {
-        Some(s) => eprintln!(
-            "  run {} {:>10} x{} {:<5} {:>9.0} req/s  p10 {:>7.2} p50 {:>7.2} p90 {:>7.2} ms  cpu s: server {:.1} client {:.1} others {:.1}  load {:.1}",
-            m.run + 1,
-            m.system.name(),
-            m.size,
-            format!("{:?}", m.operation).to_lowercase(),
-            s.requests_per_s,
-            s.percentile_ms(10.0).unwrap_or(f64::NAN),
-            s.percentile_ms(50.0).unwrap_or(f64::NAN),
-            s.percentile_ms(90.0).unwrap_or(f64::NAN),
-            m.server_cpu_s,
-            m.client_cpu_s,
-            m.other_cpu_s,
-            m.load_before,
-        ),
-        None => eprintln!(
-            "  run {} {:>10} x{} {:?}: FAILED: {}",
-            m.run + 1,
-            m.system.name(),
-            m.size,
-            m.operation,
-            m.error.as_deref().unwrap_or("?")
-        ),
-    })?;
-    let plot = "figure2.png";
-    let plotted = match report.write_plot(&out.join(plot)) {
-        Ok(()) => Some(plot),
-        Err(e) => {
-            eprintln!("no figure: {e}");
-            None
-        }
-    };
-    let markdown = report.markdown(plotted);
-    std::fs::write(out.join("report.md"), &markdown).context("writing report.md")?;
-    std::fs::write(
-        out.join("results.json"),
-        serde_json::to_string_pretty(&report)?,
-    )
-    .context("writing results.json")?;
-    println!("{markdown}");
-    if smoke_dir.is_some() {
+    let out = ResultsDir::create(args.out, args.smoke, "store")?;
+    let outcome = store::run(&config, out.path(), command_line(), progress)?;
+    println!("{}", outcome.report);
+    if out.is_temporary() {
         eprintln!(
             "(the smoke run's files were in {}, removed at exit; pass --out to keep them)",
-            out.display()
+            out.path().display()
         );
     }
-    let failures = report.failures();
-    anyhow::ensure!(
-        failures.is_empty(),
-        "{} measurement(s) failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-    Ok(())
-}
-
-/// A directory removed, with its contents, when this is dropped.
-struct RemovedOnDrop(PathBuf);
-
-impl Drop for RemovedOnDrop {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The suite the burst experiment runs: `mote_guests::SUITE` (shortest first), or the named
-/// functions of it.
-fn suite(only: &[String]) -> anyhow::Result<Vec<SuiteEntry>> {
-    let known: Vec<&str> = mote_guests::SUITE.iter().map(|f| f.name).collect();
-    if let Some(unknown) = only.iter().find(|n| !known.contains(&n.as_str())) {
-        anyhow::bail!(
-            "--function {unknown}: not in the suite; choose from {}",
-            known.join(", ")
-        );
-    }
-    Ok(mote_guests::SUITE
-        .iter()
-        .filter(|f| only.is_empty() || only.iter().any(|n| n == f.name))
-        .map(|f| SuiteEntry {
-            name: f.name,
-            wasm: f.wasm,
-            input: f.default_input,
-        })
-        .collect())
-}
-
-/// The fairness experiment's mix: the longest function is rare (weight 1), every other function
-/// is called ten times as often.
-fn fairness_weights(suite: &[SuiteEntry]) -> Vec<u32> {
-    let rare = suite.len() - 1;
-    (0..suite.len())
-        .map(|i| if i == rare { 1 } else { 10 })
-        .collect()
-}
-
-fn run_burst(args: BurstArgs) -> anyhow::Result<()> {
-    let cores = args.cores.unwrap_or_else(available_cores);
-    let suite = suite(&args.function)?;
-    let policies = match (args.policy.is_empty(), args.fairness) {
-        (false, _) => args.policy.clone(),
-        (true, true) => vec![Policy::Sept, Policy::Fc],
-        (true, false) if args.all => Policy::ALL.to_vec(),
-        (true, false) => anyhow::bail!("name a --policy (or several), or run them all with --all"),
-    };
-    let intensities = match (args.intensity.is_empty(), args.all) {
-        (false, _) => args.intensity.clone(),
-        (true, true) => vec![30, 40, 60, 90, 120],
-        (true, false) => vec![40],
-    };
-    let weights = match args.fairness {
-        true => fairness_weights(&suite),
-        false => vec![1; suite.len()],
-    };
-    anyhow::ensure!(args.window > 0.0, "--window must be positive");
-    let experiment = Experiment {
-        policies,
-        intensities,
-        seeds: if args.seed.is_empty() {
-            vec![1]
-        } else {
-            args.seed.clone()
-        },
-        base: BurstConfig {
-            policy: Policy::Fifo,
-            cores,
-            intensity: 0,
-            window: Duration::from_secs_f64(args.window),
-            seed: 0,
-            baseline_cap: baseline_cap(cores),
-            fc_window: Duration::from_secs(args.fc_window_s.max(1)),
-            idle_calls: args.idle_calls,
-            weights,
-            load: args.load,
-        },
-    };
-    eprintln!(
-        "burst: {} policies x {} intensities x {} seeds on {cores} cores, {} s windows; results in {}",
-        experiment.policies.len(),
-        experiment.intensities.len(),
-        experiment.seeds.len(),
-        args.window,
-        args.out.display()
-    );
-    let runs = burst::run_experiment(&experiment, &suite, &args.out, |s| {
-        eprintln!(
-            "  {:>8} v={:<3} seed={:<3} calls={:<4} failed={} avg response {:.2} s, avg stretch {:.1}, last completion {:.1} s",
-            s.policy,
-            s.intensity,
-            s.seed,
-            s.calls,
-            s.failed,
-            s.response_ms.avg / 1e3,
-            s.stretch.avg,
-            s.last_completion_s
-        );
-    })?;
-    burst::write_plots(&args.out, &runs)?;
-    let summaries: Vec<_> = runs.into_iter().map(|r| r.summary).collect();
-    let json = serde_json::to_string_pretty(&summaries)?;
-    std::fs::write(args.out.join("summary.json"), json).context("writing summary.json")?;
-    let mut report = format!(
-        "# Burst results\n\n{cores} cores, window {} s, {} load, seeds {:?}, {}\n",
-        args.window,
-        args.load.as_str(),
-        experiment.seeds,
-        if args.fairness {
-            "fairness mix (rare long function)"
-        } else {
-            "every function equally often"
-        }
-    );
-    for &v in &experiment.intensities {
-        for &seed in &experiment.seeds {
-            let runs: Vec<_> = summaries
-                .iter()
-                .filter(|s| s.intensity == v && s.seed == seed)
-                .collect();
-            report += &format!("\n## Intensity {v}, seed {seed}\n\n{}", burst::table(&runs));
-        }
-    }
-    report += &format!(
-        "\n## Ratios (averaged over seeds)\n\n{}",
-        burst::ratios(&summaries)
-    );
-    if args.fairness {
-        report += &format!(
-            "\n## The rare function\n\n{}",
-            rare_function_table(&summaries, suite[suite.len() - 1].name)
-        );
-    }
-    std::fs::write(args.out.join("report.md"), &report).context("writing report.md")?;
-    println!("{report}");
-    Ok(())
-}
-
-/// Stretch of the rare function alone in each run.
-fn rare_function_table(summaries: &[burst::BurstSummary], rare: &str) -> String {
-    let mut table = format!(
-        "| policy | intensity | seed | `{rare}` avg stretch | its p99 stretch | all calls' avg stretch |\n|---|---|---|---|---|---|\n"
-    );
-    for s in summaries {
-        let Some(d) = s.stretch_by_function.get(rare) else {
-            continue;
-        };
-        table += &format!(
-            "| {} | {} | {} | {:.1} | {:.1} | {:.1} |\n",
-            s.policy, s.intensity, s.seed, d.avg, d.p99, s.stretch.avg
-        );
-    }
-    table
+    Ok(outcome.check()?)
 }

@@ -3,7 +3,7 @@
 
 use crate::fixtures;
 use crate::platform::Platform;
-use mote_bench::sort::LocalS3;
+use mote_testbed::LocalS3;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -132,15 +132,15 @@ fn s3s_fs() -> LocalS3 {
 
 /// `mote up` against `s3`, with its credentials.
 fn platform_on(s3: &LocalS3, args: &[&str]) -> Platform {
-    let args: Vec<&str> = ["--s3-endpoint", s3.endpoint.url.as_str()]
+    let args: Vec<&str> = ["--s3-endpoint", s3.url()]
         .into_iter()
         .chain(args.iter().copied())
         .collect();
     Platform::start_with_env(
         &args,
         &[
-            ("MOTE_S3_ACCESS_KEY", &s3.endpoint.access_key),
-            ("MOTE_S3_SECRET_KEY", &s3.endpoint.secret_key),
+            ("MOTE_S3_ACCESS_KEY", LocalS3::ACCESS_KEY),
+            ("MOTE_S3_SECRET_KEY", LocalS3::SECRET_KEY),
         ],
     )
 }

@@ -1,13 +1,14 @@
 //! Starting and talking to a real `mote up` process.
 
+use mote_testbed::KilledOnDrop;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// A running `mote up`, killed when dropped.
 pub struct Platform {
-    child: Child,
+    child: KilledOnDrop,
     pub url: String,
     pub data: PathBuf,
     _dir: Option<tempfile::TempDir>,
@@ -97,7 +98,7 @@ impl Platform {
         // Keep draining stdout so the child never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
         Self {
-            child,
+            child: KilledOnDrop::new(child),
             url,
             data: data.to_owned(),
             _dir: None,
@@ -172,8 +173,7 @@ impl Platform {
 
     /// Sends SIGKILL and waits.
     pub fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = self.child.kill_and_reap();
     }
 
     /// Sends SIGTERM and waits for a clean exit.
@@ -182,12 +182,5 @@ impl Platform {
         Command::new("kill").args(["-TERM", &pid]).status().unwrap();
         let status = self.child.wait().unwrap();
         assert!(status.success(), "mote up exited with {status} on SIGTERM");
-    }
-}
-
-impl Drop for Platform {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }

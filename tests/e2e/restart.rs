@@ -1,6 +1,7 @@
 //! State survives restarts, clean or not, and compiled artefacts are reused.
 
 use crate::platform::Platform;
+use mote_testbed::KilledOnDrop;
 use std::time::SystemTime;
 
 fn artefacts(p: &Platform) -> Vec<(String, SystemTime)> {
@@ -118,7 +119,7 @@ fn past_the_resident_budget_functions_are_evicted_and_start_cold_from_their_arte
 
 /// Starts `mote store` on free ports and answers its etcd URL; killed on drop.
 struct StoreProcess {
-    child: std::process::Child,
+    _process: KilledOnDrop,
     url: String,
 }
 
@@ -143,14 +144,10 @@ impl StoreProcess {
             .and_then(|rest| rest.split(',').next())
             .unwrap_or_else(|| panic!("unexpected first line from mote store: {line}"))
             .to_owned();
-        Self { child, url }
-    }
-}
-
-impl Drop for StoreProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        Self {
+            _process: KilledOnDrop::new(child),
+            url,
+        }
     }
 }
 

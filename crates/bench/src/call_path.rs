@@ -33,6 +33,27 @@ pub struct CallPathConfig {
     pub body_bytes: usize,
 }
 
+impl CallPathConfig {
+    /// `calls` calls of `body_bytes` each, latency measured on `latency_cores` executor cores
+    /// and throughput on `throughput_cores` with `concurrency` callers (4 per core unless
+    /// given); at least one core and one caller.
+    pub fn new(
+        calls: u64,
+        latency_cores: usize,
+        throughput_cores: usize,
+        concurrency: Option<usize>,
+        body_bytes: usize,
+    ) -> Self {
+        Self {
+            latency_cores: latency_cores.max(1),
+            throughput_cores,
+            calls,
+            concurrency: concurrency.unwrap_or(4 * throughput_cores).max(1),
+            body_bytes,
+        }
+    }
+}
+
 /// A latency distribution, in microseconds.
 #[derive(Clone, Debug, Serialize)]
 pub struct Latency {

@@ -17,12 +17,20 @@
 //!   etcd's own `benchmark` tool, put and serializable range, on clusters of 1, 3 and 5 nodes.
 //! - [`sort`]: the microtask paper's Figure 7: a distributed sort through the platform against
 //!   a real S3 server, task-based against microtask-based scheduling.
+//! - [`stats`]: the median every report takes, `None` where there is no data.
+//! - [`results`]: the directory a benchmark writes its files to, and the outcome it hands back.
+//!
+//! Each benchmark is run by one function taking its configuration (and, for those that write
+//! files, the results directory): the `mote bench` command only turns its arguments into that
+//! configuration and prints what comes back.
 
 pub mod burst;
 pub mod call_path;
 pub mod micro;
 pub mod plot;
+pub mod results;
 pub mod sort;
+pub mod stats;
 pub mod store;
 
 use bytes::Bytes;

@@ -25,16 +25,18 @@
 //!   an engine that compiles no epoch checks at all.
 
 use crate::call_path::Latency;
+use crate::stats::median;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use mote_node::{ExecutorsConfig, Node, NodeConfig, PendingCall};
 use mote_runtime::{CallError, Runtime, RuntimeConfig, TickerPeriods};
 use mote_sched::Policy;
+use mote_testbed::KilledOnDrop;
 use mote_types::{FunctionName, Limits};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::io::{Read, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -69,7 +71,7 @@ pub struct MicroConfig {
     /// Calls per quantum (and for the engine without epochs) in each of `sha_repeats` rounds.
     pub sha_calls: u32,
     /// Rounds of the preemption run; configurations alternate within a round, so drift in the
-    /// machine's speed hits them all alike, and the median round is reported.
+    /// machine's speed hits them all alike, and the median over the rounds is reported.
     pub sha_repeats: u32,
     /// The program and arguments that run [`process_worker`] (the `mote` binary's hidden
     /// `bench process-worker` command); `--once` is appended for the cold baseline.
@@ -121,7 +123,7 @@ impl MicroConfig {
 pub struct QuantumPoint {
     /// The ticker's period.
     pub quantum_us: u64,
-    /// SHA-512 blocks hashed per second (median round).
+    /// SHA-512 blocks hashed per second (median over the rounds).
     pub hashes_per_s: f64,
     /// `hashes_per_s` over the engine without epoch checks.
     pub ratio: f64,
@@ -469,7 +471,7 @@ fn cold(
 
 /// A resident worker process of the process baseline.
 struct Worker {
-    child: Child,
+    child: KilledOnDrop,
     stdin: ChildStdin,
     stdout: ChildStdout,
 }
@@ -493,7 +495,7 @@ impl Worker {
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         Ok(Self {
-            child,
+            child: KilledOnDrop::new(child),
             stdin,
             stdout,
         })
@@ -506,13 +508,6 @@ impl Worker {
         self.stdout.read_exact(&mut len)?;
         anyhow::ensure!(u32::from_le_bytes(len) == 0, "the worker answered garbage");
         Ok(())
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -574,7 +569,7 @@ pub fn process_worker(once: bool) -> std::io::Result<()> {
 }
 
 /// SHA-512 throughput at each quantum, against an engine without epoch checks. Configurations
-/// alternate within each round; the median round of each is reported.
+/// alternate within each round; the median over the rounds of each is reported.
 fn preemption(
     dir: &std::path::Path,
     config: &MicroConfig,
@@ -612,25 +607,20 @@ fn preemption(
             rates[i].push(hashes / started.elapsed().as_secs_f64());
         }
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let baseline = median(&mut rates[0]);
-    let points = setups
-        .iter()
-        .zip(rates.iter_mut())
-        .filter_map(|((q, _), r)| {
-            q.map(|quantum_us| {
-                let hashes_per_s = median(r);
-                QuantumPoint {
-                    quantum_us,
-                    hashes_per_s,
-                    ratio: hashes_per_s / baseline,
-                }
-            })
-        })
-        .collect();
+    let no_round = || anyhow::anyhow!("the preemption run measured no round");
+    let baseline = median(&rates[0]).ok_or_else(no_round)?;
+    let mut points = Vec::new();
+    for ((quantum, _), rounds) in setups.iter().zip(&rates) {
+        let Some(quantum_us) = *quantum else {
+            continue;
+        };
+        let hashes_per_s = median(rounds).ok_or_else(no_round)?;
+        points.push(QuantumPoint {
+            quantum_us,
+            hashes_per_s,
+            ratio: hashes_per_s / baseline,
+        });
+    }
     Ok((points, baseline))
 }
 

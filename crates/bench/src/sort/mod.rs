@@ -14,16 +14,24 @@
 //! Figure 7 plots; per-call durations are kept as well. Makespan runs from the first stage-1
 //! call to the last stage-2 reply. Repetitions alternate the modes, so drift on a shared
 //! machine falls on both.
+//!
+//! This file owns the runs through the platform: the nodes, the fan-outs, the timings and the
+//! validation. `experiment` owns what `mote bench sort` asks for ([`SortOptions`]), the object
+//! server it runs against and the files it writes ([`run`]); `report` owns the floors, the plots
+//! and the report.
 
-use crate::plot::{self, PlotError, Series};
+mod experiment;
+mod report;
+
+pub use experiment::{ObjectServer, SortOptions, modes, run};
+
 use bytes::Bytes;
 use mote_node::{MicrotaskConfig, MicrotaskMode, Node, NodeConfig};
 use mote_objects::{Objects, ObjectsConfig};
-use mote_sched::SplitMode;
 use mote_types::{FunctionName, Limits, Timeout};
 use serde::Serialize;
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -363,13 +371,13 @@ async fn validate(
     Ok((valid, records))
 }
 
-/// The whole experiment: a node per mode, the input generated once, then `reps` repetitions
-/// of the sort in each mode, the modes alternating; `progress` sees each run as it ends.
-pub async fn run(
+/// The measurements: a node per mode, the input generated once, then `reps` repetitions of the
+/// sort in each mode, the modes alternating; `progress` sees each run as it ends.
+async fn measure(
     config: &SortConfig,
     modes: &[MicrotaskMode],
     reps: usize,
-    progress: impl Fn(&SortRun),
+    mut progress: impl FnMut(&SortRun),
 ) -> anyhow::Result<Vec<SortRun>> {
     anyhow::ensure!(!modes.is_empty(), "no scheduling mode to run");
     let work = tempfile::tempdir()?;
@@ -388,210 +396,6 @@ pub async fn run(
         }
     }
     Ok(runs)
-}
-
-/// The median of `values` (NaN if empty).
-pub fn median(values: &[f64]) -> f64 {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n % 2 {
-        1 => v[n / 2],
-        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
-/// The floors, judged on the medians of the runs of each mode.
-pub fn floors(runs: &[SortRun]) -> String {
-    let of = |mode: &str, f: &dyn Fn(&SortRun) -> f64| -> f64 {
-        let values: Vec<f64> = runs
-            .iter()
-            .filter(|r| r.microtasks == mode)
-            .map(f)
-            .collect();
-        median(&values)
-    };
-    // A row without a floor is reported for reading the others; its last two cells stay empty.
-    type Floor<'a> = Option<(&'a str, &'a dyn Fn(f64) -> bool)>;
-    let row = |what: &str, f: &dyn Fn(&SortRun) -> f64, floor: Floor<'_>| {
-        let (on, off) = (of("on", f), of("off", f));
-        let change = on / off - 1.0;
-        let (floor, verdict) = match floor {
-            Some((floor, met)) => (floor, if met(change) { "met" } else { "**not met**" }),
-            None => ("", ""),
-        };
-        format!(
-            "| {what} | {off:.3} | {on:.3} | {:+.1}% | {floor} | {verdict} |\n",
-            change * 100.0,
-        )
-    };
-    let mut out = String::from(
-        "| median | task-based (s) | microtasks (s) | change | floor | |\n|---|---|---|---|---|---|\n",
-    );
-    out += &row(
-        "makespan",
-        &|r| r.makespan_s,
-        Some(("≤ -37%", &|c| c <= -0.37)),
-    );
-    out += &row(
-        "write categorized partitions (stage 1 write)",
-        &|r| r.span("stage1.write"),
-        Some(("≤ -70%", &|c| c <= -0.70)),
-    );
-    out += &row(
-        "sort category (stage 2 sort)",
-        &|r| r.span("stage2.sort"),
-        Some(("≤ +15%", &|c| c <= 0.15)),
-    );
-    out += &row(
-        "sort category, per call, once admitted to its core",
-        &|r| median(&r.sort_admitted_s),
-        Some(("≤ +15%", &|c| c <= 0.15)),
-    );
-    out += &row(
-        "sort category, per call, waiting included",
-        &|r| median(&r.sort_calls_s),
-        None,
-    );
-    out += &row(
-        "write categorized partitions, per call",
-        &|r| median(&r.write_calls_s),
-        None,
-    );
-    let all_valid = runs.iter().all(|r| r.valid);
-    out += &format!(
-        "\nEvery sorted output validates: {}\n",
-        if all_valid { "yes" } else { "**no**" }
-    );
-    out
-}
-
-/// A plotted measure: file name, axis label, and how to read its values off a run (one per run,
-/// or one per call).
-type Metric = (&'static str, &'static str, fn(&SortRun) -> Vec<f64>);
-
-/// ECDF plots of makespan and the two sub-stages, one line per mode, as in Figure 7, and of the
-/// sort's per-call durations once admitted to a core.
-pub fn write_plots(out: &Path, runs: &[SortRun]) -> Result<Vec<PathBuf>, PlotError> {
-    let metrics: [Metric; 4] = [
-        ("makespan", "Makespan (s)", |r| vec![r.makespan_s]),
-        (
-            "write-partitions",
-            "Write categorized partitions (s)",
-            |r| vec![r.span("stage1.write")],
-        ),
-        ("sort-category", "Sort category (s)", |r| {
-            vec![r.span("stage2.sort")]
-        }),
-        (
-            "sort-category-calls",
-            "Sort category, one call once admitted (s)",
-            |r| r.sort_admitted_s.clone(),
-        ),
-    ];
-    let mut written = Vec::new();
-    for (file, label, metric) in metrics {
-        let of = |mode: &str| -> Vec<f64> {
-            runs.iter()
-                .filter(|r| r.microtasks == mode)
-                .flat_map(metric)
-                .collect()
-        };
-        let (on, off) = (of("on"), of("off"));
-        let series = [
-            Series {
-                label: "task-based",
-                values: &off,
-            },
-            Series {
-                label: "microtask-based",
-                values: &on,
-            },
-        ];
-        written.push(plot::ecdf_png(
-            &out.join(format!("{file}.png")),
-            label,
-            label,
-            &series,
-        )?);
-    }
-    Ok(written)
-}
-
-/// An s3s-fs server on a free loopback port, serving a temporary directory with one bucket;
-/// killed when dropped. For runs without a remote store (the test command's smoke run).
-pub struct LocalS3 {
-    child: std::process::Child,
-    dir: tempfile::TempDir,
-    /// Where it listens and its credentials.
-    pub endpoint: mote_objects::S3Endpoint,
-}
-
-impl LocalS3 {
-    /// The directory it serves: bucket `b` is its subdirectory `b`.
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Starts `binary` (s3s-fs 0.14.1, built by `scripts/s3s-fs`) with `bucket` created.
-    pub fn start(binary: &Path, bucket: &str) -> anyhow::Result<Self> {
-        let dir = tempfile::tempdir()?;
-        std::fs::create_dir(dir.path().join(bucket))?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let (access_key, secret_key) = ("mote", "mote-secret");
-        let child = std::process::Command::new(binary)
-            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--access-key", access_key, "--secret-key", secret_key])
-            .arg(dir.path())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "cannot run s3s-fs at {}: {e}; build it with ./scripts/s3s-fs",
-                    binary.display()
-                )
-            })?;
-        let server = Self {
-            child,
-            dir,
-            endpoint: mote_objects::S3Endpoint {
-                url: format!("http://127.0.0.1:{port}"),
-                region: "us-east-1".into(),
-                access_key: access_key.into(),
-                secret_key: secret_key.into(),
-            },
-        };
-        let deadline = Instant::now() + std::time::Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            anyhow::ensure!(
-                Instant::now() < deadline,
-                "s3s-fs did not listen on port {port} within 10 s"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        Ok(server)
-    }
-}
-
-impl Drop for LocalS3 {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Which mode a `--microtasks` value names.
-pub fn mode(name: &str, split: SplitMode) -> MicrotaskMode {
-    match name {
-        "off" => MicrotaskMode::Off,
-        _ => MicrotaskMode::On(split),
-    }
 }
 
 #[cfg(test)]
@@ -623,8 +427,6 @@ mod tests {
             [3.0, 0.5]
         );
         assert!(span(&calls, "sort").is_nan());
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0]), 2.5);
     }
 
     #[test]

@@ -16,8 +16,18 @@
 //! the paper's load; a shorter window scales it down in proportion, for the same reason.
 //! [`PaperLoad::Measured`] multiplies that load by the factor the paper's own FIFO results show
 //! its nodes actually ran at.
+//!
+//! This file owns one run: the node, the schedule, the burst and its per-call records.
+//! `experiment` owns what `mote bench burst` asks for ([`BurstOptions`]) and the sequence of
+//! runs it makes, writing every file ([`run`]); `report` owns the tables, the plots and the
+//! report.
 
-use crate::plot::{PlotError, Series, box_plot_png};
+mod experiment;
+mod report;
+
+pub use experiment::{BurstOptions, run};
+
+use crate::stats::median;
 use bytes::Bytes;
 use mote_node::{ExecutorsConfig, Node};
 use mote_sched::Policy;
@@ -310,7 +320,9 @@ pub async fn idle_times(
             node.invoke(f.name, Bytes::from_static(f.input)).await?;
             times.push(t.elapsed().as_secs_f64() * 1e3);
         }
-        idle.insert(f.name, Distribution::of(&times).p50);
+        let idle_ms = median(&times)
+            .ok_or_else(|| anyhow::anyhow!("no idle call of `{}` was timed", f.name))?;
+        idle.insert(f.name, idle_ms);
     }
     Ok(idle)
 }
@@ -435,37 +447,9 @@ pub fn write_csv(path: &Path, calls: &[CallRecord]) -> std::io::Result<()> {
     std::fs::write(path, out)
 }
 
-/// A table in the form of the paper's Table III: one column per run, rows for the average and
-/// percentiles of response time and stretch, and the last completion.
-pub fn table(runs: &[&BurstSummary]) -> String {
-    let mut s = format!(
-        "| metric |{}\n|---|{}\n",
-        runs.iter()
-            .map(|r| format!(" {} |", r.policy))
-            .collect::<String>(),
-        runs.iter().map(|_| "---|").collect::<String>()
-    );
-    let row = |name: &str, get: &dyn Fn(&BurstSummary) -> f64, digits: usize| {
-        format!(
-            "| {name} |{}\n",
-            runs.iter()
-                .map(|r| format!(" {:.*} |", digits, get(r)))
-                .collect::<String>()
-        )
-    };
-    s += &row("response avg (s)", &|r| r.response_ms.avg / 1e3, 3);
-    s += &row("response p50 (s)", &|r| r.response_ms.p50 / 1e3, 3);
-    s += &row("response p75 (s)", &|r| r.response_ms.p75 / 1e3, 3);
-    s += &row("response p95 (s)", &|r| r.response_ms.p95 / 1e3, 3);
-    s += &row("response p99 (s)", &|r| r.response_ms.p99 / 1e3, 3);
-    s += &row("stretch avg", &|r| r.stretch.avg, 1);
-    s += &row("stretch p50", &|r| r.stretch.p50, 1);
-    s += &row("stretch p75", &|r| r.stretch.p75, 1);
-    s += &row("stretch p95", &|r| r.stretch.p95, 1);
-    s += &row("stretch p99", &|r| r.stretch.p99, 1);
-    s += &row("last completion (s)", &|r| r.last_completion_s, 1);
-    s += &row("failed calls", &|r| r.failed as f64, 0);
-    s
+/// Stops a node's executors off the async threads (joining them blocks).
+async fn shut_down(node: Arc<Node>) {
+    let _ = tokio::task::spawn_blocking(move || drop(node)).await;
 }
 
 #[cfg(test)]
@@ -519,163 +503,4 @@ mod tests {
         assert_eq!(d.avg, 50.5);
         assert_eq!(Distribution::of(&[]).p99, 0.0);
     }
-}
-
-/// A whole experiment: every policy, intensity and seed, with the same call sequences.
-#[derive(Clone, Debug)]
-pub struct Experiment {
-    /// Policies to compare.
-    pub policies: Vec<Policy>,
-    /// Intensities.
-    pub intensities: Vec<u32>,
-    /// Seeds (one call sequence each).
-    pub seeds: Vec<u64>,
-    /// The settings shared by every run (its policy, intensity and seed are overridden).
-    pub base: BurstConfig,
-}
-
-/// Runs `experiment` on `suite`, writing each run's calls to `out/<policy>-v<V>-s<seed>.csv`;
-/// returns every run. Idle times are measured once, on an idle FIFO node.
-pub fn run_experiment(
-    experiment: &Experiment,
-    suite: &[SuiteEntry],
-    out: &Path,
-    mut progress: impl FnMut(&BurstSummary),
-) -> anyhow::Result<Vec<BurstRun>> {
-    std::fs::create_dir_all(out)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    let idle = rt.block_on(async {
-        let dir = tempfile::tempdir()?;
-        let config = BurstConfig {
-            policy: Policy::Fifo,
-            ..experiment.base.clone()
-        };
-        let node = start(dir.path(), &config, suite).await?;
-        let idle = idle_times(&node, suite, config.idle_calls).await?;
-        shut_down(node).await;
-        anyhow::Ok(idle)
-    })?;
-    let mut runs = Vec::new();
-    for &intensity in &experiment.intensities {
-        for &seed in &experiment.seeds {
-            for &policy in &experiment.policies {
-                let config = BurstConfig {
-                    policy,
-                    intensity,
-                    seed,
-                    ..experiment.base.clone()
-                };
-                let run = rt.block_on(async {
-                    let dir = tempfile::tempdir()?;
-                    let node = start(dir.path(), &config, suite).await?;
-                    let run = burst(node.clone(), &config, suite, &idle).await?;
-                    shut_down(node).await;
-                    anyhow::Ok(run)
-                })?;
-                write_csv(
-                    &out.join(format!("{policy}-v{intensity}-s{seed}.csv")),
-                    &run.calls,
-                )?;
-                progress(&run.summary);
-                runs.push(run);
-            }
-        }
-    }
-    Ok(runs)
-}
-
-/// A metric to plot: file name part, axis label, and how to read it from a call.
-type PlottedMetric = (&'static str, &'static str, fn(&CallRecord) -> f64);
-
-/// Box plots of response time and stretch per policy, one pair of PNGs per intensity
-/// (`v<V>-response.png`, `v<V>-stretch.png`), all seeds together.
-pub fn write_plots(out: &Path, runs: &[BurstRun]) -> Result<(), PlotError> {
-    let mut intensities: Vec<u32> = runs.iter().map(|r| r.summary.intensity).collect();
-    intensities.sort();
-    intensities.dedup();
-    for v in intensities {
-        let at_v: Vec<&BurstRun> = runs.iter().filter(|r| r.summary.intensity == v).collect();
-        let mut policies: Vec<&'static str> = at_v.iter().map(|r| r.summary.policy).collect();
-        policies.dedup();
-        let values = |policy: &str, get: fn(&CallRecord) -> f64| -> Vec<f64> {
-            at_v.iter()
-                .filter(|r| r.summary.policy == policy)
-                .flat_map(|r| r.calls.iter().filter(|c| c.error.is_none()).map(get))
-                .collect()
-        };
-        let metrics: [PlottedMetric; 2] = [
-            ("response", "response time (s)", |c| c.response_ms / 1e3),
-            ("stretch", "stretch (response / idle response)", |c| {
-                c.stretch
-            }),
-        ];
-        for (file, label, get) in metrics {
-            let data: Vec<Vec<f64>> = policies.iter().map(|p| values(p, get)).collect();
-            let series: Vec<Series<'_>> = policies
-                .iter()
-                .zip(&data)
-                .map(|(p, d)| Series {
-                    label: p,
-                    values: d,
-                })
-                .collect();
-            let title = format!("{file} by policy, intensity {v}");
-            box_plot_png(
-                &out.join(format!("v{v}-{file}.png")),
-                &title,
-                label,
-                &series,
-                true,
-                (900, 560),
-            )?;
-        }
-    }
-    Ok(())
-}
-
-/// Stops a node's executors off the async threads (joining them blocks).
-async fn shut_down(node: Arc<Node>) {
-    let _ = tokio::task::spawn_blocking(move || drop(node)).await;
-}
-
-/// The paper's "baseline-to-us" ratios, per intensity: how many times lower each policy's average
-/// response time and stretch are than FIFO's and than the baseline's (averaged over seeds).
-pub fn ratios(summaries: &[BurstSummary]) -> String {
-    let mut intensities: Vec<u32> = summaries.iter().map(|s| s.intensity).collect();
-    intensities.sort();
-    intensities.dedup();
-    let mean = |v: u32, policy: &str, get: &dyn Fn(&BurstSummary) -> f64| {
-        let runs: Vec<f64> = summaries
-            .iter()
-            .filter(|s| s.intensity == v && s.policy == policy)
-            .map(get)
-            .collect();
-        (!runs.is_empty()).then(|| runs.iter().sum::<f64>() / runs.len() as f64)
-    };
-    let mut out = String::from(
-        "| intensity | policy | avg response (s) | avg stretch | response: FIFO / policy | stretch: FIFO / policy | response: baseline / policy | stretch: baseline / policy |\n|---|---|---|---|---|---|---|---|\n",
-    );
-    for v in intensities {
-        for policy in Policy::ALL.map(Policy::as_str) {
-            let response = |p: &str| mean(v, p, &|s| s.response_ms.avg / 1e3);
-            let stretch = |p: &str| mean(v, p, &|s| s.stretch.avg);
-            let (Some(r), Some(st)) = (response(policy), stretch(policy)) else {
-                continue;
-            };
-            let ratio = |base: Option<f64>, x: f64| match base {
-                Some(b) if x > 0.0 => format!("{:.2}x", b / x),
-                _ => "-".to_owned(),
-            };
-            out += &format!(
-                "| {v} | {policy} | {r:.2} | {st:.1} | {} | {} | {} | {} |\n",
-                ratio(response("fifo"), r),
-                ratio(stretch("fifo"), st),
-                ratio(response("baseline"), r),
-                ratio(stretch("baseline"), st),
-            );
-        }
-    }
-    out
 }

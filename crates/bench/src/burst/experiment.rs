@@ -1,0 +1,299 @@
+//! The burst experiment as `mote bench burst` runs it: which policies, intensities, seeds and
+//! functions ([`BurstOptions`]), how often each function is called, and the results directory
+//! it fills ([`run`]): every run's calls (CSV), the summaries (`summary.json`), box plots and
+//! the report (`report.md`).
+
+use super::report;
+use super::{BurstConfig, BurstRun, BurstSummary, PaperLoad, SuiteEntry};
+use super::{burst, idle_times, shut_down, start, write_csv};
+use anyhow::Context;
+use mote_sched::Policy;
+use std::path::Path;
+use std::time::Duration;
+
+/// What `mote bench burst` was asked for; [`run`] fills in the experiment's defaults.
+#[derive(Clone, Debug)]
+pub struct BurstOptions {
+    /// Policies to compare. None means SEPT and FC under `fairness`, every policy with `all`,
+    /// and is an error otherwise.
+    pub policies: Vec<Policy>,
+    /// Every policy, over intensities 30, 40, 60, 90 and 120 unless `intensities` are given.
+    pub all: bool,
+    /// Executor cores.
+    pub cores: usize,
+    /// Running calls allowed under the baseline policy.
+    pub baseline_cap: usize,
+    /// The paper's intensities: each function gets `cores * intensity / 10` calls per 60 s.
+    /// None means 40, or the five above with `all`.
+    pub intensities: Vec<u32>,
+    /// Which load an intensity stands for.
+    pub load: PaperLoad,
+    /// The burst window, seconds; the call count scales with it, so the load stays the same.
+    pub window_s: f64,
+    /// Seeds of the call sequence, the same for every policy; none means seed 1.
+    pub seeds: Vec<u64>,
+    /// Calls per function when measuring idle response times.
+    pub idle_calls: usize,
+    /// Fair-Choice's window T, seconds (at least 1).
+    pub fc_window_s: u64,
+    /// The suite functions to run; none means the whole suite.
+    pub functions: Vec<String>,
+    /// The fairness experiment (paper VII-D): the longest function is rare (weight 1) among
+    /// the others, each called ten times as often.
+    pub fairness: bool,
+}
+
+impl BurstOptions {
+    /// The suite the burst runs: `mote_guests::SUITE` (shortest first), or the named functions
+    /// of it.
+    fn suite(&self) -> anyhow::Result<Vec<SuiteEntry>> {
+        let known: Vec<&str> = mote_guests::SUITE.iter().map(|f| f.name).collect();
+        if let Some(unknown) = self.functions.iter().find(|n| !known.contains(&n.as_str())) {
+            anyhow::bail!(
+                "--function {unknown}: not in the suite; choose from {}",
+                known.join(", ")
+            );
+        }
+        Ok(mote_guests::SUITE
+            .iter()
+            .filter(|f| self.functions.is_empty() || self.functions.iter().any(|n| n == f.name))
+            .map(|f| SuiteEntry {
+                name: f.name,
+                wasm: f.wasm,
+                input: f.default_input,
+            })
+            .collect())
+    }
+
+    /// The experiment these options ask for over `suite`, with the defaults filled in.
+    fn experiment(&self, suite: &[SuiteEntry]) -> anyhow::Result<Experiment> {
+        let policies = match (self.policies.is_empty(), self.fairness) {
+            (false, _) => self.policies.clone(),
+            (true, true) => vec![Policy::Sept, Policy::Fc],
+            (true, false) if self.all => Policy::ALL.to_vec(),
+            (true, false) => {
+                anyhow::bail!("name a --policy (or several), or run them all with --all")
+            }
+        };
+        let intensities = match (self.intensities.is_empty(), self.all) {
+            (false, _) => self.intensities.clone(),
+            (true, true) => vec![30, 40, 60, 90, 120],
+            (true, false) => vec![40],
+        };
+        let weights = match self.fairness {
+            true => fairness_weights(suite.len()),
+            false => vec![1; suite.len()],
+        };
+        anyhow::ensure!(self.window_s > 0.0, "--window must be positive");
+        Ok(Experiment {
+            policies,
+            intensities,
+            seeds: match self.seeds.is_empty() {
+                true => vec![1],
+                false => self.seeds.clone(),
+            },
+            base: BurstConfig {
+                policy: Policy::Fifo,
+                cores: self.cores,
+                intensity: 0,
+                window: Duration::from_secs_f64(self.window_s),
+                seed: 0,
+                baseline_cap: self.baseline_cap,
+                fc_window: Duration::from_secs(self.fc_window_s.max(1)),
+                idle_calls: self.idle_calls,
+                weights,
+                load: self.load,
+            },
+        })
+    }
+}
+
+/// The fairness experiment's mix over a suite of `n` functions, shortest first: the last (the
+/// longest) is rare (weight 1), every other function is called ten times as often.
+fn fairness_weights(n: usize) -> Vec<u32> {
+    (0..n).map(|i| if i + 1 == n { 1 } else { 10 }).collect()
+}
+
+/// Runs the experiment `options` ask for and writes its results to `out`: each run's calls
+/// (`<policy>-v<V>-s<seed>.csv`), box plots per intensity, the summaries (`summary.json`) and
+/// the report (`report.md`), which it returns. `progress` gets a line as the experiment starts
+/// and one per run.
+pub fn run(
+    options: &BurstOptions,
+    out: &Path,
+    mut progress: impl FnMut(&str),
+) -> anyhow::Result<String> {
+    let suite = options.suite()?;
+    let experiment = options.experiment(&suite)?;
+    progress(&format!(
+        "burst: {} policies x {} intensities x {} seeds on {} cores, {} s windows; results in {}",
+        experiment.policies.len(),
+        experiment.intensities.len(),
+        experiment.seeds.len(),
+        options.cores,
+        options.window_s,
+        out.display()
+    ));
+    let runs = run_experiment(&experiment, &suite, out, |s| {
+        progress(&report::progress_line(s));
+    })?;
+    report::write_plots(out, &runs)?;
+    let summaries: Vec<_> = runs.into_iter().map(|r| r.summary).collect();
+    let json = serde_json::to_string_pretty(&summaries)?;
+    std::fs::write(out.join("summary.json"), json).context("writing summary.json")?;
+    let rare = match options.fairness {
+        true => suite.last().map(|f| f.name),
+        false => None,
+    };
+    let report = report::markdown(options, &experiment, &summaries, rare);
+    std::fs::write(out.join("report.md"), &report).context("writing report.md")?;
+    Ok(report)
+}
+
+/// A whole experiment: every policy, intensity and seed, with the same call sequences.
+#[derive(Clone, Debug)]
+pub(super) struct Experiment {
+    /// Policies to compare.
+    pub(super) policies: Vec<Policy>,
+    /// Intensities.
+    pub(super) intensities: Vec<u32>,
+    /// Seeds (one call sequence each).
+    pub(super) seeds: Vec<u64>,
+    /// The settings shared by every run (its policy, intensity and seed are overridden).
+    pub(super) base: BurstConfig,
+}
+
+/// Runs `experiment` on `suite`, writing each run's calls to `out/<policy>-v<V>-s<seed>.csv`;
+/// returns every run. Idle times are measured once, on an idle FIFO node.
+fn run_experiment(
+    experiment: &Experiment,
+    suite: &[SuiteEntry],
+    out: &Path,
+    mut progress: impl FnMut(&BurstSummary),
+) -> anyhow::Result<Vec<BurstRun>> {
+    std::fs::create_dir_all(out)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let idle = rt.block_on(async {
+        let dir = tempfile::tempdir()?;
+        let config = BurstConfig {
+            policy: Policy::Fifo,
+            ..experiment.base.clone()
+        };
+        let node = start(dir.path(), &config, suite).await?;
+        let idle = idle_times(&node, suite, config.idle_calls).await?;
+        shut_down(node).await;
+        anyhow::Ok(idle)
+    })?;
+    let mut runs = Vec::new();
+    for &intensity in &experiment.intensities {
+        for &seed in &experiment.seeds {
+            for &policy in &experiment.policies {
+                let config = BurstConfig {
+                    policy,
+                    intensity,
+                    seed,
+                    ..experiment.base.clone()
+                };
+                let run = rt.block_on(async {
+                    let dir = tempfile::tempdir()?;
+                    let node = start(dir.path(), &config, suite).await?;
+                    let run = burst(node.clone(), &config, suite, &idle).await?;
+                    shut_down(node).await;
+                    anyhow::Ok(run)
+                })?;
+                write_csv(
+                    &out.join(format!("{policy}-v{intensity}-s{seed}.csv")),
+                    &run.calls,
+                )?;
+                progress(&run.summary);
+                runs.push(run);
+            }
+        }
+    }
+    Ok(runs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options() -> BurstOptions {
+        BurstOptions {
+            policies: vec![],
+            all: false,
+            cores: 2,
+            baseline_cap: 8,
+            intensities: vec![],
+            load: PaperLoad::Nominal,
+            window_s: 60.0,
+            seeds: vec![],
+            idle_calls: 3,
+            fc_window_s: 0,
+            functions: vec![],
+            fairness: false,
+        }
+    }
+
+    #[test]
+    fn defaults_follow_the_mode_asked_for() {
+        let suite = options().suite().unwrap();
+        assert_eq!(suite.len(), mote_guests::SUITE.len());
+        let err = options().experiment(&suite).unwrap_err();
+        assert!(err.to_string().contains("--all"), "{err}");
+
+        let all = BurstOptions {
+            all: true,
+            ..options()
+        };
+        let e = all.experiment(&suite).unwrap();
+        assert_eq!(e.policies, Policy::ALL);
+        assert_eq!(e.intensities, [30, 40, 60, 90, 120]);
+        assert_eq!(e.seeds, [1]);
+        assert_eq!(e.base.fc_window, Duration::from_secs(1));
+        assert!(e.base.weights.iter().all(|&w| w == 1));
+
+        let fairness = BurstOptions {
+            fairness: true,
+            intensities: vec![60],
+            seeds: vec![4, 5],
+            ..options()
+        };
+        let e = fairness.experiment(&suite).unwrap();
+        assert_eq!(e.policies, [Policy::Sept, Policy::Fc]);
+        assert_eq!(e.intensities, [60]);
+        assert_eq!(e.seeds, [4, 5]);
+        let (rare, frequent) = e.base.weights.split_last().unwrap();
+        assert_eq!(*rare, 1);
+        assert!(frequent.iter().all(|&w| w == 10));
+    }
+
+    #[test]
+    fn unknown_functions_and_empty_windows_are_refused_naming_the_flag() {
+        let unknown = BurstOptions {
+            functions: vec!["nope".into()],
+            ..options()
+        };
+        let err = unknown.suite().unwrap_err().to_string();
+        assert!(
+            err.contains("--function nope") && err.contains("choose from"),
+            "{err}"
+        );
+
+        let name = mote_guests::SUITE[0].name;
+        let one = BurstOptions {
+            functions: vec![name.into()],
+            ..options()
+        };
+        assert_eq!(one.suite().unwrap().len(), 1);
+
+        let empty = BurstOptions {
+            policies: vec![Policy::Fifo],
+            window_s: 0.0,
+            ..options()
+        };
+        let err = empty.experiment(&[]).unwrap_err().to_string();
+        assert!(err.contains("--window"), "{err}");
+    }
+}
