@@ -64,7 +64,10 @@ fn a_damaged_artefact_is_compiled_again_after_a_restart() {
 
     let p = Platform::start_in(&data, &[]);
     let reply = p.invoke("hello", b"again");
-    assert_eq!((reply.status, reply.text()), (200, "Hello, again!\n".into()));
+    assert_eq!(
+        (reply.status, reply.text()),
+        (200, "Hello, again!\n".into())
+    );
     assert_eq!(p.get("/healthz").status, 200);
     let rewritten = std::fs::read(&path).unwrap() != bytes;
     assert!(rewritten, "the damaged artefact was kept and run");
