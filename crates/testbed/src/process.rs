@@ -105,13 +105,13 @@ mod tests {
         assert!(done.kill_and_reap().unwrap().success());
     }
 
+    // Whether the ports are still free when bound is not tested: any connection made meanwhile
+    // (by another test in this process) may take one as its source port.
     #[test]
-    fn free_ports_are_distinct_and_bindable() {
+    fn free_ports_are_distinct() {
         let mut ports = free_ports(5).unwrap();
         assert_eq!(ports.len(), 5);
-        for &port in &ports {
-            TcpListener::bind(("127.0.0.1", port)).unwrap();
-        }
+        assert!(ports.iter().all(|&p| p != 0), "{ports:?}");
         ports.sort_unstable();
         ports.dedup();
         assert_eq!(ports.len(), 5);
