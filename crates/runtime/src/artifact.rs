@@ -7,14 +7,15 @@
 //!
 //! - Writes go to a temporary file that is synced to disk before it is renamed into place, so
 //!   after a crash or a power loss the name holds either nothing or the whole file.
-//! - Loads check the trailer first, reading the file through a small buffer (no mapping, no
-//!   allocation), and map it only if the checksum matches. A torn or damaged file is reported
+//! - Loads check the trailer first, reading the file through a buffer kept per thread (no
+//!   mapping, no allocation), and map it only if the checksum matches. A torn or damaged file is reported
 //!   as unusable and the caller compiles the module again; it is never run. The check reads
 //!   the whole file once, which a cold start pays (measured in docs/benchmarks/microseconds.md).
 //! - wasmtime checks the header and the engine settings again when it maps the file.
 
 use crate::error::{CompileError, RuntimeError};
 use sha2::{Digest, Sha256};
+use std::cell::RefCell;
 use std::fs::File;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::{Read, Write};
@@ -137,43 +138,45 @@ fn trailer(bytes: &[u8]) -> [u8; TRAILER] {
     trailer
 }
 
+thread_local! {
+    /// The buffer [`check`] reads through, one per thread that loads: a fresh one would be zeroed
+    /// on every cold start, which costs about as much as hashing a small artefact.
+    static CHUNK_BUFFER: RefCell<Box<[u8]>> = RefCell::new(vec![0; CHUNK].into_boxed_slice());
+}
+
 /// Reads `file` from its start and checks that its trailer matches the bytes before it.
 fn check(file: &mut File) -> Result<(), String> {
     let len = file
         .metadata()
         .map_err(|e| format!("cannot read its size: {e}"))?
         .len();
-    let body = usize::try_from(len)
+    let (len, body) = usize::try_from(len)
         .ok()
-        .and_then(|len| len.checked_sub(TRAILER))
+        .and_then(|len| Some((len, len.checked_sub(TRAILER)?)))
         .ok_or_else(|| format!("{len} bytes is too short to hold a checksum"))?;
     let mut hasher = Xxh3::new();
-    let mut chunk = [0u8; CHUNK];
     let mut tail = [0u8; TRAILER];
-    let mut at = 0usize;
-    loop {
-        let n = match file.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(format!("cannot read it: {e}")),
-        };
-        let read = &chunk[..n];
-        let in_body = body.saturating_sub(at).min(n);
-        hasher.update(&read[..in_body]);
-        for (i, &byte) in read[in_body..].iter().enumerate() {
-            let offset = at + in_body + i - body;
-            if offset < TRAILER {
-                tail[offset] = byte;
+    CHUNK_BUFFER.with_borrow_mut(|chunk| {
+        let mut at = 0;
+        while at < len {
+            let read = &mut chunk[..(len - at).min(CHUNK)];
+            file.read_exact(read).map_err(|e| match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => {
+                    format!("it was cut short while being read (it had {len} bytes)")
+                }
+                _ => format!("cannot read it: {e}"),
+            })?;
+            let in_body = (body - at.min(body)).min(read.len());
+            hasher.update(&read[..in_body]);
+            let rest = &read[in_body..];
+            if !rest.is_empty() {
+                let from = at + in_body - body;
+                tail[from..from + rest.len()].copy_from_slice(rest);
             }
+            at += read.len();
         }
-        at += n;
-    }
-    if at != body + TRAILER {
-        return Err(format!(
-            "it changed size while being read ({len} then {at} bytes)"
-        ));
-    }
+        Ok::<_, String>(())
+    })?;
     if &tail[8..] != MAGIC {
         return Err("it has no checksum trailer".into());
     }
