@@ -45,7 +45,17 @@ impl EtcdStore {
         })
     }
 
-    fn remote(&self, e: etcd_client::Error) -> StateError {
+    /// A handle on the client, for one request (the client is a cheap clone over one channel).
+    pub(crate) fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// The endpoints, as the user gave them.
+    pub(crate) fn endpoints(&self) -> &str {
+        &self.endpoints
+    }
+
+    pub(crate) fn remote(&self, e: etcd_client::Error) -> StateError {
         StateError::Remote {
             endpoints: self.endpoints.clone(),
             message: e.to_string(),
@@ -53,7 +63,7 @@ impl EtcdStore {
     }
 }
 
-fn full_key(key: &str) -> String {
+pub(crate) fn full_key(key: &str) -> String {
     format!("{KEY_PREFIX}{key}")
 }
 
@@ -103,12 +113,12 @@ impl StateStore for EtcdStore {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use mote_store::replica::{Member, Replica};
 
     /// Serves an in-memory mote store replica on a free port; answers its URL.
-    async fn replica() -> String {
+    pub(crate) async fn replica() -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let replica = Replica::open(vec![Member::new("test", vec![url.clone()], vec![])], None)
@@ -121,6 +131,11 @@ mod tests {
             std::future::pending(),
         ));
         url
+    }
+
+    /// A client of a fresh in-memory replica.
+    pub(crate) async fn store() -> EtcdStore {
+        EtcdStore::connect(&[replica().await]).await.unwrap()
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
