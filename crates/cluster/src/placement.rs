@@ -65,7 +65,8 @@ pub struct Placement {
     homes: usize,
     /// Each function's homes while the set of takers stays as it was at `ranked_at`: ranking
     /// hashes the function with every node, a cost that grows with the cluster (measured in
-    /// `benches/placement.rs`), while the set changes only when nodes join, leave or stop.
+    /// `benches/placement.rs`), while the set changes only when nodes join, leave or stop. One
+    /// entry per function placed: the node places only calls of functions it knows.
     ranked: HashMap<Box<str>, Vec<NodeName>>,
     ranked_at: u64,
 }
