@@ -18,4 +18,4 @@ mod membership;
 mod placement;
 
 pub use membership::{Event, Load, Member, Membership, NodeName, Report};
-pub use placement::{Decision, Origin, Placement, PlacementConfig};
+pub use placement::{Decision, MAX_HOMES, Origin, Placement, PlacementConfig};

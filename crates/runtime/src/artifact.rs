@@ -8,9 +8,10 @@
 //! - Writes go to a temporary file that is synced to disk before it is renamed into place, so
 //!   after a crash or a power loss the name holds either nothing or the whole file.
 //! - Loads check the trailer first, reading the file through a buffer kept per thread (no
-//!   mapping, no allocation), and map it only if the checksum matches. A torn or damaged file is reported
-//!   as unusable and the caller compiles the module again; it is never run. The check reads
-//!   the whole file once, which a cold start pays (measured in docs/benchmarks/microseconds.md).
+//!   mapping, no allocation), and map it only if the checksum matches. A torn or damaged file
+//!   is reported as unusable and the caller compiles the module again; it is never run. The
+//!   check reads the whole file once, which a cold start pays (measured in
+//!   docs/benchmarks/microseconds.md).
 //! - wasmtime checks the header and the engine settings again when it maps the file.
 
 use crate::error::{CompileError, RuntimeError};
@@ -166,7 +167,7 @@ fn check(file: &mut File) -> Result<(), String> {
                 }
                 _ => format!("cannot read it: {e}"),
             })?;
-            let in_body = (body - at.min(body)).min(read.len());
+            let in_body = body.saturating_sub(at).min(read.len());
             hasher.update(&read[..in_body]);
             let rest = &read[in_body..];
             if !rest.is_empty() {

@@ -140,32 +140,25 @@ mod tests {
             .await
             .unwrap();
         drop(leased);
-        let key = |k: &str| k.to_owned();
+        let put = |key: &str, value: &[u8]| Change::Put {
+            key: key.to_owned(),
+            value: value.to_vec(),
+        };
+        let delete = |key: &str| Change::Delete {
+            key: key.to_owned(),
+        };
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            seen.push(next(&mut watch).await);
+        }
         assert_eq!(
-            next(&mut watch).await,
-            Change::Put {
-                key: key("nodes/b"),
-                value: b"2".to_vec()
-            }
-        );
-        assert_eq!(
-            next(&mut watch).await,
-            Change::Delete {
-                key: key("nodes/a")
-            }
-        );
-        assert_eq!(
-            next(&mut watch).await,
-            Change::Put {
-                key: key("nodes/c"),
-                value: b"3".to_vec()
-            }
-        );
-        assert_eq!(
-            next(&mut watch).await,
-            Change::Delete {
-                key: key("nodes/c")
-            }
+            seen,
+            [
+                put("nodes/b", b"2"),
+                delete("nodes/a"),
+                put("nodes/c", b"3"),
+                delete("nodes/c")
+            ]
         );
     }
 }
