@@ -27,7 +27,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the whole platform on this machine: HTTP gateway, node and state store.
-    Up(commands::up::UpArgs),
+    Up(Box<commands::up::UpArgs>),
     /// Deploy (or replace) a function from a .wasm file.
     Deploy(commands::client::DeployArgs),
     /// Call a function and write its response to stdout.
@@ -38,6 +38,8 @@ enum Command {
     Rm(commands::client::RmArgs),
     /// Let a quarantined function's calls in again.
     Release(commands::client::ReleaseArgs),
+    /// List the nodes of the cluster the server is in, with their state and load.
+    Nodes(commands::client::NodesArgs),
     /// Run one replica of mote store, an eventually consistent store with the etcd v3 API.
     Store(commands::store::StoreArgs),
     /// Measure the platform (see docs/benchmarks.md).
@@ -48,12 +50,13 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Up(args) => commands::up::run(args),
+        Command::Up(args) => commands::up::run(*args),
         Command::Deploy(args) => commands::client::deploy(args),
         Command::Invoke(args) => commands::client::invoke(args),
         Command::Ls(args) => commands::client::ls(args),
         Command::Rm(args) => commands::client::rm(args),
         Command::Release(args) => commands::client::release(args),
+        Command::Nodes(args) => commands::client::nodes(args),
         Command::Store(args) => commands::store::run(args),
         Command::Bench(cmd) => commands::bench::run(cmd),
     };

@@ -1,4 +1,4 @@
-//! The client commands (`deploy`, `invoke`, `ls`, `rm`): each makes one HTTP request to a running
+//! The client commands (`deploy`, `invoke`, `ls`, `rm`, `release`, `nodes`): each makes one HTTP request to a running
 //! platform and prints the result for a human, or the server's error message on failure.
 
 use anyhow::{Context, bail};
@@ -170,6 +170,77 @@ pub fn ls(args: LsArgs) -> anyhow::Result<()> {
             f.memory_mb,
             &f.sha256[..12.min(f.sha256.len())]
         );
+    }
+    Ok(())
+}
+
+/// Options of `mote nodes`.
+#[derive(Args)]
+pub struct NodesArgs {
+    #[command(flatten)]
+    server: Server,
+}
+
+/// `GET /v1/cluster`, as far as `mote nodes` shows it.
+#[derive(Deserialize)]
+struct ClusterView {
+    node: String,
+    store: StoreView,
+    nodes: Vec<MemberView>,
+}
+
+#[derive(Deserialize)]
+struct StoreView {
+    endpoints: String,
+    reachable: bool,
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct MemberView {
+    name: String,
+    url: String,
+    state: String,
+    cores: u32,
+    running: u32,
+    queued: u32,
+    work_ms: f64,
+    heard_ms_ago: u64,
+}
+
+/// `mote nodes`.
+pub fn nodes(args: NodesArgs) -> anyhow::Result<()> {
+    let url = format!("{}/v1/cluster", base(&args.server));
+    let body = request(&args.server, agent().get(&url).call())?;
+    let view: ClusterView = serde_json::from_slice(&body).context("unexpected cluster response")?;
+    println!(
+        "{:<20} {:<9} {:>5} {:>7} {:>6} {:>9} {:>7}  URL",
+        "NODE", "STATE", "CORES", "RUNNING", "QUEUED", "WORK", "HEARD"
+    );
+    for n in &view.nodes {
+        let marker = if n.name == view.node { "*" } else { "" };
+        println!(
+            "{:<20} {:<9} {:>5} {:>7} {:>6} {:>7.1}ms {:>5}ms  {}",
+            format!("{}{marker}", n.name),
+            n.state,
+            n.cores,
+            n.running,
+            n.queued,
+            n.work_ms,
+            n.heard_ms_ago,
+            n.url
+        );
+    }
+    match (view.store.reachable, view.store.error) {
+        (true, _) => println!(
+            "(* answered; its store at {} answers)",
+            view.store.endpoints
+        ),
+        (false, error) => println!(
+            "(* answered; its store at {} does NOT answer: {}; it serves what it knows)",
+            view.store.endpoints,
+            error.unwrap_or_default()
+        ),
     }
     Ok(())
 }

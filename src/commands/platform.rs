@@ -25,6 +25,9 @@ pub enum StateSource {
 pub struct State {
     /// The store the node reads and writes through.
     pub store: Arc<dyn StateStore>,
+    /// The same store's client, for what only the etcd API offers (leases, watches): how the
+    /// node finds its peers.
+    pub etcd: EtcdStore,
     /// The URLs the store is reached at.
     pub endpoints: Vec<String>,
     embedded: Option<(oneshot::Sender<()>, JoinHandle<anyhow::Result<()>>)>,
@@ -45,7 +48,8 @@ impl State {
             .await
             .context("cannot reach the state store (point --store at a running etcd-API endpoint, or leave it out to embed one)")?;
         Ok(Self {
-            store: Arc::new(store),
+            store: Arc::new(store.clone()),
+            etcd: store,
             endpoints,
             embedded,
         })

@@ -6,13 +6,16 @@ use super::platform::{
 use anyhow::Context;
 use bytes::Bytes;
 use clap::Args;
+use mote_cluster::PlacementConfig;
 use mote_gateway::GatewayConfig;
 use mote_node::{ExecutorsConfig, MicrotaskConfig, MicrotaskMode, NodeConfig};
 use mote_objects::{Objects, ObjectsConfig, S3Endpoint};
+use mote_peers::{Peers, PeersConfig};
 use mote_types::{FunctionName, Limits};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Options of `mote up`.
 #[derive(Args)]
@@ -101,6 +104,26 @@ pub struct UpArgs {
     /// open files, sockets or processes.
     #[arg(long, default_value = "on", value_parser = ["on", "off"])]
     seccomp: String,
+    /// This node's name in its cluster (nodes that share a state store are one cluster)
+    /// [default: the host name].
+    #[arg(long, env = "MOTE_NODE")]
+    node: Option<String>,
+    /// The URL peers reach this node's API at [default: http:// and the --listen address, with
+    /// the host name if it listens on every address].
+    #[arg(long, env = "MOTE_ADVERTISE")]
+    advertise: Option<String>,
+    /// Seconds this node's key outlives it in the store: how long after a crash its peers
+    /// still route calls to it. It is renewed three times a TTL.
+    #[arg(long, default_value_t = 3)]
+    lease_ttl_s: u64,
+    /// Home nodes per function: calls run on them while they have free cores, so that their
+    /// code stays resident (1 to 8).
+    #[arg(long, default_value_t = 2)]
+    homes: usize,
+    /// On SIGTERM, the most seconds to wait for open calls to finish after this node left
+    /// the routing table; then it exits anyway.
+    #[arg(long, default_value_t = 30)]
+    stop_timeout_s: u64,
     /// Log filter (tracing's EnvFilter syntax), e.g. `info` or `mote=debug`.
     #[arg(long, default_value = "info", env = "MOTE_LOG")]
     log: String,
@@ -177,15 +200,6 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
         StateSource::Remote(args.store.clone())
     };
     let state = State::open(&args.data, source).await?;
-    let node = start_node(&args.data, state.store.clone(), config).await?;
-    if args.examples {
-        for example in mote_guests::ALL {
-            let name = FunctionName::new(example.name)?;
-            node.deploy(name, Bytes::from_static(example.wasm), Limits::default())
-                .await
-                .with_context(|| format!("deploying the example `{}`", example.name))?;
-        }
-    }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| {
@@ -195,6 +209,36 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
             )
         })?;
     let addr = listener.local_addr()?;
+    let url = args
+        .advertise
+        .clone()
+        .unwrap_or_else(|| advertised(addr))
+        .trim_end_matches('/')
+        .to_owned();
+    let name = args.node.clone().unwrap_or_else(host_name);
+    let peers_config = PeersConfig {
+        name: name.clone(),
+        url: url.clone(),
+        ttl: Duration::from_secs(args.lease_ttl_s.max(1)),
+        placement: PlacementConfig { homes: args.homes },
+        policy: policy.to_string(),
+    };
+    // Before the node loads anything: a second node under a taken name must not start at all.
+    Peers::check_name(&state.etcd, &peers_config)
+        .await
+        .context("cannot join the cluster")?;
+    let node = start_node(&args.data, state.store.clone(), config).await?;
+    if args.examples {
+        for example in mote_guests::ALL {
+            let name = FunctionName::new(example.name)?;
+            node.deploy(name, Bytes::from_static(example.wasm), Limits::default())
+                .await
+                .with_context(|| format!("deploying the example `{}`", example.name))?;
+        }
+    }
+    let peers = Peers::join(node.clone(), state.etcd.clone(), peers_config)
+        .await
+        .context("cannot join the cluster")?;
     let functions = node.list();
     tracing::info!(
         %addr,
@@ -216,12 +260,57 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
     if args.examples {
         println!("try:  curl -X POST --data-binary 'mote' http://{addr}/v1/invoke/hello");
     }
+    println!("node `{name}` is in its cluster at {url} (see GET /v1/cluster or `mote nodes`)");
     let config = GatewayConfig {
         max_body_bytes: args.max_body_mb << 20,
         max_module_bytes: args.max_module_mb << 20,
     };
-    mote_gateway::serve(listener, node, config, shutdown_signal()).await?;
+    let stopping = Arc::new(tokio::sync::Notify::new());
+    let signal = {
+        let (peers, stopping) = (peers.clone(), stopping.clone());
+        async move {
+            shutdown_signal().await;
+            tracing::info!("stopping: leaving the routing table, then finishing open calls");
+            peers.drain().await;
+            // Peers that were about to send a call learn of the drain from the store's watch
+            // first, so that no call meets a closed listener.
+            if peers.has_others() {
+                tokio::time::sleep(DRAIN_NOTICE).await;
+            }
+            stopping.notify_one();
+        }
+    };
+    let server = mote_gateway::serve(listener, node, peers.clone(), config, signal);
+    let stop_timeout = Duration::from_secs(args.stop_timeout_s);
+    tokio::select! {
+        served = server => served?,
+        _ = async { stopping.notified().await; tokio::time::sleep(stop_timeout).await } => {
+            tracing::warn!(seconds = args.stop_timeout_s, "calls were still open at the stop timeout; exiting without them");
+        }
+    }
+    peers.leave().await;
     state.close().await?;
     tracing::info!("mote stopped");
     Ok(())
+}
+
+/// How long a stopping node waits, once its key says it is draining, before it closes its
+/// listener: peers see the key change within milliseconds through their watches.
+const DRAIN_NOTICE: Duration = Duration::from_millis(300);
+
+/// The URL peers reach `addr` at: itself, or the host name if it is every address.
+fn advertised(addr: SocketAddr) -> String {
+    match addr.ip().is_unspecified() {
+        true => format!("http://{}:{}", host_name(), addr.port()),
+        false => format!("http://{addr}"),
+    }
+}
+
+/// The machine's host name, the default node name.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "mote".to_owned())
 }

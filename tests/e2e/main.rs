@@ -5,6 +5,7 @@ mod api;
 mod bad_input;
 mod burst;
 mod cli;
+mod cluster;
 mod fixtures;
 mod limits;
 mod microtasks;

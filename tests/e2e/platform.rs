@@ -14,9 +14,10 @@ pub struct Platform {
     _dir: Option<tempfile::TempDir>,
 }
 
-/// A response: status and body.
+/// A response: status, the node that answered (`mote-node`) and body.
 pub struct Reply {
     pub status: u16,
+    pub node: Option<String>,
     pub body: Vec<u8>,
 }
 
@@ -76,7 +77,7 @@ impl Platform {
         Self::start_in_with_env(data, args, &[])
     }
 
-    fn start_in_with_env(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
+    pub fn start_in_with_env(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Self::up_command(data, args)
             .args(["--log", "warn"])
             .envs(env.iter().copied())
@@ -116,13 +117,17 @@ impl Platform {
     fn finish(r: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Reply {
         let mut r = r.expect("request reached the server");
         let status = r.status().as_u16();
+        let node = r
+            .headers()
+            .get("mote-node")
+            .map(|v| v.to_str().unwrap().to_owned());
         let body = r
             .body_mut()
             .with_config()
             .limit(1 << 30)
             .read_to_vec()
             .unwrap();
-        Reply { status, body }
+        Reply { status, node, body }
     }
 
     /// The server process's resident memory.

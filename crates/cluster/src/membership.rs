@@ -79,6 +79,12 @@ impl Load {
         self.work / self.cores.max(1)
     }
 
+    /// Calls held (running and queued) per core, in thousandths: what tells nodes apart when
+    /// their calls' expected times are not known yet.
+    pub fn calls_per_core_milli(&self) -> u64 {
+        u64::from(self.running.saturating_add(self.queued)) * 1000 / u64::from(self.cores.max(1))
+    }
+
     fn plus(self, other: Load) -> Load {
         Load {
             cores: self.cores,
@@ -122,6 +128,8 @@ pub struct Member {
     report: Report,
     sent: Load,
     heard_at: Duration,
+    /// This node could not connect to it since its last report.
+    unreachable: bool,
     /// Derived from the name once, for rendezvous hashing.
     pub(crate) seed: u64,
 }
@@ -133,6 +141,7 @@ impl Member {
             report,
             sent: Load::default(),
             heard_at: at,
+            unreachable: false,
         }
     }
 
@@ -154,6 +163,17 @@ impl Member {
     /// Whether it is stopping.
     pub fn draining(&self) -> bool {
         self.report.draining
+    }
+
+    /// Whether this node failed to connect to it since it last reported.
+    pub fn unreachable(&self) -> bool {
+        self.unreachable
+    }
+
+    /// Whether calls may be placed on it: it is not stopping, and was not unreachable since it
+    /// last reported.
+    pub fn takes_calls(&self) -> bool {
+        !self.report.draining && !self.unreachable
     }
 
     /// When it last reported.
@@ -191,9 +211,10 @@ impl Membership {
         match event {
             Event::Seen { report, at } => match self.members.get_mut(report.name.as_str()) {
                 Some(member) => {
-                    if member.report.draining != report.draining {
+                    if member.report.draining != report.draining || member.unreachable {
                         self.takers_changed += 1;
                     }
+                    member.unreachable = false;
                     member.report = report;
                     member.sent = Load::default();
                     member.heard_at = at;
@@ -210,6 +231,41 @@ impl Membership {
                     self.takers_changed += 1;
                 }
             }
+        }
+    }
+
+    /// Marks `name` unreachable: this node could not connect to it. It takes no call until it
+    /// reports again (a node that died stops reporting, and its key expires a TTL later; one
+    /// that was restarting reports again within a third of a TTL).
+    pub fn unreachable(&mut self, name: &str) {
+        if let Some(member) = self.members.get_mut(name)
+            && name != self.me.as_str()
+            && !member.unreachable
+        {
+            member.unreachable = true;
+            self.takers_changed += 1;
+        }
+    }
+
+    /// Takes back a call of expected time `expected` counted by [`Membership::sent`] on `name`
+    /// once it has been answered, so that a peer that answers fast does not look loaded until
+    /// it next reports. A report in between already reset the count; then this changes nothing
+    /// below zero.
+    pub(crate) fn answered(&mut self, name: &str, expected: Duration) {
+        if let Some(member) = self.members.get_mut(name) {
+            member.sent.queued = member.sent.queued.saturating_sub(1);
+            member.sent.work = member.sent.work.saturating_sub(expected);
+        }
+    }
+
+    /// Sets this node's own load, measured now, in place of what it last reported and what it
+    /// counted since: this node knows its own load first hand, where it knows its peers' only
+    /// from their reports.
+    pub fn set_my_load(&mut self, load: Load, at: Duration) {
+        if let Some(me) = self.members.get_mut(self.me.as_str()) {
+            me.report.load = load;
+            me.sent = Load::default();
+            me.heard_at = at;
         }
     }
 
@@ -295,5 +351,20 @@ pub(crate) mod tests {
         assert_eq!(load.work_per_core(), Duration::from_millis(5));
         view.apply(seen(idle("n1", 2)));
         assert_eq!(view.get("n1").unwrap().load(), idle("n1", 2).load);
+
+        view.sent("n1", Duration::from_millis(4));
+        view.answered("n1", Duration::from_millis(4));
+        view.answered("n1", Duration::from_millis(4));
+        assert_eq!(view.get("n1").unwrap().load(), idle("n1", 2).load);
+
+        view.sent("n1", Duration::from_millis(4));
+        let measured = Load {
+            cores: 2,
+            running: 1,
+            queued: 0,
+            work: Duration::from_millis(1),
+        };
+        view.set_my_load(measured, Duration::from_secs(1));
+        assert_eq!(view.get("n1").unwrap().load(), measured);
     }
 }

@@ -92,6 +92,22 @@ impl Placement {
         self.view.apply(event);
     }
 
+    /// Says that `peer` could not be reached: it takes no call until it reports again.
+    pub fn unreachable(&mut self, peer: &str) {
+        self.view.unreachable(peer);
+    }
+
+    /// Says that a call of expected time `expected` forwarded to `peer` has been answered: it
+    /// no longer counts on the peer's load.
+    pub fn answered(&mut self, peer: &str, expected: Duration) {
+        self.view.answered(peer, expected);
+    }
+
+    /// Sets this node's own load, measured at `at` (see [`Membership::set_my_load`]).
+    pub fn set_my_load(&mut self, load: crate::Load, at: Duration) {
+        self.view.set_my_load(load, at);
+    }
+
     /// The home nodes of `function`, best first.
     pub fn homes(&self, function: &str) -> Vec<NodeName> {
         let homes = self.ranked_homes(function, &[]);
@@ -139,13 +155,25 @@ impl Placement {
             .find(|m| m.name() == me && free(m))
             .or_else(|| homes().find(free))
             .or_else(|| {
-                self.takers(exclude)
-                    .filter(free)
-                    .min_by_key(|m| (m.load().work_per_core(), m.name() != me))
+                self.takers(exclude).filter(free).min_by_key(|m| {
+                    let load = m.load();
+                    (
+                        load.work_per_core(),
+                        load.calls_per_core_milli(),
+                        m.name() != me,
+                    )
+                })
             })
             .or_else(|| {
-                self.takers(exclude)
-                    .min_by_key(|m| (m.load().work_per_core(), !is_home(m), m.name() != me))
+                self.takers(exclude).min_by_key(|m| {
+                    let load = m.load();
+                    (
+                        load.work_per_core(),
+                        load.calls_per_core_milli(),
+                        !is_home(m),
+                        m.name() != me,
+                    )
+                })
             })?;
         Some(chosen.name().clone())
     }
@@ -176,7 +204,7 @@ impl Placement {
     fn takers<'a>(&'a self, exclude: &'a [NodeName]) -> impl Iterator<Item = &'a Member> + 'a {
         self.view
             .members()
-            .filter(move |m| !m.draining() && !exclude.contains(m.name()))
+            .filter(move |m| m.takes_calls() && !exclude.contains(m.name()))
     }
 
     /// The first `homes` takers in `function`'s rendezvous ranking, best first.
@@ -286,6 +314,30 @@ mod tests {
     }
 
     #[test]
+    fn calls_of_unknown_length_spread_by_count_and_answered_calls_stop_counting() {
+        let mut p = cluster("n1", &["n2", "n3"], 1);
+        let mut ran: Vec<String> = (0..9)
+            .map(|_| node("n1", &p.place("f", Duration::ZERO, Origin::Client, &[])))
+            .collect();
+        ran.sort();
+        assert_eq!(ran, ["n1", "n1", "n1", "n2", "n2", "n2", "n3", "n3", "n3"]);
+        for peer in ["n2", "n3"] {
+            for _ in 0..3 {
+                p.answered(peer, Duration::ZERO);
+            }
+        }
+        let me = crate::Load {
+            cores: 1,
+            running: 1,
+            queued: 2,
+            work: Duration::ZERO,
+        };
+        p.set_my_load(me, Duration::ZERO);
+        let next = node("n1", &p.place("f", Duration::ZERO, Origin::Client, &[]));
+        assert_ne!(next, "n1", "the peers answered, so they are free again");
+    }
+
+    #[test]
     fn busy_homes_overflow_to_the_least_loaded_node() {
         let mut p = cluster("n1", &["n2", "n3", "n4"], 2);
         let homes = p.homes("f");
@@ -358,8 +410,36 @@ mod tests {
         p.apply(seen(stopping));
         assert_eq!(
             p.place(&function, MS, Origin::Client, &[]),
-            Decision::Forward(second)
+            Decision::Forward(second.clone())
         );
+
+        // A node this node could not connect to takes nothing until it reports again.
+        p.apply(seen(idle(first.as_str(), 1)));
+        p.apply(seen(idle(second.as_str(), 1)));
+        p.unreachable(first.as_str());
+        assert!(!p.view().get(first.as_str()).unwrap().takes_calls());
+        assert_eq!(
+            fresh_call_keeping(&mut p, &function),
+            Decision::Forward(second.clone())
+        );
+        p.apply(seen(idle(first.as_str(), 1)));
+        assert_eq!(
+            fresh_call_keeping(&mut p, &function),
+            Decision::Forward(first)
+        );
+        p.unreachable("n1");
+        assert!(
+            p.view().get("n1").unwrap().takes_calls(),
+            "this node is never unreachable"
+        );
+    }
+
+    /// A call of `function` while this node (n1) is busy and the others are as they were.
+    fn fresh_call_keeping(p: &mut Placement, function: &str) -> Decision {
+        let mut busy = idle("n1", 1);
+        busy.load.running = 1;
+        p.apply(seen(busy));
+        p.place(function, MS, Origin::Client, &[])
     }
 
     /// A cluster of `n` nodes named n0.., seen from n0, with random loads and some stopping.

@@ -23,6 +23,12 @@ pub enum ApiError {
         /// The limit in bytes.
         limit: usize,
     },
+    /// This node does not hold the module with this sha256.
+    ModuleNotHere(String),
+    /// No node of the cluster can take the call; says which were unreachable.
+    NoNodeTakes(String),
+    /// The peer a call was forwarded to failed while it held the call.
+    PeerFailed(mote_peers::ForwardError),
     /// Deploying failed.
     Deploy(DeployError),
     /// Invoking failed.
@@ -33,7 +39,11 @@ impl ApiError {
     fn status(&self) -> StatusCode {
         match self {
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
-            Self::NoRoute | Self::FunctionNotFound(_) => StatusCode::NOT_FOUND,
+            Self::NoRoute | Self::FunctionNotFound(_) | Self::ModuleNotHere(_) => {
+                StatusCode::NOT_FOUND
+            }
+            Self::NoNodeTakes(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::PeerFailed(_) => StatusCode::BAD_GATEWAY,
             Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Deploy(e) => match e {
                 DeployError::Compile(_) | DeployError::MemoryTooSmall { .. } => {
@@ -73,6 +83,13 @@ impl ApiError {
             Self::TooLarge { what, limit } => {
                 format!("{what} is larger than the limit of {limit} bytes")
             }
+            Self::ModuleNotHere(sha256) => {
+                format!("this node does not hold module {sha256}; ask another node of the cluster")
+            }
+            Self::NoNodeTakes(unreachable) => format!(
+                "no node of the cluster can take the call now: every node is stopping or could not be reached ({unreachable}); retry shortly"
+            ),
+            Self::PeerFailed(e) => e.to_string(),
             Self::Deploy(e) => e.to_string(),
             Self::Invoke(e) => e.to_string(),
         }

@@ -10,7 +10,14 @@
 //! - `POST /v1/functions/{name}/release` lets a quarantined function's calls in again.
 //! - `POST /v1/invoke/{name}` runs the function with the body as input (200 with its output).
 //! - `GET /v1/node`: the scheduling policy, queue and each function's expected processing time.
+//! - `GET /v1/cluster`: every node of the cluster as this node sees it, and its state store.
+//! - `GET /v1/internal/modules/{sha256}`: a module's bytes, for peers that adopted its record.
 //! - `GET /healthz`, `GET /metrics` (Prometheus text format).
+//!
+//! In a cluster ([`mote_peers::Peers`]) an invocation runs where placement says: here, or on
+//! one peer, which runs it whatever its load (the request says who forwarded it). A peer that
+//! cannot be reached is skipped for the next choice; one that fails while it holds the call is
+//! a 502 naming it. Every invocation's response names the node that ran it in `mote-node`.
 
 mod error;
 
@@ -19,12 +26,15 @@ pub use error::ApiError;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
+use axum::http::HeaderValue;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use bytes::Bytes;
 use http_body_util::BodyExt;
+use mote_cluster::{NodeName, Origin};
 use mote_node::Node;
+use mote_peers::{FORWARDED_BY, ForwardError, Peers, Route};
 use mote_types::{FunctionName, FunctionRecord, Limits, Timeout};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -47,14 +57,21 @@ impl Default for GatewayConfig {
     }
 }
 
+/// The header that names the node that ran a call.
+pub const MOTE_NODE: &str = "mote-node";
+
 #[derive(Clone)]
 struct Gateway {
     node: Arc<Node>,
+    peers: Arc<Peers>,
+    /// This node's name, as `mote-node` carries it.
+    name: HeaderValue,
     config: GatewayConfig,
 }
 
-/// Builds the API's router over `node`.
-pub fn router(node: Arc<Node>, config: GatewayConfig) -> Router {
+/// Builds the API's router over `node`, a member of the cluster `peers`.
+pub fn router(node: Arc<Node>, peers: Arc<Peers>, config: GatewayConfig) -> Router {
+    let name = HeaderValue::from_str(peers.name()).expect("node names are header-safe");
     Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
@@ -66,24 +83,36 @@ pub fn router(node: Arc<Node>, config: GatewayConfig) -> Router {
         .route("/v1/functions/{name}/release", post(release_function))
         .route("/v1/invoke/{name}", post(invoke))
         .route("/v1/node", get(node_status))
+        .route("/v1/cluster", get(cluster))
+        .route("/v1/internal/modules/{sha256}", get(module))
         .fallback(not_found)
-        .with_state(Gateway { node, config })
+        .with_state(Gateway {
+            node,
+            peers,
+            name,
+            config,
+        })
 }
 
 /// Serves the API on `listener` until `shutdown` resolves.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     node: Arc<Node>,
+    peers: Arc<Peers>,
     config: GatewayConfig,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(node, config))
+    axum::serve(listener, router(node, peers, config))
         .with_graceful_shutdown(shutdown)
         .await
 }
 
-async fn healthz() -> &'static str {
-    "ok\n"
+/// 200 while the node serves; the text says whether its state store answers.
+async fn healthz(State(gw): State<Gateway>) -> String {
+    match gw.peers.store_trouble() {
+        None => "ok\n".into(),
+        Some(trouble) => format!("degraded: {trouble}\n"),
+    }
 }
 
 async fn metrics(State(gw): State<Gateway>) -> Response {
@@ -92,7 +121,9 @@ async fn metrics(State(gw): State<Gateway>) -> Response {
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        gw.node.metrics().encode(),
+        gw.node
+            .metrics()
+            .encode_with(|out| gw.peers.encode_metrics(out)),
     )
         .into_response()
 }
@@ -198,10 +229,94 @@ async fn invoke(
     Path(name): Path<String>,
     headers: HeaderMap,
     body: Body,
+) -> Response {
+    match invoke_routed(&gw, &name, &headers, body).await {
+        Ok(response) => response,
+        Err(e) => ran_here(&gw, e.into_response()),
+    }
+}
+
+/// Runs a call here or on the peer placement chooses; a peer that cannot be reached is left
+/// out and the next choice taken.
+async fn invoke_routed(
+    gw: &Gateway,
+    name: &str,
+    headers: &HeaderMap,
+    body: Body,
 ) -> Result<Response, ApiError> {
-    let input = read_body(&headers, body, gw.config.max_body_bytes, "request body").await?;
-    let output = gw.node.invoke(&name, input).await?;
-    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], output).into_response())
+    let input = read_body(headers, body, gw.config.max_body_bytes, "request body").await?;
+    let origin = match headers.contains_key(FORWARDED_BY) {
+        true => Origin::Peer,
+        false => Origin::Client,
+    };
+    let mut unreachable: Vec<NodeName> = Vec::new();
+    loop {
+        match gw.peers.route(name, origin, &unreachable) {
+            Route::Here => break,
+            Route::Refuse => return Err(ApiError::NoNodeTakes(unreachable_names(&unreachable))),
+            Route::Peer(peer, url) => {
+                if !gw.peers.knows(name) {
+                    return Err(ApiError::FunctionNotFound(name.to_owned()));
+                }
+                let content_type = headers.get(header::CONTENT_TYPE);
+                match gw
+                    .peers
+                    .forward(&peer, &url, name, input.clone(), content_type)
+                    .await
+                {
+                    Ok(response) => return Ok(response.map(Body::new)),
+                    Err(e @ ForwardError::Unreachable { .. }) => {
+                        tracing::warn!(error = %e, "a peer is unreachable; placing the call again without it");
+                        unreachable.push(peer);
+                    }
+                    Err(e @ ForwardError::Lost { .. }) => return Err(ApiError::PeerFailed(e)),
+                }
+            }
+        }
+    }
+    let output = gw.node.invoke(name, input).await?;
+    let response = ([(header::CONTENT_TYPE, "application/octet-stream")], output).into_response();
+    Ok(ran_here(gw, response))
+}
+
+fn unreachable_names(nodes: &[NodeName]) -> String {
+    match nodes.is_empty() {
+        true => "none was unreachable".into(),
+        false => {
+            let names: Vec<&str> = nodes.iter().map(NodeName::as_str).collect();
+            format!("unreachable: {}", names.join(", "))
+        }
+    }
+}
+
+/// Names this node in a response to a call it answered itself.
+fn ran_here(gw: &Gateway, mut response: Response) -> Response {
+    response.headers_mut().insert(MOTE_NODE, gw.name.clone());
+    response
+}
+
+async fn cluster(State(gw): State<Gateway>) -> Response {
+    axum::Json(gw.peers.view()).into_response()
+}
+
+async fn module(
+    State(gw): State<Gateway>,
+    Path(sha256): Path<String>,
+) -> Result<Response, ApiError> {
+    let well_formed = sha256.len() == 64
+        && sha256
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if !well_formed {
+        return Err(ApiError::BadRequest(format!(
+            "`{sha256}` is not a module's name: a module is named by its sha256, 64 lowercase hex digits"
+        )));
+    }
+    let bytes = gw
+        .node
+        .module(&sha256)
+        .ok_or(ApiError::ModuleNotHere(sha256))?;
+    Ok(([(header::CONTENT_TYPE, "application/wasm")], bytes).into_response())
 }
 
 async fn node_status(State(gw): State<Gateway>) -> Response {

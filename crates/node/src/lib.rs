@@ -44,7 +44,8 @@ pub use executor::{Executors, ExecutorsConfig};
 pub use ledger::Reply;
 pub use metrics::{NodeMetrics, Outcome};
 pub use microtask::{ClassSnapshot, MicrotaskConfig, MicrotaskMode, Microtasks};
-pub use registry::{Deployed, Registry};
+pub use registry::{Deployed, RECORD_PREFIX, Registry};
+pub use resident::ModuleSource;
 pub use schedule::{FunctionSchedule, ScheduleSnapshot};
 
 use bytes::Bytes;
@@ -85,6 +86,31 @@ impl From<ExecutorsConfig> for NodeConfig {
             microtasks: MicrotaskConfig::default(),
         }
     }
+}
+
+/// What [`Node::follow`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Followed {
+    /// The node already had what the store holds.
+    Unchanged,
+    /// The store's record is now the node's.
+    Adopted,
+    /// The record is gone from the store, so the function is gone from the node.
+    Removed,
+}
+
+/// How busy a node is, as it reports itself to its peers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeLoad {
+    /// Executor cores.
+    pub cores: usize,
+    /// Calls running.
+    pub running: usize,
+    /// Calls waiting for a core (or, for calls that declare phases, for a share).
+    pub queued: usize,
+    /// The work the node holds, estimated as its calls (running and queued) times the mean
+    /// expected processing time of its functions.
+    pub work: Duration,
 }
 
 /// One node: a registry of functions and the executors that run their calls.
@@ -346,6 +372,85 @@ impl Node {
     fn forget(&self, function: &Deployed) {
         self.pending.forget(function.key());
         self.microtasks.forget(function.key());
+    }
+
+    /// Brings `name` in line with its record in the state store, which another node of the
+    /// cluster may have written or deleted: a new or newer record is adopted (and its code
+    /// loaded now, fetched from a peer if needed, when the resident set has room, so that its
+    /// first call here is warm), a deleted one is removed. Says what changed.
+    pub async fn follow(&self, name: &str) -> Result<Followed, DeployError> {
+        Ok(match self.registry.follow(name).await? {
+            registry::Followed::Unchanged => Followed::Unchanged,
+            registry::Followed::Removed(removed) => {
+                self.forget(&removed);
+                Followed::Removed
+            }
+            registry::Followed::Adopted { adopted, replaced } => {
+                if let Some(old) = replaced {
+                    self.forget(&old);
+                }
+                if self.registry.has_room()
+                    && let Err(e) = self.registry.load_aside(&adopted, Instant::now()).await
+                {
+                    tracing::warn!(function = name, error = %e, "cannot load an adopted function yet; its first call tries again");
+                }
+                Followed::Adopted
+            }
+        })
+    }
+
+    /// Fetches the modules of adopted records that this node does not hold from `source`.
+    pub fn fetch_modules_from(&self, source: Arc<dyn ModuleSource>) {
+        self.registry.fetch_from(source);
+    }
+
+    /// The bytes of the module with this sha256, if this node holds them (for peers that
+    /// adopted a record and need its module).
+    pub fn module(&self, sha256: &str) -> Option<Vec<u8>> {
+        self.registry.module(sha256)
+    }
+
+    /// Calls waiting for an executor core (a lock-free read, for callers on the call path).
+    pub fn queued(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// How busy the node is now.
+    pub fn load(&self) -> NodeLoad {
+        let running = self.busy_executors();
+        let queued = self.queued()
+            + self
+                .microtasks
+                .classes()
+                .iter()
+                .map(|c| c.waiting)
+                .sum::<usize>();
+        let expected: Vec<f64> = self
+            .registry
+            .functions()
+            .iter()
+            .map(|f| f.expected_s())
+            .filter(|s| *s > 0.0)
+            .collect();
+        let mean = match expected.len() {
+            0 => 0.0,
+            n => expected.iter().sum::<f64>() / n as f64,
+        };
+        NodeLoad {
+            cores: self.cores(),
+            running,
+            queued,
+            work: Duration::from_secs_f64(mean * (running + queued) as f64),
+        }
+    }
+
+    /// The expected processing time of a call of `name` here, from its recent calls (zero
+    /// before its first).
+    pub fn expected(&self, name: &str) -> Duration {
+        self.registry
+            .get(name)
+            .map(|f| Duration::from_secs_f64(f.expected_s()))
+            .unwrap_or_default()
     }
 
     /// Lets calls of a quarantined function in again; says whether it was quarantined.

@@ -220,9 +220,17 @@ impl NodeMetrics {
 
     /// Renders every metric in the Prometheus text format.
     pub fn encode(&self) -> String {
+        self.encode_with(|_| {})
+    }
+
+    /// Renders every metric in the Prometheus text format, with what `more` writes (other
+    /// parts' metrics, without an end marker) after the node's own.
+    pub fn encode_with(&self, more: impl FnOnce(&mut String)) -> String {
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)
-            .expect("writing to a String cannot fail");
+        encode_registry(&mut out, &self.registry).expect("writing to a String cannot fail");
+        more(&mut out);
+        encode_eof(&mut out).expect("writing to a String cannot fail");
         out
     }
 }

@@ -4,7 +4,8 @@
 //! Invariants:
 //! - A function is in the table only after its module blob and its record are durable, so
 //!   anything a caller can invoke survives a restart.
-//! - Changes (deploy, remove) are serialised by `changes`; the table is replaced wholesale
+//! - Changes (deploy, remove, and following the store's changes made by other nodes) are
+//!   serialised by `changes`; the table is replaced wholesale
 //!   (copy-on-write) so the call path reads it without a lock.
 //! - A module blob and its compiled artefact are deleted only when no record refers to them.
 
@@ -25,8 +26,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-/// Where function records live in the state store.
-const RECORD_PREFIX: &str = "/mote/functions/";
+/// Where function records live in the state store (their keys: this and the name).
+pub const RECORD_PREFIX: &str = "/mote/functions/";
 
 /// A deployed function: its record, its place in the resident set, its quarantine and its call
 /// statistics.
@@ -123,6 +124,11 @@ impl Deployed {
         self.outcomes[outcome as usize].inc();
     }
 
+    /// Its expected processing time in seconds, as last settled (zero before its first call).
+    pub fn expected_s(&self) -> f64 {
+        self.expected.get()
+    }
+
     pub(crate) fn set_expected(&self, expected: Duration) {
         self.expected.set(expected.as_secs_f64());
     }
@@ -133,6 +139,19 @@ impl Deployed {
 }
 
 type Table = HashMap<FunctionName, Arc<Deployed>>;
+
+/// What [`Registry::follow`] did.
+pub(crate) enum Followed {
+    /// The node already had what the store holds.
+    Unchanged,
+    /// The store's record is now the node's; it replaced `replaced`.
+    Adopted {
+        adopted: Arc<Deployed>,
+        replaced: Option<Arc<Deployed>>,
+    },
+    /// The record is gone from the store, so the function is gone from the node.
+    Removed(Arc<Deployed>),
+}
 
 /// The node's deployed functions.
 pub struct Registry {
@@ -237,7 +256,7 @@ impl Registry {
     }
 
     /// Reads every stored function and makes as many resident as the budget holds; the rest
-    /// load on their first call. A record that cannot be decoded, or a function that cannot be
+    /// (and those whose module this node does not hold) load on their first call. A record that cannot be decoded, or a function that cannot be
     /// loaded, is logged and left out, so one bad entry cannot keep the node down; the record
     /// stays in the store untouched for the operator to inspect.
     pub(crate) async fn load_all(&self) -> Result<(), DeployError> {
@@ -252,7 +271,10 @@ impl Registry {
                 }
             };
             let deployed = Arc::new(self.deployed(record));
-            if self.residency.has_room() {
+            // A record another node of the cluster wrote may name a module this node never
+            // held: it is fetched from a peer on its first call.
+            let held = self.blobs.contains(&deployed.record.sha256);
+            if held && self.residency.has_room() {
                 let (runtime, blobs, sha) = (
                     self.runtime.clone(),
                     self.blobs.clone(),
@@ -356,10 +378,63 @@ impl Registry {
         self.store
             .delete(&record_key(&deployed.record.name))
             .await?;
+        self.unpublish(&deployed);
+        Ok(deployed)
+    }
+
+    /// Brings `name` in line with its record in the store, which another node may have written
+    /// or deleted: adopts a record this node does not have (a new function, or a newer
+    /// deployment), drops a function whose record is gone. The store is read under the same
+    /// lock as this node's own deploys, so a change seen late can never undo a newer one. An
+    /// adopted function is not resident: its first call loads it, fetching the module from a
+    /// peer if this node does not hold it.
+    pub(crate) async fn follow(&self, name: &str) -> Result<Followed, DeployError> {
+        let _changes = self.changes.lock().await;
+        let current = self.get(name);
+        let Ok(key) = FunctionName::new(name.to_owned()) else {
+            return Ok(Followed::Unchanged);
+        };
+        let stored = match self.store.get(&record_key(&key)).await? {
+            None => None,
+            Some(value) => match serde_json::from_slice::<FunctionRecord>(&value) {
+                Ok(record) => Some(record),
+                Err(e) => {
+                    tracing::error!(function = name, error = %e, "stored function record is corrupt; it is not adopted");
+                    return Ok(Followed::Unchanged);
+                }
+            },
+        };
+        match (stored, current) {
+            (None, None) => Ok(Followed::Unchanged),
+            (None, Some(current)) => {
+                self.unpublish(&current);
+                Ok(Followed::Removed(current))
+            }
+            (Some(record), Some(current)) if *current.record() == record => Ok(Followed::Unchanged),
+            (Some(record), current) => {
+                let deployed = Arc::new(self.deployed(record));
+                let mut table = Table::clone(&self.table.load());
+                table.insert(key, deployed.clone());
+                self.publish(table);
+                if let Some(old) = &current {
+                    self.retire(old);
+                    self.collect_unused(&old.record.sha256);
+                }
+                Ok(Followed::Adopted {
+                    adopted: deployed,
+                    replaced: current,
+                })
+            }
+        }
+    }
+
+    /// Takes `deployed` out of the table and forgets what the node kept for it.
+    fn unpublish(&self, deployed: &Deployed) {
+        let name = deployed.record.name.as_str();
         let mut table = Table::clone(&self.table.load());
         table.remove(name);
         self.publish(table);
-        self.retire(&deployed);
+        self.retire(deployed);
         let labels = FunctionLabels {
             function: name.to_owned(),
         };
@@ -372,7 +447,21 @@ impl Registry {
             });
         }
         self.collect_unused(&deployed.record.sha256);
-        Ok(deployed)
+    }
+
+    /// The stored bytes of the module with this sha256, if this node holds them.
+    pub(crate) fn module(&self, sha256: &str) -> Option<Vec<u8>> {
+        self.blobs.get(sha256).ok()
+    }
+
+    /// Fetches modules this node does not hold from `source`.
+    pub(crate) fn fetch_from(&self, source: Arc<dyn crate::ModuleSource>) {
+        self.residency.fetch_from(source);
+    }
+
+    /// Whether the resident set has room for another function.
+    pub(crate) fn has_room(&self) -> bool {
+        self.residency.has_room()
     }
 
     fn deployed(&self, record: FunctionRecord) -> Deployed {

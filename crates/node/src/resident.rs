@@ -26,6 +26,10 @@
 //!   pulls code from under a queued or running call; the code is unmapped when the last call
 //!   that holds it ends.
 //!
+//! A module whose blob this node does not hold (its record came from another node of the
+//! cluster) is fetched from the [`ModuleSource`] the node was given, checked against its sha256
+//! by the runtime before it is compiled, and stored as a blob only once it compiled.
+//!
 //! Recency is a timestamp each call stores in its slot (one relaxed store, no lock). Eviction is
 //! rare (only when a load passes the budget); it scans every function and evicts down to 90% of
 //! the budget, so a run of cold starts does not sweep on every call.
@@ -35,8 +39,17 @@ use arc_swap::ArcSwapOption;
 use mote_runtime::{CompileError, Function, Runtime};
 use mote_state::ModuleBlobs;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+/// Where a node gets the bytes of a module it was told of but does not hold: its peers. Called
+/// on a thread that may block, during a cold load.
+pub trait ModuleSource: Send + Sync + 'static {
+    /// The module whose bytes hash to `sha256`. The bytes are checked by the caller too; a
+    /// source should still skip a copy that does not match, so that one bad copy does not hide
+    /// a good one elsewhere. The error says where it looked and what failed.
+    fn fetch(&self, sha256: &str) -> Result<Vec<u8>, String>;
+}
 
 /// One function's place in the resident set.
 #[derive(Default)]
@@ -66,6 +79,7 @@ pub(crate) struct Residency {
     origin: Instant,
     sweep: Mutex<()>,
     metrics: Arc<NodeMetrics>,
+    source: OnceLock<Arc<dyn ModuleSource>>,
 }
 
 /// A function's code for one call, and how long the call waited for it if it was a cold start.
@@ -88,6 +102,26 @@ impl Residency {
             origin: Instant::now(),
             sweep: Mutex::new(()),
             metrics,
+            source: OnceLock::new(),
+        }
+    }
+
+    /// Makes `source` where modules this node does not hold are fetched from; the first
+    /// source given stays.
+    pub(crate) fn fetch_from(&self, source: Arc<dyn ModuleSource>) {
+        let _ = self.source.set(source);
+    }
+
+    /// The bytes of the module with this sha256, from its blob or, failing that, from the
+    /// source; the second element says whether they were fetched (and so are not stored yet).
+    fn module_bytes(&self, sha256: &str) -> std::io::Result<(Vec<u8>, bool)> {
+        match (self.blobs.get(sha256), self.source.get()) {
+            (Ok(bytes), _) => Ok((bytes, false)),
+            (Err(e), Some(source)) if e.kind() == std::io::ErrorKind::NotFound => source
+                .fetch(sha256)
+                .map(|bytes| (bytes, true))
+                .map_err(|why| std::io::Error::other(format!("not on this node, and {why}"))),
+            (Err(e), _) => Err(e),
         }
     }
 
@@ -127,7 +161,21 @@ impl Residency {
                 cold_start: Some(arrival.elapsed()),
             });
         }
-        let loaded = self.runtime.load(sha256, || self.blobs.get(sha256))?;
+        let mut fetched = None;
+        let loaded = self.runtime.load(sha256, || {
+            let (bytes, was_fetched) = self.module_bytes(sha256)?;
+            if was_fetched {
+                fetched = Some(bytes.clone());
+            }
+            Ok(bytes)
+        })?;
+        // The runtime compiled them, so they hash to `sha256`: keep them for restarts and for
+        // the peers that will ask this node.
+        if let Some(bytes) = fetched
+            && let Err(e) = self.blobs.put(&bytes)
+        {
+            tracing::warn!(module = sha256, error = %e, "cannot store a fetched module");
+        }
         self.metrics.cold_starts.inc();
         self.added(&loaded);
         let previous = slot.code.swap(Some(loaded.clone()));

@@ -57,6 +57,11 @@ impl ModuleBlobs {
         std::fs::read(self.path(sha256))
     }
 
+    /// Whether the blob with this sha256 is here.
+    pub fn contains(&self, sha256: &str) -> bool {
+        self.path(sha256).exists()
+    }
+
     /// Deletes the blob with this sha256, if present.
     pub fn remove(&self, sha256: &str) {
         let _ = std::fs::remove_file(self.path(sha256));

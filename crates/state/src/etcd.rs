@@ -51,7 +51,7 @@ impl EtcdStore {
     }
 
     /// The endpoints, as the user gave them.
-    pub(crate) fn endpoints(&self) -> &str {
+    pub fn endpoints(&self) -> &str {
         &self.endpoints
     }
 

@@ -1,0 +1,119 @@
+//! Calls sent to the peer that placement chose: one HTTP/1.1 client per node, its connections
+//! kept alive and reused, the response's body streamed back as it arrives.
+//!
+//! A forwarded request carries `mote-forwarded-by: NAME` so that the peer runs it whatever its
+//! load: a call is forwarded once at most.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{CONTENT_TYPE, HeaderValue};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use std::time::Duration;
+
+/// The header a forwarded call carries, naming the node that forwarded it.
+pub const FORWARDED_BY: &str = "mote-forwarded-by";
+
+/// How long a connection to a peer may take to open before the peer counts as unreachable for
+/// this call and the next choice is tried. Peers are on the same network; a second is many
+/// round trips.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Why a forwarded call got no response.
+#[derive(Debug, thiserror::Error)]
+pub enum ForwardError {
+    /// The peer could not be reached: the call was not sent, so another node may run it.
+    #[error("node `{node}` at {url} cannot be reached: {detail}")]
+    Unreachable {
+        /// The peer.
+        node: String,
+        /// Where it was looked for.
+        url: String,
+        /// What failed.
+        detail: String,
+    },
+    /// The call was sent and the connection failed before a response: it may have run.
+    #[error(
+        "node `{node}` at {url} failed while it held the call, which may have run there (mote does not retry it): {detail}"
+    )]
+    Lost {
+        /// The peer.
+        node: String,
+        /// Where it was.
+        url: String,
+        /// What failed.
+        detail: String,
+    },
+}
+
+/// The client that sends calls to peers.
+#[derive(Clone)]
+pub struct Forwarder {
+    client: Client<HttpConnector, Full<Bytes>>,
+    me: HeaderValue,
+}
+
+impl Forwarder {
+    /// A client for the node called `me`.
+    pub fn new(me: &str) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build(connector);
+        Self {
+            client,
+            me: HeaderValue::from_str(me).expect("node names are header-safe"),
+        }
+    }
+
+    /// Sends a call of `function` with `input` to the node `node` at `url`; the response comes
+    /// back with its status, headers (the peer's `mote-node` among them) and streamed body.
+    pub async fn invoke(
+        &self,
+        node: &str,
+        url: &str,
+        function: &str,
+        input: Bytes,
+        content_type: Option<&HeaderValue>,
+    ) -> Result<hyper::Response<Incoming>, ForwardError> {
+        let target = format!("{}/v1/invoke/{function}", url.trim_end_matches('/'));
+        let mut request = hyper::Request::post(&target)
+            .header(FORWARDED_BY, self.me.clone())
+            .body(Full::new(input))
+            .map_err(|e| ForwardError::Unreachable {
+                node: node.to_owned(),
+                url: url.to_owned(),
+                detail: format!("not a URL mote can send to: {e}"),
+            })?;
+        if let Some(content_type) = content_type {
+            request
+                .headers_mut()
+                .insert(CONTENT_TYPE, content_type.clone());
+        }
+        self.client.request(request).await.map_err(|e| {
+            let detail = error_chain(&e);
+            let (node, url) = (node.to_owned(), url.to_owned());
+            match e.is_connect() {
+                true => ForwardError::Unreachable { node, url, detail },
+                false => ForwardError::Lost { node, url, detail },
+            }
+        })
+    }
+}
+
+/// An error and its causes on one line: hyper's top-level messages ("client error (Connect)")
+/// say little alone.
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

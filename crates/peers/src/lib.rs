@@ -1,0 +1,703 @@
+//! A mote node's dealings with the other nodes of its cluster. Nodes that share a state store
+//! (one etcd-API endpoint, or replicas of mote store that peer with each other) are a cluster;
+//! [`Peers`] is one node's side of it:
+//!
+//! - **Its key.** The node writes `/mote/nodes/NAME` (its URL, policy and load: [`wire`]) under
+//!   a lease of `--lease-ttl-s` and rewrites it three times a TTL with its load, so that a node
+//!   that dies leaves the store, and every routing table, a TTL later by itself.
+//! - **The membership.** It watches `/mote/nodes/` and feeds every change to its
+//!   [`mote_cluster::Placement`], the I/O-free state machine that decides where a call runs.
+//! - **Records.** It watches the function records and has the node follow each change
+//!   ([`mote_node::Node::follow`]), so a deploy or removal on any node reaches every node; the
+//!   module of an adopted record is fetched from a peer by its sha256 (`fetch`) when the
+//!   function is first loaded.
+//! - **Forwarding** ([`Forwarder`]): a call placed on a peer is sent there over a kept-alive
+//!   connection, once at most.
+//!
+//! Invariants:
+//! - The call path takes no lock while this node knows no other taker (`others` is zero):
+//!   a single node pays one atomic load for being able to join a cluster, and runs every
+//!   call it is given, even while it stops.
+//! - A node that lost the store keeps its last view and keeps serving; `/v1/cluster` and
+//!   `/healthz` say the store is unreachable and since when.
+
+mod fetch;
+mod forward;
+mod wire;
+
+pub use forward::{FORWARDED_BY, ForwardError, Forwarder};
+
+use mote_cluster::{
+    Decision, Event, Load, Membership, NodeName, Origin, Placement, PlacementConfig,
+};
+use mote_node::Node;
+use mote_state::{Change, EtcdStore, LeasedKey, StateError, StateStore};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+use tokio::task::JoinHandle;
+use wire::{NODES_PREFIX, NodeKey, node_key};
+
+/// How a node joins its cluster.
+#[derive(Clone, Debug)]
+pub struct PeersConfig {
+    /// The node's name, unique in the cluster.
+    pub name: String,
+    /// Where peers reach this node's API.
+    pub url: String,
+    /// How long the node's key outlives its last renewal: how long a dead node stays in the
+    /// others' routing tables.
+    pub ttl: Duration,
+    /// How calls are placed.
+    pub placement: PlacementConfig,
+    /// The node's scheduling policy, shown to operators.
+    pub policy: String,
+}
+
+/// Why a node could not join its cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    /// Another node holds the name.
+    #[error(
+        "node name `{name}` is taken by the node at {url}; start this node with another --node NAME, or stop that node first (its name frees a lease TTL after it stops)"
+    )]
+    NameTaken {
+        /// The name.
+        name: String,
+        /// Where the node holding it listens.
+        url: String,
+    },
+    /// The name cannot be a key or a header.
+    #[error(
+        "node name `{0}` is not valid: use 1 to 63 characters among a-z, A-Z, 0-9, '-', '_' and '.'"
+    )]
+    BadName(String),
+    /// The store failed.
+    #[error("cannot join the cluster: {0}")]
+    State(#[from] StateError),
+}
+
+/// Where a call runs, as the gateway acts on it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// On this node.
+    Here,
+    /// On the peer with this name, at this URL.
+    Peer(NodeName, String),
+    /// Nowhere: every node is stopping or could not be reached.
+    Refuse,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ForwardLabels {
+    peer: String,
+    outcome: &'static str,
+}
+
+/// The cluster's metrics.
+struct PeerMetrics {
+    forwarded: Family<ForwardLabels, Counter>,
+    forward_seconds: Histogram,
+    nodes: Gauge,
+}
+
+impl PeerMetrics {
+    fn registry(&self) -> prometheus_client::registry::Registry {
+        let mut registry = prometheus_client::registry::Registry::with_prefix("mote");
+        registry.register(
+            "forwarded_calls",
+            "Calls this node sent to a peer, by peer and outcome (answered; unreachable: not sent; lost: sent, no answer)",
+            self.forwarded.clone(),
+        );
+        registry.register(
+            "forward_seconds",
+            "Time from sending a call to a peer to its response's headers",
+            self.forward_seconds.clone(),
+        );
+        registry.register(
+            "cluster_nodes",
+            "Nodes this node sees in its cluster, itself included",
+            self.nodes.clone(),
+        );
+        registry
+    }
+}
+
+/// This node's side of its cluster.
+pub struct Peers {
+    me: NodeName,
+    config: PeersConfig,
+    node: Arc<Node>,
+    store: EtcdStore,
+    placement: Mutex<Placement>,
+    /// Other members that take calls; zero lets the call path skip placement.
+    others: AtomicUsize,
+    /// The mean expected processing time of this node's functions, in nanoseconds, as of its
+    /// last report: the call path estimates this node's work from it without scanning them.
+    mean_expected_ns: AtomicU64,
+    draining: AtomicBool,
+    origin: Instant,
+    key: tokio::sync::Mutex<Option<LeasedKey>>,
+    store_lost: Mutex<Option<(Instant, String)>>,
+    forwarder: Forwarder,
+    metrics: PeerMetrics,
+    registry: prometheus_client::registry::Registry,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// How long to wait before listing and watching again after the store failed.
+const RETRY: Duration = Duration::from_secs(1);
+
+impl Peers {
+    /// Refuses a name that is not valid or that another live node holds (a node at another
+    /// URL). [`Peers::join`] checks again; this lets a node refuse before it starts.
+    pub async fn check_name(store: &EtcdStore, config: &PeersConfig) -> Result<(), JoinError> {
+        let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+        if config.name.is_empty() || config.name.len() > 63 || !config.name.chars().all(valid) {
+            return Err(JoinError::BadName(config.name.clone()));
+        }
+        if let Some(value) = store.get(&node_key(&config.name)).await?
+            && let Ok(held) = NodeKey::from_json(&value)
+            && held.url != config.url
+        {
+            return Err(JoinError::NameTaken {
+                name: config.name.clone(),
+                url: held.url,
+            });
+        }
+        Ok(())
+    }
+
+    /// Joins the cluster that shares `store`: refuses a name another live node holds, writes
+    /// this node's key, reads the members and starts following them and the function records.
+    pub async fn join(
+        node: Arc<Node>,
+        store: EtcdStore,
+        config: PeersConfig,
+    ) -> Result<Arc<Self>, JoinError> {
+        Self::check_name(&store, &config).await?;
+        let origin = Instant::now();
+        let me = NodeName::from(config.name.as_str());
+        let first = NodeKey {
+            url: config.url.clone(),
+            policy: config.policy.clone(),
+            cores: node.cores() as u32,
+            running: 0,
+            queued: 0,
+            work_us: 0,
+            draining: false,
+        };
+        let key = store
+            .lease_key(&node_key(&config.name), first.to_json(), config.ttl)
+            .await?;
+        let view = Membership::new(first.report(&config.name), Duration::ZERO);
+        let metrics = PeerMetrics {
+            forwarded: Family::default(),
+            forward_seconds: Histogram::new(
+                prometheus_client::metrics::histogram::exponential_buckets(2e-5, 2.0, 16),
+            ),
+            nodes: Gauge::default(),
+        };
+        metrics.nodes.set(1);
+        let registry = metrics.registry();
+        let peers = Arc::new(Self {
+            forwarder: Forwarder::new(&config.name),
+            placement: Mutex::new(Placement::new(view, config.placement)),
+            me,
+            config,
+            node,
+            store,
+            others: AtomicUsize::new(0),
+            mean_expected_ns: AtomicU64::new(0),
+            draining: AtomicBool::new(false),
+            origin,
+            key: tokio::sync::Mutex::new(Some(key)),
+            store_lost: Mutex::new(None),
+            metrics,
+            registry,
+            tasks: Mutex::new(Vec::new()),
+        });
+        peers
+            .node
+            .fetch_modules_from(Arc::new(fetch::PeerModules::new(Arc::downgrade(&peers))));
+        let weak = Arc::downgrade(&peers);
+        let tasks = vec![
+            tokio::spawn(follow_nodes(weak.clone())),
+            tokio::spawn(follow_functions(weak.clone())),
+            tokio::spawn(report(weak)),
+        ];
+        *lock(&peers.tasks) = tasks;
+        Ok(peers)
+    }
+
+    /// This node's name.
+    pub fn name(&self) -> &str {
+        self.me.as_str()
+    }
+
+    /// Where a call of `function` from `origin` runs; `exclude` names the peers that could not
+    /// be reached for this call.
+    #[inline]
+    pub fn route(&self, function: &str, origin: Origin, exclude: &[NodeName]) -> Route {
+        // Alone, a node runs what it is given even while it stops: nobody else could.
+        if origin == Origin::Peer || !self.has_others() {
+            return Route::Here;
+        }
+        self.place(function, origin, exclude)
+    }
+
+    /// Whether another node takes calls.
+    #[inline]
+    pub fn has_others(&self) -> bool {
+        self.others.load(Ordering::Acquire) > 0
+    }
+
+    fn place(&self, function: &str, origin: Origin, exclude: &[NodeName]) -> Route {
+        let expected = self.node.expected(function);
+        let (running, queued) = (self.node.busy_executors(), self.node.queued());
+        let mean = Duration::from_nanos(self.mean_expected_ns.load(Ordering::Relaxed));
+        let load = Load {
+            cores: self.node.cores() as u32,
+            running: running as u32,
+            queued: queued as u32,
+            work: mean * (running + queued) as u32,
+        };
+        let at = self.origin.elapsed();
+        let mut placement = lock(&self.placement);
+        placement.set_my_load(load, at);
+        match placement.place(function, expected, origin, exclude) {
+            Decision::Here => Route::Here,
+            Decision::Refuse => Route::Refuse,
+            Decision::Forward(peer) => match placement.view().get(peer.as_str()) {
+                Some(member) => Route::Peer(peer.clone(), member.url().to_owned()),
+                None => Route::Refuse,
+            },
+        }
+    }
+
+    /// Sends a call placed on `peer` (at `url`) there, and counts how it went.
+    pub async fn forward(
+        &self,
+        peer: &NodeName,
+        url: &str,
+        function: &str,
+        input: bytes::Bytes,
+        content_type: Option<&hyper::header::HeaderValue>,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, ForwardError> {
+        let start = Instant::now();
+        let result = self
+            .forwarder
+            .invoke(peer.as_str(), url, function, input, content_type)
+            .await;
+        {
+            let mut placement = lock(&self.placement);
+            placement.answered(peer.as_str(), self.node.expected(function));
+            if let Err(ForwardError::Unreachable { .. }) = &result {
+                placement.unreachable(peer.as_str());
+                self.recount(placement.view());
+            }
+        }
+        let outcome = match &result {
+            Ok(_) => {
+                self.metrics
+                    .forward_seconds
+                    .observe(start.elapsed().as_secs_f64());
+                "answered"
+            }
+            Err(ForwardError::Unreachable { .. }) => "unreachable",
+            Err(ForwardError::Lost { .. }) => "lost",
+        };
+        self.metrics
+            .forwarded
+            .get_or_create(&ForwardLabels {
+                peer: peer.to_string(),
+                outcome,
+            })
+            .inc();
+        result
+    }
+
+    /// Whether this node has function `name` (a call of a function it does not know is not
+    /// forwarded: records reach every node, so no node knows it).
+    pub fn knows(&self, name: &str) -> bool {
+        self.node.get(name).is_some()
+    }
+
+    /// The other members, by name, with their URLs.
+    pub(crate) fn others(&self) -> Vec<(NodeName, String)> {
+        lock(&self.placement)
+            .view()
+            .members()
+            .filter(|m| *m.name() != self.me)
+            .map(|m| (m.name().clone(), m.url().to_owned()))
+            .collect()
+    }
+
+    /// The cluster as this node sees it, for `GET /v1/cluster`.
+    pub fn view(&self) -> ClusterView {
+        let now = self.origin.elapsed();
+        let placement = lock(&self.placement);
+        let nodes = placement
+            .view()
+            .members()
+            .map(|m| {
+                let load = m.load();
+                MemberView {
+                    name: m.name().to_string(),
+                    url: m.url().to_owned(),
+                    state: match (m.draining(), m.unreachable()) {
+                        (true, _) => "draining",
+                        (false, true) => "unreachable",
+                        (false, false) => "up",
+                    },
+                    me: *m.name() == self.me,
+                    cores: load.cores,
+                    running: load.running,
+                    queued: load.queued,
+                    work_ms: load.work.as_secs_f64() * 1e3,
+                    heard_ms_ago: now.saturating_sub(m.heard_at()).as_millis() as u64,
+                }
+            })
+            .collect();
+        drop(placement);
+        ClusterView {
+            node: self.me.to_string(),
+            store: self.store_view(),
+            nodes,
+        }
+    }
+
+    fn store_view(&self) -> StoreView {
+        let lost = lock(&self.store_lost).clone();
+        StoreView {
+            endpoints: self.store.endpoints().to_owned(),
+            reachable: lost.is_none(),
+            unreachable_for_ms: lost
+                .as_ref()
+                .map(|(since, _)| since.elapsed().as_millis() as u64),
+            error: lost.map(|(_, error)| error),
+        }
+    }
+
+    /// `None` while the store answers; otherwise what `/healthz` says of it.
+    pub fn store_trouble(&self) -> Option<String> {
+        let lost = lock(&self.store_lost);
+        lost.as_ref().map(|(since, error)| {
+            format!(
+                "the state store at {} has not answered for {} ms ({error}); serving the functions this node knows, with the last membership it saw",
+                self.store.endpoints(),
+                since.elapsed().as_millis()
+            )
+        })
+    }
+
+    /// Writes the cluster's metrics (calls forwarded by peer and outcome, the time a forwarded
+    /// call takes, the number of nodes) in the Prometheus text format, without an end marker.
+    pub fn encode_metrics(&self, out: &mut String) {
+        prometheus_client::encoding::text::encode_registry(out, &self.registry)
+            .expect("writing to a String cannot fail");
+    }
+
+    /// Stops taking calls: the node's key says it is draining, so peers stop sending it calls,
+    /// and its own client calls go to its peers.
+    pub async fn drain(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+        let key = self.current_key(true);
+        lock(&self.placement).apply(Event::Seen {
+            report: key.report(self.me.as_str()),
+            at: self.origin.elapsed(),
+        });
+        if let Some(leased) = self.key.lock().await.as_ref()
+            && let Err(e) = leased.update(key.to_json()).await
+        {
+            tracing::warn!(error = %e, "cannot tell the cluster this node is draining; it leaves when its lease expires");
+        }
+    }
+
+    /// Leaves the cluster: stops following it and deletes this node's key.
+    pub async fn leave(&self) {
+        for task in lock(&self.tasks).drain(..) {
+            task.abort();
+        }
+        if let Some(leased) = self.key.lock().await.take()
+            && let Err(e) = leased.release().await
+        {
+            tracing::warn!(error = %e, "cannot delete this node's key; it goes when its lease expires");
+        }
+    }
+
+    /// This node's key as it should read now.
+    fn current_key(&self, draining: bool) -> NodeKey {
+        let load = self.node.load();
+        NodeKey {
+            url: self.config.url.clone(),
+            policy: self.config.policy.clone(),
+            cores: load.cores as u32,
+            running: load.running as u32,
+            queued: load.queued as u32,
+            work_us: load.work.as_micros() as u64,
+            draining,
+        }
+    }
+
+    fn store_failed(&self, what: &str, error: &StateError) {
+        let mut lost = lock(&self.store_lost);
+        if lost.is_none() {
+            tracing::warn!(%error, "the state store failed ({what}); serving on with what this node knows");
+            *lost = Some((Instant::now(), error.to_string()));
+        }
+    }
+
+    fn store_answered(&self) {
+        if lock(&self.store_lost).take().is_some() {
+            tracing::info!("the state store answers again");
+        }
+    }
+
+    /// Applies a change under `/mote/nodes/`.
+    fn apply(&self, event: Event) {
+        let mut placement = lock(&self.placement);
+        placement.apply(event);
+        self.recount(placement.view());
+    }
+
+    fn recount(&self, view: &Membership) {
+        let members = view.members().count();
+        let others = view
+            .members()
+            .filter(|m| *m.name() != self.me && m.takes_calls())
+            .count();
+        self.others.store(others, Ordering::Release);
+        self.metrics.nodes.set(members as i64);
+    }
+
+    /// Replaces the view with a fresh listing of the node keys: a node missing from it left
+    /// while this node was not watching.
+    fn relist(&self, listing: Vec<(String, Vec<u8>)>) {
+        let at = self.origin.elapsed();
+        let mut placement = lock(&self.placement);
+        let listed: Vec<Event> = listing
+            .iter()
+            .filter_map(|(key, value)| seen(key, value, at))
+            .collect();
+        let gone: Vec<NodeName> = placement
+            .view()
+            .members()
+            .map(|m| m.name().clone())
+            .filter(|name| {
+                !listed
+                    .iter()
+                    .any(|e| matches!(e, Event::Seen { report, .. } if report.name == *name))
+            })
+            .collect();
+        for name in gone {
+            placement.apply(Event::Gone(name));
+        }
+        for event in listed {
+            placement.apply(event);
+        }
+        self.recount(placement.view());
+    }
+}
+
+/// The event a node key's value makes, if it is one.
+fn seen(key: &str, value: &[u8], at: Duration) -> Option<Event> {
+    let name = key.strip_prefix(NODES_PREFIX)?;
+    match NodeKey::from_json(value) {
+        Ok(node) => Some(Event::Seen {
+            report: node.report(name),
+            at,
+        }),
+        Err(e) => {
+            tracing::warn!(%key, error = %e, "a node key that is not a mote node's; ignored");
+            None
+        }
+    }
+}
+
+/// Follows `/mote/nodes/`: lists it, then applies each change; lists again after a failure.
+async fn follow_nodes(peers: Weak<Peers>) {
+    loop {
+        let Some(store) = peers.upgrade().map(|p| p.store.clone()) else {
+            return;
+        };
+        match store.watch_prefix(NODES_PREFIX).await {
+            Ok((listing, mut watch)) => {
+                let Some(p) = peers.upgrade() else { return };
+                p.relist(listing);
+                drop(p);
+                loop {
+                    let change = watch.next().await;
+                    let Some(p) = peers.upgrade() else { return };
+                    match change {
+                        Ok(Change::Put { key, value }) => {
+                            if let Some(event) = seen(&key, &value, p.origin.elapsed()) {
+                                p.apply(event);
+                            }
+                        }
+                        Ok(Change::Delete { key }) => {
+                            if let Some(name) = key.strip_prefix(NODES_PREFIX) {
+                                tracing::info!(node = name, "a node left the cluster");
+                                p.apply(Event::Gone(NodeName::from(name)));
+                            }
+                        }
+                        Err(e) => {
+                            p.store_failed("watching the nodes", &e);
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(e) => match peers.upgrade() {
+                Some(p) => p.store_failed("listing the nodes", &e),
+                None => return,
+            },
+        }
+        tokio::time::sleep(RETRY).await;
+    }
+}
+
+/// Follows the function records: every record listed or changed is one the node follows.
+async fn follow_functions(peers: Weak<Peers>) {
+    loop {
+        let Some((store, node)) = peers.upgrade().map(|p| (p.store.clone(), p.node.clone())) else {
+            return;
+        };
+        match store.watch_prefix(mote_node::RECORD_PREFIX).await {
+            Ok((listing, mut watch)) => {
+                let mut names: Vec<String> = listing
+                    .iter()
+                    .filter_map(|(key, _)| record_name(key))
+                    .collect();
+                names.extend(node.list().into_iter().map(|r| r.name.to_string()));
+                names.sort();
+                names.dedup();
+                for name in names {
+                    follow(&node, &name).await;
+                }
+                loop {
+                    let change = watch.next().await;
+                    match change {
+                        Ok(Change::Put { key, .. } | Change::Delete { key }) => {
+                            if let Some(name) = record_name(&key) {
+                                follow(&node, &name).await;
+                            }
+                        }
+                        Err(e) => {
+                            if let Some(p) = peers.upgrade() {
+                                p.store_failed("watching the function records", &e);
+                            }
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(e) => match peers.upgrade() {
+                Some(p) => p.store_failed("listing the function records", &e),
+                None => return,
+            },
+        }
+        tokio::time::sleep(RETRY).await;
+    }
+}
+
+fn record_name(key: &str) -> Option<String> {
+    key.strip_prefix(mote_node::RECORD_PREFIX)
+        .map(str::to_owned)
+}
+
+async fn follow(node: &Node, name: &str) {
+    match node.follow(name).await {
+        Ok(mote_node::Followed::Unchanged) => {}
+        Ok(followed) => tracing::info!(function = name, ?followed, "followed the store"),
+        Err(e) => {
+            tracing::warn!(function = name, error = %e, "cannot follow a function record; the next change or relisting tries again")
+        }
+    }
+}
+
+/// Rewrites this node's key with its load three times a TTL.
+async fn report(peers: Weak<Peers>) {
+    let Some(every) = peers.upgrade().map(|p| p.config.ttl / 3) else {
+        return;
+    };
+    let mut tick = tokio::time::interval(every.max(Duration::from_millis(100)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(p) = peers.upgrade() else { return };
+        let load = p.node.load();
+        let calls = (load.running + load.queued).max(1) as u32;
+        p.mean_expected_ns
+            .store((load.work / calls).as_nanos() as u64, Ordering::Relaxed);
+        let key = p.current_key(p.draining.load(Ordering::SeqCst));
+        let written = match p.key.lock().await.as_ref() {
+            Some(leased) => leased.update(key.to_json()).await,
+            None => return,
+        };
+        match written {
+            Ok(()) => p.store_answered(),
+            Err(e) => p.store_failed("writing this node's key", &e),
+        }
+    }
+}
+
+/// The cluster as one node sees it.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClusterView {
+    /// The node answering.
+    pub node: String,
+    /// Its state store.
+    pub store: StoreView,
+    /// Every node it sees, itself included, by name.
+    pub nodes: Vec<MemberView>,
+}
+
+/// Whether a node reaches its state store.
+#[derive(Clone, Debug, Serialize)]
+pub struct StoreView {
+    /// The store's URLs.
+    pub endpoints: String,
+    /// Whether its last request answered.
+    pub reachable: bool,
+    /// How long it has not answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreachable_for_ms: Option<u64>,
+    /// The error it gave.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A node as another sees it.
+#[derive(Clone, Debug, Serialize)]
+pub struct MemberView {
+    /// Its name.
+    pub name: String,
+    /// Where its API is.
+    pub url: String,
+    /// `up` (takes calls), `draining` (stopping) or `unreachable` (this node could not connect
+    /// to it since it last reported).
+    pub state: &'static str,
+    /// Whether it is the node answering.
+    pub me: bool,
+    /// Executor cores.
+    pub cores: u32,
+    /// Calls running, as last reported (plus those sent since).
+    pub running: u32,
+    /// Calls waiting.
+    pub queued: u32,
+    /// The expected work it holds, in milliseconds.
+    pub work_ms: f64,
+    /// How long ago its key was last written, as this node saw it.
+    pub heard_ms_ago: u64,
+}

@@ -1,0 +1,87 @@
+//! What a node writes under its key, `/mote/nodes/NAME`, as JSON: readable with `etcdctl get`,
+//! and the one format every node of a cluster must agree on.
+
+use mote_cluster::{Load, NodeName, Report};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Where node keys live, under the store's `/mote/` prefix.
+pub(crate) const NODES_PREFIX: &str = "nodes/";
+
+/// The key of the node called `name`.
+pub(crate) fn node_key(name: &str) -> String {
+    format!("{NODES_PREFIX}{name}")
+}
+
+/// A node key's value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct NodeKey {
+    /// Where its peers reach its API.
+    pub url: String,
+    /// Its scheduling policy, for operators.
+    pub policy: String,
+    /// Executor cores.
+    pub cores: u32,
+    /// Calls running when it wrote this.
+    pub running: u32,
+    /// Calls waiting.
+    pub queued: u32,
+    /// The work it holds, in microseconds.
+    pub work_us: u64,
+    /// Whether it is stopping.
+    pub draining: bool,
+}
+
+impl NodeKey {
+    /// The report this key makes for the node called `name`.
+    pub(crate) fn report(&self, name: &str) -> Report {
+        Report {
+            name: NodeName::from(name),
+            url: self.url.clone(),
+            load: self.load(),
+            draining: self.draining,
+        }
+    }
+
+    pub(crate) fn load(&self) -> Load {
+        Load {
+            cores: self.cores,
+            running: self.running,
+            queued: self.queued,
+            work: Duration::from_micros(self.work_us),
+        }
+    }
+
+    pub(crate) fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a node key always serialises")
+    }
+
+    pub(crate) fn from_json(value: &[u8]) -> Result<Self, serde_json::Error> {
+        serde_json::from_slice(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_reads_back_as_the_report_it_was_written_from() {
+        let key = NodeKey {
+            url: "http://127.0.0.1:8081".into(),
+            policy: "fc".into(),
+            cores: 2,
+            running: 1,
+            queued: 3,
+            work_us: 1500,
+            draining: false,
+        };
+        let read = NodeKey::from_json(&key.to_json()).unwrap();
+        assert_eq!(read, key);
+        let report = read.report("n1");
+        assert_eq!(report.name.as_str(), "n1");
+        assert_eq!(report.load.work, Duration::from_micros(1500));
+        assert_eq!(report.load.queued, 3);
+        assert!(NodeKey::from_json(b"{\"url\":1}").is_err());
+    }
+}

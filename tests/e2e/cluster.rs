@@ -1,0 +1,458 @@
+//! Three `mote up` nodes as one platform (issue 19): each a real process with `--cores 1`,
+//! sharing one state store (a real `mote store` process, the *shared* set-up). Deploys made on
+//! one node run on the others, calls sent to one node spread over the cluster, a node killed
+//! with SIGKILL leaves the routing table by itself and comes back when restarted, a taken name
+//! is refused, and a module a peer sends with the wrong bytes is never compiled.
+//!
+//! Every wait polls up to a generous [`DEADLINE`]; the one timing the issue names (a dead node
+//! gets no call once its lease TTL and a second have passed) is what the kill test checks.
+
+use crate::fixtures;
+use crate::platform::{Platform, Reply, mote_bin};
+use crate::store::{Store, client};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The longest anything that should happen may take on a loaded 2-core machine.
+const DEADLINE: Duration = Duration::from_secs(30);
+/// The nodes' lease TTL (`--lease-ttl-s`).
+const TTL: Duration = Duration::from_secs(2);
+
+/// A store and the nodes that share it.
+struct Cluster {
+    runtime: tokio::runtime::Runtime,
+    store: Store,
+    dir: tempfile::TempDir,
+    nodes: Vec<Option<Platform>>,
+}
+
+impl Cluster {
+    /// A `mote store` and `n` nodes, `n1` to `nN`, each with `--cores 1`.
+    fn shared(n: usize) -> Cluster {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store_data = dir.path().join("store");
+        let store = runtime.block_on(Store::start("shared", &store_data, &[]));
+        let mut cluster = Cluster {
+            runtime,
+            store,
+            dir,
+            nodes: Vec::new(),
+        };
+        for i in 1..=n {
+            let node = cluster.start_node(&format!("n{i}"));
+            cluster.nodes.push(Some(node));
+        }
+        cluster.wait_for_members(n);
+        cluster
+    }
+
+    fn data(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn node_args(&self, name: &str) -> Vec<String> {
+        let ttl = TTL.as_secs().to_string();
+        [
+            "--node",
+            name,
+            "--store",
+            &self.store.url,
+            "--cores",
+            "1",
+            "--lease-ttl-s",
+            &ttl,
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    }
+
+    fn start_node(&self, name: &str) -> Platform {
+        let args = self.node_args(name);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Platform::start_in(&self.data(name), &args)
+    }
+
+    fn node(&self, i: usize) -> &Platform {
+        self.nodes[i].as_ref().expect("the node runs")
+    }
+
+    /// Waits until every running node lists `n` members.
+    fn wait_for_members(&self, n: usize) {
+        for node in self.nodes.iter().flatten() {
+            wait_until(&format!("{} sees {n} nodes", node.url), || {
+                members(node).len() == n
+            });
+        }
+    }
+}
+
+/// The names of the nodes `node` sees.
+fn members(node: &Platform) -> BTreeSet<String> {
+    let view = node.get("/v1/cluster").json();
+    view["nodes"]
+        .as_array()
+        .expect("`nodes` is an array")
+        .iter()
+        .map(|n| n["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "waited {DEADLINE:?} for: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Sends `calls` calls of `name` to `node` from `clients` threads at once.
+fn burst(node: &Platform, name: &str, calls: usize, clients: usize) -> Vec<Reply> {
+    let url = node.url.clone();
+    let replies = Arc::new(Mutex::new(Vec::new()));
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    std::thread::scope(|s| {
+        for _ in 0..clients {
+            let (replies, next, url) = (replies.clone(), next.clone(), url.clone());
+            s.spawn(move || {
+                while next.fetch_add(1, Ordering::SeqCst) < calls {
+                    let reply = post(&url, &format!("/v1/invoke/{name}"), b"");
+                    replies.lock().unwrap().push(reply);
+                }
+            });
+        }
+    });
+    Arc::try_unwrap(replies).ok().unwrap().into_inner().unwrap()
+}
+
+/// A POST to `base` + `path`, outside any [`Platform`] (for threads).
+fn post(base: &str, path: &str, body: &[u8]) -> Reply {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .into();
+    let mut r = agent
+        .post(format!("{base}{path}"))
+        .send(body)
+        .expect("request reached the server");
+    Reply {
+        status: r.status().as_u16(),
+        node: r
+            .headers()
+            .get("mote-node")
+            .map(|v| v.to_str().unwrap().to_owned()),
+        body: r.body_mut().read_to_vec().unwrap(),
+    }
+}
+
+fn ran_on(replies: &[Reply]) -> BTreeSet<String> {
+    replies.iter().filter_map(|r| r.node.clone()).collect()
+}
+
+/// A call that keeps its core for a few milliseconds.
+fn slow() -> Vec<u8> {
+    fixtures::busy(3_000_000)
+}
+
+#[test]
+fn a_function_deployed_on_one_node_runs_on_every_node_and_goes_from_all_when_removed() {
+    let cluster = Cluster::shared(3);
+    let echo = mote_guests::ALL
+        .iter()
+        .find(|g| g.name == "echo")
+        .expect("the echo example");
+    cluster.node(0).deploy("echo", echo.wasm, "");
+    for i in 1..3 {
+        let node = cluster.node(i);
+        wait_until(&format!("node {i} lists echo"), || {
+            node.function_names() == ["echo"]
+        });
+        let reply = node.invoke("echo", b"from afar");
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        assert_eq!(reply.body, b"from afar");
+        assert!(
+            reply.node.is_some(),
+            "every call names the node that ran it"
+        );
+    }
+    // The nodes that adopted the record fetched the module from a peer and keep it.
+    let sha = cluster.node(0).get("/v1/functions/echo").json()["sha256"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for i in 1..3 {
+        let reply = cluster.node(i).get(&format!("/v1/internal/modules/{sha}"));
+        assert_eq!(reply.status, 200, "node {i} holds the module");
+        assert_eq!(reply.body, echo.wasm);
+    }
+
+    let removed = cluster.node(1).delete("/v1/functions/echo");
+    assert_eq!(removed.status, 200, "{}", removed.text());
+    for i in 0..3 {
+        let node = cluster.node(i);
+        wait_until(&format!("node {i} no longer lists echo"), || {
+            node.function_names().is_empty()
+        });
+        let reply = node.invoke("echo", b"x");
+        assert_eq!(reply.status, 404, "{}", reply.text());
+        assert!(
+            reply.error().contains("`echo` is not deployed"),
+            "{}",
+            reply.error()
+        );
+    }
+}
+
+#[test]
+fn a_burst_sent_to_one_node_runs_on_several_and_a_redeploy_is_seen_everywhere() {
+    let cluster = Cluster::shared(3);
+    cluster.node(0).deploy("slow", &slow(), "");
+    cluster.wait_for_members(3);
+    for i in 1..3 {
+        let node = cluster.node(i);
+        wait_until(&format!("node {i} lists slow"), || {
+            node.function_names() == ["slow"]
+        });
+    }
+    let replies = burst(cluster.node(0), "slow", 60, 8);
+    for r in &replies {
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let nodes = ran_on(&replies);
+    assert!(nodes.len() >= 2, "the burst ran on {nodes:?} only");
+    let metrics = cluster.node(0).get("/metrics").text();
+    assert!(
+        metrics.contains("mote_forwarded_calls_total{peer=\"n")
+            && metrics.contains("outcome=\"answered\""),
+        "{metrics}"
+    );
+
+    // A new module under the same name replaces the old one on every node.
+    cluster
+        .node(2)
+        .deploy("slow", &fixtures::busy(1_000), "?timeout_ms=500");
+    for i in 0..3 {
+        let node = cluster.node(i);
+        wait_until(&format!("node {i} has the redeploy"), || {
+            node.get("/v1/functions/slow").json()["timeout_ms"] == 500
+        });
+    }
+}
+
+#[test]
+fn a_killed_node_leaves_the_routing_table_and_rejoins_when_restarted() {
+    let mut cluster = Cluster::shared(3);
+    cluster.node(0).deploy("slow", &slow(), "");
+    for i in 1..3 {
+        let node = cluster.node(i);
+        wait_until(&format!("node {i} lists slow"), || {
+            node.function_names() == ["slow"]
+        });
+    }
+    // Load on n1 from two clients for the whole test.
+    let stop = Arc::new(AtomicBool::new(false));
+    let replies = Arc::new(Mutex::new(Vec::<(Instant, Reply)>::new()));
+    let url = cluster.node(0).url.clone();
+    let load: Vec<_> = (0..3)
+        .map(|_| {
+            let (stop, replies, url) = (stop.clone(), replies.clone(), url.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let reply = post(&url, "/v1/invoke/slow", b"");
+                    replies.lock().unwrap().push((Instant::now(), reply));
+                }
+            })
+        })
+        .collect();
+    wait_until("n3 runs some of the load", || {
+        replies
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(_, r)| r.node.as_deref() == Some("n3"))
+    });
+
+    cluster.nodes[2].take().unwrap().kill();
+    let killed = Instant::now();
+    wait_until("n1 no longer sees n3", || {
+        !members(cluster.node(0)).contains("n3")
+    });
+    assert!(
+        killed.elapsed() < TTL + Duration::from_secs(1),
+        "n3 left n1's table {:?} after it was killed; the TTL is {TTL:?}",
+        killed.elapsed()
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    let settled = Instant::now();
+
+    let restarted = cluster.start_node("n3");
+    cluster.nodes[2] = Some(restarted);
+    cluster.wait_for_members(3);
+    let back = Instant::now();
+    wait_until("n3 runs calls again", || {
+        replies
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(at, r)| *at > back && r.node.as_deref() == Some("n3"))
+    });
+    stop.store(true, Ordering::SeqCst);
+    for thread in load {
+        thread.join().unwrap();
+    }
+
+    let replies = replies.lock().unwrap();
+    for (at, reply) in replies.iter() {
+        if reply.status == 200 {
+            continue;
+        }
+        // Only calls that n3 held when it died may fail, and they say so.
+        assert_eq!(reply.status, 502, "{}", reply.text());
+        assert!(reply.error().contains("node `n3`"), "{}", reply.error());
+        assert!(
+            *at < killed + TTL + Duration::from_secs(1),
+            "a late failure: {}",
+            reply.text()
+        );
+    }
+    let routed_to_dead = replies
+        .iter()
+        .filter(|(at, r)| *at > settled && *at < back && r.node.as_deref() == Some("n3"))
+        .count();
+    assert_eq!(routed_to_dead, 0, "calls ran on n3 while it was dead");
+    let ok = replies.iter().filter(|(_, r)| r.status == 200).count();
+    assert!(ok > 10, "only {ok} calls succeeded");
+}
+
+#[test]
+fn a_name_another_node_holds_is_refused_at_start() {
+    let cluster = Cluster::shared(1);
+    let args = cluster.node_args("n1");
+    let output = Platform::up_command(&cluster.data("impostor"), &[])
+        .args(&args)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("node name `n1` is taken by the node at")
+            && stderr.contains(&cluster.node(0).url),
+        "{stderr}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&output.stdout).contains("mote is up"),
+        "the impostor started"
+    );
+    assert_eq!(members(cluster.node(0)), BTreeSet::from(["n1".to_owned()]));
+}
+
+/// Serves `bytes` to every request on a loopback port, as a peer that lies about a module.
+fn lying_peer(bytes: Vec<u8>) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            use std::io::{BufRead, Write};
+            let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                bytes.len()
+            );
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(&bytes);
+        }
+    });
+    url
+}
+
+#[test]
+fn a_module_a_peer_sends_with_other_bytes_is_refused() {
+    let cluster = Cluster::shared(1);
+    let node = cluster.node(0);
+    let real = fixtures::busy(10);
+    node.deploy("honest", &real, "");
+    let record_of = |name: &str| format!("/mote//mote/functions/{name}");
+    // A record for a module that no real node holds (its sha256 is of other bytes), and a
+    // peer that answers every request with the honest module's bytes instead.
+    let wanted = fixtures::busy(20);
+    let wanted_sha = sha256_hex(&wanted);
+    let liar = lying_peer(real.clone());
+    let store_url = cluster.store.url.clone();
+    cluster.runtime.block_on(async {
+        let mut etcd = client(&store_url).await;
+        let honest = etcd.get(record_of("honest"), None).await.unwrap();
+        let mut record: serde_json::Value =
+            serde_json::from_slice(honest.kvs()[0].value()).unwrap();
+        record["name"] = "forged".into();
+        record["sha256"] = wanted_sha.clone().into();
+        let liar_key = serde_json::json!({
+            "url": liar, "policy": "fc", "cores": 1, "running": 0, "queued": 0,
+            "work_us": 0, "draining": true,
+        });
+        etcd.put("/mote/nodes/liar", liar_key.to_string(), None)
+            .await
+            .unwrap();
+        etcd.put(record_of("forged"), record.to_string(), None)
+            .await
+            .unwrap();
+    });
+    wait_until("n1 sees the liar", || members(node).contains("liar"));
+    wait_until("n1 adopts the forged record", || {
+        node.function_names().contains(&"forged".to_owned())
+    });
+    let reply = node.invoke("forged", b"");
+    assert_eq!(reply.status, 500, "{}", reply.text());
+    let error = reply.error();
+    assert!(
+        error.contains("node `liar`") && error.contains("refused") && error.contains(&wanted_sha),
+        "{error}"
+    );
+    assert!(
+        !blob_exists(&node.data, &wanted_sha),
+        "the lying bytes were stored"
+    );
+    // The node keeps serving.
+    assert_eq!(node.invoke("honest", b"").status, 200);
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+fn blob_exists(data: &Path, sha256: &str) -> bool {
+    data.join("modules").join(format!("{sha256}.wasm")).exists()
+}
+
+#[test]
+fn mote_nodes_lists_the_cluster() {
+    let cluster = Cluster::shared(2);
+    let output = std::process::Command::new(mote_bin())
+        .args(["nodes", "--server", &cluster.node(1).url])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines[0].starts_with("NODE"), "{stdout}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("n1 ") && l.contains(" up ")),
+        "{stdout}"
+    );
+    assert!(lines.iter().any(|l| l.starts_with("n2*")), "{stdout}");
+    assert!(stdout.contains("answers"), "{stdout}");
+}
