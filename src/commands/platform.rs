@@ -3,11 +3,13 @@
 
 use anyhow::Context;
 use mote_node::{Node, NodeConfig};
+use mote_peers::StorePeering;
 use mote_state::{EtcdStore, StateStore};
-use mote_store::replica::{Member, Replica};
+use mote_store::replica::{Member, Replica, check_peer_url};
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -15,10 +17,26 @@ use tokio::task::JoinHandle;
 /// Where the platform keeps its function records.
 pub enum StateSource {
     /// A mote store replica in this process, its data under the platform's data directory,
-    /// serving the etcd API on this address so operators can inspect it with etcdctl.
-    Embedded(SocketAddr),
+    /// serving the etcd API on `listen` so operators can inspect it with etcdctl; in the edge
+    /// set-up it also serves its peers and pulls from theirs.
+    Embedded {
+        /// Where it serves the etcd API.
+        listen: SocketAddr,
+        /// In the edge set-up: its name and peer API address, and the replicas it pulls from.
+        edge: Option<Edge>,
+    },
     /// An etcd-API endpoint elsewhere (a mote store cluster or a real etcd), by URL.
     Remote(Vec<String>),
+}
+
+/// The embedded replica's part in the edge set-up (`mote up --store-peers`).
+pub struct Edge {
+    /// The replica's name: the node's.
+    pub name: String,
+    /// Where its peer API listens.
+    pub peer_listen: SocketAddr,
+    /// The other replicas it pulls from from the start.
+    pub peers: Vec<Member>,
 }
 
 /// The platform's state store, and the embedded store's server if it runs one.
@@ -30,6 +48,9 @@ pub struct State {
     pub etcd: EtcdStore,
     /// The URLs the store is reached at.
     pub endpoints: Vec<String>,
+    /// In the edge set-up: where the embedded replica serves its peers, and how it starts
+    /// pulling from a replica it learns of.
+    pub peering: Option<(String, Arc<ReplicaPeering>)>,
     embedded: Option<(oneshot::Sender<()>, JoinHandle<anyhow::Result<()>>)>,
 }
 
@@ -37,11 +58,11 @@ impl State {
     /// Opens the state named by `source`: starts the embedded replica on `data/store`, or
     /// checks that the remote endpoint answers.
     pub async fn open(data: &Path, source: StateSource) -> anyhow::Result<Self> {
-        let (endpoints, embedded) = match source {
-            StateSource::Remote(urls) => (urls, None),
-            StateSource::Embedded(listen) => {
-                let (url, server) = start_embedded_store(data, listen).await?;
-                (vec![url], Some(server))
+        let (endpoints, embedded, peering) = match source {
+            StateSource::Remote(urls) => (urls, None, None),
+            StateSource::Embedded { listen, edge } => {
+                let (url, server, peering) = start_embedded_store(data, listen, edge).await?;
+                (vec![url], Some(server), peering)
             }
         };
         let store = EtcdStore::connect(&endpoints)
@@ -51,6 +72,7 @@ impl State {
             store: Arc::new(store.clone()),
             etcd: store,
             endpoints,
+            peering,
             embedded,
         })
     }
@@ -70,27 +92,96 @@ impl State {
 /// Revisions of history the embedded store keeps.
 const EMBEDDED_KEEP_REVISIONS: i64 = 10_000;
 
+/// How often an embedded replica pulls from each peer when there were no changes.
+const EDGE_PULL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// The embedded replica's side of the edge set-up: the replicas it pulls from, by name, and
+/// the pull loops it starts for the ones it learns of from the node keys.
+pub struct ReplicaPeering {
+    replica: Arc<Replica>,
+    pulled: Mutex<HashSet<String>>,
+}
+
+impl StorePeering for ReplicaPeering {
+    fn pull_from(&self, name: &str, url: &str) {
+        if name == self.replica.me().name {
+            return;
+        }
+        if let Err(e) = check_peer_url(url) {
+            tracing::warn!(replica = name, %url, error = %e, "not a store replica's peer URL; not pulling from it");
+            return;
+        }
+        let mut pulled = self.pulled.lock().unwrap_or_else(|p| p.into_inner());
+        if pulled.insert(name.to_owned()) {
+            tracing::info!(replica = name, %url, "the embedded store pulls from a replica it learned of");
+            tokio::spawn(
+                self.replica
+                    .clone()
+                    .run_pull_loop(url.to_owned(), EDGE_PULL_INTERVAL),
+            );
+        }
+    }
+}
+
+type EmbeddedServer = (oneshot::Sender<()>, JoinHandle<anyhow::Result<()>>);
+
 /// Starts one mote store replica with its data in `data/store`, serving the etcd API on
-/// `listen`; returns its URL and the handle that stops it.
+/// `listen` (and, in the edge set-up, its peers); returns its URL, the handle that stops it and
+/// its peering.
 async fn start_embedded_store(
     data: &Path,
     listen: SocketAddr,
+    edge: Option<Edge>,
 ) -> anyhow::Result<(
     String,
-    (oneshot::Sender<()>, JoinHandle<anyhow::Result<()>>),
+    EmbeddedServer,
+    Option<(String, Arc<ReplicaPeering>)>,
 )> {
     let dir = data.join("store");
     let clients = tokio::net::TcpListener::bind(listen).await.with_context(|| {
         format!("the embedded store cannot listen on {listen} (choose another with --store-listen, or use --store URL)")
     })?;
     let url = format!("http://{}", clients.local_addr()?);
-    let me = Member::new("mote", vec![url.clone()], Vec::new());
-    let replica = Replica::open(vec![me], Some(&dir)).with_context(|| {
+    let (members, peer_listener) = match edge {
+        None => (
+            vec![Member::new("mote", vec![url.clone()], Vec::new())],
+            None,
+        ),
+        Some(edge) => {
+            let peers = tokio::net::TcpListener::bind(edge.peer_listen)
+                .await
+                .with_context(|| {
+                    format!(
+                        "the embedded store cannot serve its peers on {} (choose another with --store-peer-listen)",
+                        edge.peer_listen
+                    )
+                })?;
+            let peer_url = format!("http://{}", peers.local_addr()?);
+            let me = Member::new(&edge.name, vec![url.clone()], vec![peer_url]);
+            let mut members = vec![me];
+            members.extend(edge.peers);
+            (members, Some(peers))
+        }
+    };
+    let replica = Replica::open(members, Some(&dir)).with_context(|| {
         format!(
             "cannot open the embedded store in {} (is another `mote up` using it?)",
             dir.display()
         )
     })?;
+    let peering = peer_listener.as_ref().map(|_| {
+        let me = replica.me();
+        let peering = ReplicaPeering {
+            replica: replica.clone(),
+            pulled: Mutex::new(
+                replica.members()[1..]
+                    .iter()
+                    .map(|m| m.name.clone())
+                    .collect(),
+            ),
+        };
+        (me.peer_urls[0].clone(), Arc::new(peering))
+    });
     // Nobody else compacts the platform's own store; a deploy is a revision, so this keeps
     // a long history for inspection while bounding the disk.
     tokio::spawn(
@@ -103,13 +194,35 @@ async fn start_embedded_store(
         let shutdown = async {
             let _ = stopped.await;
         };
-        // Nobody pulls from the embedded replica, so it serves no peer API; the pull interval
-        // only matters for peers, of which it has none.
-        mote_store::service::serve(replica, Duration::from_secs(1), clients, None, shutdown)
-            .await
-            .context("the embedded store's server failed")
+        mote_store::service::serve(
+            replica,
+            EDGE_PULL_INTERVAL,
+            clients,
+            peer_listener,
+            shutdown,
+        )
+        .await
+        .context("the embedded store's server failed")
     });
-    Ok((url, (stop, server)))
+    Ok((url, (stop, server), peering))
+}
+
+/// Parses a replica list (`NAME=URL,...`, each URL a replica's peer API) into the members a
+/// replica called `me` pulls from: every entry but its own, so that every replica can be given
+/// the same list.
+pub fn parse_store_peers(list: &[String], me: &str, flag: &str) -> anyhow::Result<Vec<Member>> {
+    list.iter()
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (name, url) = p.split_once('=').with_context(|| {
+                format!("{flag} entry `{p}` is not NAME=URL, e.g. b=http://127.0.0.1:2480")
+            })?;
+            check_peer_url(url).with_context(|| format!("{flag} entry `{p}`"))?;
+            Ok((name, url))
+        })
+        .filter(|entry| !matches!(entry, Ok((name, _)) if *name == me))
+        .map(|entry| entry.map(|(name, url)| Member::new(name, Vec::new(), vec![url.to_owned()])))
+        .collect()
 }
 
 /// Starts a node set up by `config`, its records in `store` and its modules and compiled code

@@ -1,9 +1,9 @@
 //! `mote store`: one replica of mote store, serving the etcd v3 API.
 
-use super::platform::shutdown_signal;
+use super::platform::{parse_store_peers, shutdown_signal};
 use anyhow::Context;
 use clap::Args;
-use mote_store::replica::{Member, Replica, check_peer_url};
+use mote_store::replica::{Member, Replica};
 use mote_store::service::serve;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -21,8 +21,10 @@ pub struct StoreArgs {
     /// Address the peer API listens on, for the other replicas.
     #[arg(long, default_value = "127.0.0.1:2380")]
     peer_listen: SocketAddr,
-    /// The other replicas, as NAME=URL of their peer API, comma-separated
-    /// (e.g. `b=http://127.0.0.1:2480,c=http://127.0.0.1:2580`). None: a single replica.
+    /// The replicas, as NAME=URL of their peer API, comma-separated (e.g.
+    /// `a=http://127.0.0.1:2380,b=http://127.0.0.1:2480,c=http://127.0.0.1:2580`); this
+    /// replica's own entry is skipped, so every replica can take the same list. None: a single
+    /// replica.
     #[arg(long, value_delimiter = ',')]
     peers: Vec<String>,
     /// Directory the replica keeps its data in; every acknowledged write is on disk there.
@@ -53,23 +55,7 @@ pub fn run(args: StoreArgs) -> anyhow::Result<()> {
             tracing_subscriber::EnvFilter::try_new(&args.log).context("bad --log filter")?,
         )
         .init();
-    let peers = args
-        .peers
-        .iter()
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (name, url) = p.split_once('=').with_context(|| {
-                format!("--peers entry `{p}` is not NAME=URL, e.g. b=http://127.0.0.1:2480")
-            })?;
-            check_peer_url(url).with_context(|| format!("--peers entry `{p}`"))?;
-            Ok(Member::new(name, Vec::new(), vec![url.to_owned()]))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    anyhow::ensure!(
-        peers.iter().all(|p| p.name != args.name),
-        "--peers names this replica itself ({}); list only the others",
-        args.name
-    );
+    let peers = parse_store_peers(&args.peers, &args.name, "--peers")?;
     let me = Member::new(
         &args.name,
         vec![format!("http://{}", args.listen)],

@@ -1,7 +1,8 @@
 //! `mote up`: the whole platform in one process.
 
 use super::platform::{
-    State, StateSource, available_cores, baseline_cap, shutdown_signal, start_node,
+    Edge, State, StateSource, available_cores, baseline_cap, parse_store_peers, shutdown_signal,
+    start_node,
 };
 use anyhow::Context;
 use bytes::Bytes;
@@ -10,7 +11,7 @@ use mote_cluster::PlacementConfig;
 use mote_gateway::GatewayConfig;
 use mote_node::{ExecutorsConfig, MicrotaskConfig, MicrotaskMode, NodeConfig};
 use mote_objects::{Objects, ObjectsConfig, S3Endpoint};
-use mote_peers::{Peers, PeersConfig};
+use mote_peers::{Peers, PeersConfig, StorePeering};
 use mote_types::{FunctionName, Limits};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -35,6 +36,16 @@ pub struct UpArgs {
     /// (unused with --store).
     #[arg(long, default_value = "127.0.0.1:2379")]
     store_listen: SocketAddr,
+    /// Edge set-up: the address the embedded store replica serves its peers on. With it, the
+    /// replica peers with the others named in --store-peers and with every replica it learns
+    /// of from the node keys, so every node works on its own state through a partition.
+    #[arg(long)]
+    store_peer_listen: Option<SocketAddr>,
+    /// Edge set-up: the replicas, as NAME=URL of their peer API (NAME is the node's --node),
+    /// comma-separated; this node's own entry is skipped, so every node can take the same
+    /// list. A node joining a running cluster needs to name only one member.
+    #[arg(long, value_delimiter = ',')]
+    store_peers: Vec<String>,
     /// Executor cores calls may use, one running call per core [default: all cores].
     #[arg(long)]
     cores: Option<usize>,
@@ -194,10 +205,30 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
         resident_mb: args.resident_mb,
         microtasks,
     };
-    let source = if args.store.is_empty() {
-        StateSource::Embedded(args.store_listen)
-    } else {
-        StateSource::Remote(args.store.clone())
+    let name = args.node.clone().unwrap_or_else(host_name);
+    let source = match (&args.store[..], args.store_peer_listen) {
+        ([], None) => {
+            anyhow::ensure!(
+                args.store_peers.is_empty(),
+                "--store-peers needs --store-peer-listen: the address this node's replica serves its peers on"
+            );
+            StateSource::Embedded {
+                listen: args.store_listen,
+                edge: None,
+            }
+        }
+        ([], Some(peer_listen)) => StateSource::Embedded {
+            listen: args.store_listen,
+            edge: Some(Edge {
+                name: name.clone(),
+                peer_listen,
+                peers: parse_store_peers(&args.store_peers, &name, "--store-peers")?,
+            }),
+        },
+        (_, None) => StateSource::Remote(args.store.clone()),
+        (_, Some(_)) => anyhow::bail!(
+            "--store-peer-listen is for the store this node embeds; with --store the node uses another"
+        ),
     };
     let state = State::open(&args.data, source).await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
@@ -215,13 +246,16 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
         .unwrap_or_else(|| advertised(addr))
         .trim_end_matches('/')
         .to_owned();
-    let name = args.node.clone().unwrap_or_else(host_name);
     let peers_config = PeersConfig {
         name: name.clone(),
         url: url.clone(),
         ttl: Duration::from_secs(args.lease_ttl_s.max(1)),
         placement: PlacementConfig { homes: args.homes },
         policy: policy.to_string(),
+        store: state
+            .peering
+            .clone()
+            .map(|(url, peering)| (url, peering as Arc<dyn StorePeering>)),
     };
     // Before the node loads anything: a second node under a taken name must not start at all.
     Peers::check_name(&state.etcd, &peers_config)

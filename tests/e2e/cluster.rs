@@ -9,7 +9,7 @@
 
 use crate::fixtures;
 use crate::platform::{Platform, Reply, mote_bin};
-use crate::store::{Store, client};
+use crate::store::{Link, Store, client};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -455,4 +455,179 @@ fn mote_nodes_lists_the_cluster() {
     );
     assert!(lines.iter().any(|l| l.starts_with("n2*")), "{stdout}");
     assert!(stdout.contains("answers"), "{stdout}");
+}
+
+/// Three nodes in the edge set-up: each embeds a store replica that pulls from the others'
+/// through a [`Link`] per direction, so a test can partition one node's replica away.
+struct Edge {
+    runtime: tokio::runtime::Runtime,
+    _dir: tempfile::TempDir,
+    nodes: Vec<Platform>,
+    /// `links[i][j]`: node `i`'s replica pulls from node `j`'s through it.
+    links: Vec<Vec<Option<Link>>>,
+}
+
+impl Edge {
+    fn start(n: usize) -> Edge {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ports = mote_testbed::free_ports(n).unwrap();
+        let links: Vec<Vec<Option<Link>>> = (0..n)
+            .map(|i| {
+                (0..n)
+                    .map(|j| {
+                        (i != j).then(|| {
+                            let link = runtime.block_on(Link::new());
+                            link.point_to(([127, 0, 0, 1], ports[j]).into());
+                            link
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        let ttl = TTL.as_secs().to_string();
+        let nodes = (0..n)
+            .map(|i| {
+                // Every node's list names it too, as `--initial-cluster` does for etcd.
+                let peers: Vec<String> = (0..n)
+                    .map(|j| match &links[i][j] {
+                        None => format!("n{}=http://127.0.0.1:{}", j + 1, ports[j]),
+                        Some(link) => format!("n{}=http://{}", j + 1, link.addr),
+                    })
+                    .collect();
+                let (name, listen) = (format!("n{}", i + 1), format!("127.0.0.1:{}", ports[i]));
+                let args = [
+                    "--node",
+                    &name,
+                    "--store-peer-listen",
+                    &listen,
+                    "--store-peers",
+                    &peers.join(","),
+                    "--cores",
+                    "1",
+                    "--lease-ttl-s",
+                    &ttl,
+                ];
+                Platform::start_in(&dir.path().join(&name), &args)
+            })
+            .collect();
+        let edge = Edge {
+            runtime,
+            _dir: dir,
+            nodes,
+            links,
+        };
+        for node in &edge.nodes {
+            wait_until(&format!("{} sees {n} nodes", node.url), || {
+                members(node).len() == n
+            });
+        }
+        edge
+    }
+
+    /// Cuts (or heals) every link to and from node `i`'s replica.
+    fn isolate(&self, i: usize, cut: bool) {
+        for (a, row) in self.links.iter().enumerate() {
+            for (b, link) in row.iter().enumerate() {
+                if let Some(link) = link
+                    && (a == i || b == i)
+                {
+                    match cut {
+                        true => self.runtime.block_on(link.cut()),
+                        false => link.heal(),
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn lists(node: &Platform, name: &str) -> bool {
+    node.function_names().iter().any(|f| f == name)
+}
+
+#[test]
+fn edge_nodes_serve_on_both_sides_of_a_store_partition_and_converge_after_it_heals() {
+    let edge = Edge::start(3);
+    let [n1, n2, n3] = [&edge.nodes[0], &edge.nodes[1], &edge.nodes[2]];
+    n1.deploy("before", &fixtures::busy(10), "");
+    wait_until("n3 has `before`", || lists(n3, "before"));
+    assert_eq!(n3.invoke("before", b"").status, 200);
+
+    edge.isolate(2, true);
+    n1.deploy("majority", &fixtures::busy(11), "");
+    n3.deploy("minority", &fixtures::busy(12), "");
+    wait_until("n2 has the majority's deploy", || lists(n2, "majority"));
+    wait_until("n3 no longer hears n1 and n2", || {
+        members(n3) == BTreeSet::from(["n3".to_owned()])
+    });
+    wait_until("n1 no longer hears n3", || !members(n1).contains("n3"));
+    // Each side works on its own state: the minority runs what it knows, the majority too.
+    for _ in 0..5 {
+        let reply = n3.invoke("before", b"");
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        assert_eq!(reply.node.as_deref(), Some("n3"));
+        assert_eq!(n3.invoke("minority", b"").status, 200);
+        assert_eq!(n1.invoke("majority", b"").status, 200);
+    }
+    assert!(!lists(n3, "majority"), "the partition let a record through");
+    assert!(!lists(n1, "minority"), "the partition let a record through");
+
+    edge.isolate(2, false);
+    for (i, node) in edge.nodes.iter().enumerate() {
+        wait_until(&format!("node {i} converges"), || {
+            node.function_names() == ["before", "majority", "minority"]
+        });
+        wait_until(&format!("node {i} sees every node again"), || {
+            members(node).len() == 3
+        });
+        for function in ["before", "majority", "minority"] {
+            let reply = node.invoke(function, b"");
+            assert_eq!(
+                reply.status,
+                200,
+                "{function} on node {i}: {}",
+                reply.text()
+            );
+        }
+    }
+}
+
+#[test]
+fn a_node_joins_a_running_edge_cluster_by_naming_one_member() {
+    let edge = Edge::start(2);
+    let dir = tempfile::tempdir().unwrap();
+    edge.nodes[0].deploy("early", &fixtures::busy(10), "");
+    // n3 knows only n1's replica; n2 learns of n3's from n3's node key, which reaches it
+    // through n1.
+    let n1_peer = edge.links[1][0].as_ref().unwrap().addr;
+    let ttl = TTL.as_secs().to_string();
+    let peers = format!("n1=http://{n1_peer}");
+    let n3 = Platform::start_in(
+        &dir.path().join("n3"),
+        &[
+            "--node",
+            "n3",
+            "--store-peer-listen",
+            "127.0.0.1:0",
+            "--store-peers",
+            &peers,
+            "--cores",
+            "1",
+            "--lease-ttl-s",
+            &ttl,
+        ],
+    );
+    wait_until("n3 has the cluster's functions", || lists(&n3, "early"));
+    assert_eq!(n3.invoke("early", b"").status, 200);
+    for node in [&edge.nodes[0], &edge.nodes[1], &n3] {
+        wait_until(&format!("{} sees 3 nodes", node.url), || {
+            members(node).len() == 3
+        });
+    }
+    n3.deploy("late", &fixtures::busy(13), "");
+    wait_until("n2, which was never told of n3, has n3's deploy", || {
+        lists(&edge.nodes[1], "late")
+    });
+    assert_eq!(edge.nodes[1].invoke("late", b"").status, 200);
 }

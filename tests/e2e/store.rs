@@ -162,8 +162,8 @@ pub(crate) async fn client(url: &str) -> Client {
 /// A TCP proxy in front of one replica's peer API, used by one other replica: accepts, connects
 /// upstream, copies both ways. Cut, it drops every connection and every new one at once, as a
 /// partition would; healed, it forwards again.
-struct Link {
-    addr: SocketAddr,
+pub(crate) struct Link {
+    pub(crate) addr: SocketAddr,
     upstream: Arc<std::sync::Mutex<Option<SocketAddr>>>,
     cut: watch::Sender<bool>,
     /// Connections accepted and not yet closed.
@@ -172,7 +172,7 @@ struct Link {
 }
 
 impl Link {
-    async fn new() -> Link {
+    pub(crate) async fn new() -> Link {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let upstream = Arc::new(std::sync::Mutex::new(None::<SocketAddr>));
@@ -225,12 +225,12 @@ impl Link {
     }
 
     /// Forwards new connections to `target` from now on.
-    fn point_to(&self, target: SocketAddr) {
+    pub(crate) fn point_to(&self, target: SocketAddr) {
         *self.upstream.lock().unwrap() = Some(target);
     }
 
     /// Drops every connection and refuses new ones; returns once none is left open.
-    async fn cut(&self) {
+    pub(crate) async fn cut(&self) {
         self.cut.send_replace(true);
         poll_until("a cut link to close its connections", || async {
             self.open.load(Ordering::SeqCst) == 0
@@ -238,7 +238,7 @@ impl Link {
         .await;
     }
 
-    fn heal(&self) {
+    pub(crate) fn heal(&self) {
         self.cut.send_replace(false);
     }
 }

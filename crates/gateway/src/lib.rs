@@ -12,6 +12,8 @@
 //! - `GET /v1/node`: the scheduling policy, queue and each function's expected processing time.
 //! - `GET /v1/cluster`: every node of the cluster as this node sees it, and its state store.
 //! - `GET /v1/internal/modules/{sha256}`: a module's bytes, for peers that adopted its record.
+//! - `POST /v1/internal/store-peers` (`{"name", "url"}`): a joining node's store replica, for
+//!   this node's replica to pull from (the edge set-up).
 //! - `GET /healthz`, `GET /metrics` (Prometheus text format).
 //!
 //! In a cluster ([`mote_peers::Peers`]) an invocation runs where placement says: here, or on
@@ -85,6 +87,7 @@ pub fn router(node: Arc<Node>, peers: Arc<Peers>, config: GatewayConfig) -> Rout
         .route("/v1/node", get(node_status))
         .route("/v1/cluster", get(cluster))
         .route("/v1/internal/modules/{sha256}", get(module))
+        .route(mote_peers::STORE_PEERS_PATH, post(store_peer))
         .fallback(not_found)
         .with_state(Gateway {
             node,
@@ -297,6 +300,26 @@ fn ran_here(gw: &Gateway, mut response: Response) -> Response {
 
 async fn cluster(State(gw): State<Gateway>) -> Response {
     axum::Json(gw.peers.view()).into_response()
+}
+
+/// A store replica that introduces itself.
+#[derive(Deserialize)]
+struct StorePeer {
+    name: String,
+    url: String,
+}
+
+async fn store_peer(
+    State(gw): State<Gateway>,
+    body: Result<axum::Json<StorePeer>, axum::extract::rejection::JsonRejection>,
+) -> Result<Response, ApiError> {
+    let axum::Json(peer) = body.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    match gw.peers.introduced(&peer.name, &peer.url) {
+        true => Ok(StatusCode::NO_CONTENT.into_response()),
+        false => Err(ApiError::BadRequest(
+            "this node's store replica does not peer (it uses --store, or was started without --store-peer-listen)".into(),
+        )),
+    }
 }
 
 async fn module(

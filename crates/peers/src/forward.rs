@@ -105,6 +105,28 @@ impl Forwarder {
     }
 }
 
+impl Forwarder {
+    /// Tells the node at `api` that this node's store replica serves its peers at
+    /// `store_peer`, so that its replica pulls from this one (the edge set-up's join).
+    pub async fn introduce(&self, api: &str, me: &str, store_peer: &str) -> Result<(), String> {
+        let target = format!("{}{}", api.trim_end_matches('/'), crate::STORE_PEERS_PATH);
+        let body = serde_json::json!({ "name": me, "url": store_peer }).to_string();
+        let request = hyper::Request::post(&target)
+            .header(CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| e.to_string())?;
+        let response = self
+            .client
+            .request(request)
+            .await
+            .map_err(|e| error_chain(&e))?;
+        match response.status().is_success() {
+            true => Ok(()),
+            false => Err(format!("it answered {}", response.status())),
+        }
+    }
+}
+
 /// An error and its causes on one line: hyper's top-level messages ("client error (Connect)")
 /// say little alone.
 fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {

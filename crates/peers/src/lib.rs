@@ -44,8 +44,19 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use wire::{NODES_PREFIX, NodeKey, node_key};
 
+/// How a node introduces its store replica to a peer, in the edge set-up.
+pub const STORE_PEERS_PATH: &str = "/v1/internal/store-peers";
+
+/// What the node's embedded store replica does with another node's replica, in the edge
+/// set-up: pull its changes. Implemented by whoever runs the replica (the binary), so that
+/// this crate needs no store of its own.
+pub trait StorePeering: Send + Sync + 'static {
+    /// Starts pulling from the replica of node `name` at `url`, unless it already does.
+    fn pull_from(&self, name: &str, url: &str);
+}
+
 /// How a node joins its cluster.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct PeersConfig {
     /// The node's name, unique in the cluster.
     pub name: String,
@@ -58,6 +69,9 @@ pub struct PeersConfig {
     pub placement: PlacementConfig,
     /// The node's scheduling policy, shown to operators.
     pub policy: String,
+    /// In the edge set-up: where this node's store replica serves its peers, and how it
+    /// starts pulling from a replica it learns of.
+    pub store: Option<(String, Arc<dyn StorePeering>)>,
 }
 
 /// Why a node could not join its cluster.
@@ -160,7 +174,7 @@ const RETRY: Duration = Duration::from_secs(1);
 
 impl Peers {
     /// Refuses a name that is not valid or that another live node holds (a node at another
-    /// URL). [`Peers::join`] checks again; this lets a node refuse before it starts.
+    /// URL that wrote its key within two TTLs). [`Peers::join`] checks again; this lets a node refuse before it starts.
     pub async fn check_name(store: &EtcdStore, config: &PeersConfig) -> Result<(), JoinError> {
         let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
         if config.name.is_empty() || config.name.len() > 63 || !config.name.chars().all(valid) {
@@ -169,6 +183,7 @@ impl Peers {
         if let Some(value) = store.get(&node_key(&config.name)).await?
             && let Ok(held) = NodeKey::from_json(&value)
             && held.url != config.url
+            && held.fresh(wire::now_ms(), config.ttl * 2)
         {
             return Err(JoinError::NameTaken {
                 name: config.name.clone(),
@@ -196,6 +211,8 @@ impl Peers {
             queued: 0,
             work_us: 0,
             draining: false,
+            store_peer: config.store.as_ref().map(|(url, _)| url.clone()),
+            written_ms: wire::now_ms(),
         };
         let key = store
             .lease_key(&node_key(&config.name), first.to_json(), config.ttl)
@@ -327,6 +344,18 @@ impl Peers {
         result
     }
 
+    /// Another node's store replica at `url` introduced itself (edge set-up): this node's
+    /// replica pulls from it. Says whether this node runs a replica that peers.
+    pub fn introduced(&self, name: &str, url: &str) -> bool {
+        match &self.config.store {
+            Some((_, peering)) => {
+                peering.pull_from(name, url);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Whether this node has function `name` (a call of a function it does not know is not
     /// forwarded: records reach every node, so no node knows it).
     pub fn knows(&self, name: &str) -> bool {
@@ -447,6 +476,8 @@ impl Peers {
             queued: load.queued as u32,
             work_us: load.work.as_micros() as u64,
             draining,
+            store_peer: self.config.store.as_ref().map(|(url, _)| url.clone()),
+            written_ms: wire::now_ms(),
         }
     }
 
@@ -462,6 +493,79 @@ impl Peers {
         if lock(&self.store_lost).take().is_some() {
             tracing::info!("the state store answers again");
         }
+    }
+
+    /// Applies a node key's new value; in the edge set-up, peers this node's replica with the
+    /// node's, and introduces this node's replica to a node it sees for the first time.
+    fn seen(self: &Arc<Self>, key: &str, value: &[u8]) {
+        let Some(name) = key.strip_prefix(NODES_PREFIX) else {
+            return;
+        };
+        let Ok(node) = NodeKey::from_json(value) else {
+            tracing::warn!(%key, "a node key that is not a mote node's; ignored");
+            return;
+        };
+        if !self.is_fresh(&node) {
+            // A key its node stopped rewriting long ago: in the edge set-up, a dead node's.
+            return;
+        }
+        if name == self.me.as_str() {
+            return self.apply(Event::Seen {
+                report: node.report(name),
+                at: self.origin.elapsed(),
+            });
+        }
+        let new = lock(&self.placement).view().get(name).is_none();
+        if let (Some((mine, peering)), Some(theirs)) = (&self.config.store, &node.store_peer) {
+            peering.pull_from(name, theirs);
+            if new {
+                let (forwarder, api, me, mine) = (
+                    self.forwarder.clone(),
+                    node.url.clone(),
+                    self.me.to_string(),
+                    mine.clone(),
+                );
+                tokio::spawn(async move {
+                    if let Err(e) = forwarder.introduce(&api, &me, &mine).await {
+                        tracing::warn!(node = %api, error = %e, "cannot introduce this node's store replica; it learns of it from the others");
+                    }
+                });
+            }
+        }
+        if new {
+            tracing::info!(node = name, url = %node.url, "a node joined the cluster");
+        }
+        self.apply(Event::Seen {
+            report: node.report(name),
+            at: self.origin.elapsed(),
+        });
+    }
+
+    /// Whether a node key was written recently enough to count: within two TTLs by the wall
+    /// clock (the second TTL allows for the nodes' clocks to differ).
+    fn is_fresh(&self, key: &NodeKey) -> bool {
+        key.fresh(wire::now_ms(), self.config.ttl * 2)
+    }
+
+    /// Drops the members not heard from for longer than a TTL. In the shared set-up a dead
+    /// node's key expires and is deleted; in the edge set-up only the dead node's own replica
+    /// could expire it, so a key that stops being rewritten is what says the node is gone, and
+    /// this node's own view of it is all that can act on that. A node partitioned away is
+    /// dropped too, and is back at its next report once the partition heals.
+    fn drop_silent(&self) {
+        let now = self.origin.elapsed();
+        let mut placement = lock(&self.placement);
+        let silent: Vec<NodeName> = placement
+            .view()
+            .members()
+            .filter(|m| *m.name() != self.me && now.saturating_sub(m.heard_at()) > self.config.ttl)
+            .map(|m| m.name().clone())
+            .collect();
+        for name in silent {
+            tracing::info!(node = %name, "a node was not heard from for a TTL; it takes no calls until it reports again");
+            placement.apply(Event::Gone(name));
+        }
+        self.recount(placement.view());
     }
 
     /// Applies a change under `/mote/nodes/`.
@@ -483,44 +587,26 @@ impl Peers {
 
     /// Replaces the view with a fresh listing of the node keys: a node missing from it left
     /// while this node was not watching.
-    fn relist(&self, listing: Vec<(String, Vec<u8>)>) {
-        let at = self.origin.elapsed();
-        let mut placement = lock(&self.placement);
-        let listed: Vec<Event> = listing
+    fn relist(self: &Arc<Self>, listing: Vec<(String, Vec<u8>)>) {
+        let listed: Vec<&str> = listing
             .iter()
-            .filter_map(|(key, value)| seen(key, value, at))
+            .filter(|(_, value)| NodeKey::from_json(value).is_ok_and(|k| self.is_fresh(&k)))
+            .filter_map(|(key, _)| key.strip_prefix(NODES_PREFIX))
             .collect();
+        let mut placement = lock(&self.placement);
         let gone: Vec<NodeName> = placement
             .view()
             .members()
             .map(|m| m.name().clone())
-            .filter(|name| {
-                !listed
-                    .iter()
-                    .any(|e| matches!(e, Event::Seen { report, .. } if report.name == *name))
-            })
+            .filter(|name| !listed.contains(&name.as_str()))
             .collect();
         for name in gone {
             placement.apply(Event::Gone(name));
         }
-        for event in listed {
-            placement.apply(event);
-        }
         self.recount(placement.view());
-    }
-}
-
-/// The event a node key's value makes, if it is one.
-fn seen(key: &str, value: &[u8], at: Duration) -> Option<Event> {
-    let name = key.strip_prefix(NODES_PREFIX)?;
-    match NodeKey::from_json(value) {
-        Ok(node) => Some(Event::Seen {
-            report: node.report(name),
-            at,
-        }),
-        Err(e) => {
-            tracing::warn!(%key, error = %e, "a node key that is not a mote node's; ignored");
-            None
+        drop(placement);
+        for (key, value) in &listing {
+            self.seen(key, value);
         }
     }
 }
@@ -540,11 +626,7 @@ async fn follow_nodes(peers: Weak<Peers>) {
                     let change = watch.next().await;
                     let Some(p) = peers.upgrade() else { return };
                     match change {
-                        Ok(Change::Put { key, value }) => {
-                            if let Some(event) = seen(&key, &value, p.origin.elapsed()) {
-                                p.apply(event);
-                            }
-                        }
+                        Ok(Change::Put { key, value }) => p.seen(&key, &value),
                         Ok(Change::Delete { key }) => {
                             if let Some(name) = key.strip_prefix(NODES_PREFIX) {
                                 tracing::info!(node = name, "a node left the cluster");
@@ -649,6 +731,7 @@ async fn report(peers: Weak<Peers>) {
             Ok(()) => p.store_answered(),
             Err(e) => p.store_failed("writing this node's key", &e),
         }
+        p.drop_silent();
     }
 }
 

@@ -3,7 +3,14 @@
 
 use mote_cluster::{Load, NodeName, Report};
 use serde::{Deserialize, Serialize};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
+
+/// Now, in milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
 
 /// Where node keys live, under the store's `/mote/` prefix.
 pub(crate) const NODES_PREFIX: &str = "nodes/";
@@ -30,6 +37,15 @@ pub(crate) struct NodeKey {
     pub work_us: u64,
     /// Whether it is stopping.
     pub draining: bool,
+    /// Where its embedded store replica serves its peers, in the edge set-up: the other
+    /// nodes' replicas pull from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_peer: Option<String>,
+    /// When it wrote this, in milliseconds since the Unix epoch: in the edge set-up a dead
+    /// node's key is never deleted on the other replicas (only the replica that granted a
+    /// lease expires it), so a name is free again once its key is old.
+    #[serde(default)]
+    pub written_ms: u64,
 }
 
 impl NodeKey {
@@ -50,6 +66,11 @@ impl NodeKey {
             queued: self.queued,
             work: Duration::from_micros(self.work_us),
         }
+    }
+
+    /// Whether the node wrote this within `within` of `now_ms`.
+    pub(crate) fn fresh(&self, now_ms: u64, within: Duration) -> bool {
+        now_ms.saturating_sub(self.written_ms) < within.as_millis() as u64
     }
 
     pub(crate) fn to_json(&self) -> Vec<u8> {
@@ -75,6 +96,8 @@ mod tests {
             queued: 3,
             work_us: 1500,
             draining: false,
+            store_peer: Some("http://127.0.0.1:2380".into()),
+            written_ms: 1,
         };
         let read = NodeKey::from_json(&key.to_json()).unwrap();
         assert_eq!(read, key);
@@ -83,5 +106,14 @@ mod tests {
         assert_eq!(report.load.work, Duration::from_micros(1500));
         assert_eq!(report.load.queued, 3);
         assert!(NodeKey::from_json(b"{\"url\":1}").is_err());
+        assert!(read.fresh(1_000, Duration::from_secs(1)));
+        assert!(!read.fresh(1_001, Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn a_key_without_the_edge_fields_reads_as_written_long_ago() {
+        let old = br#"{"url":"http://a","policy":"fc","cores":1,"running":0,"queued":0,"work_us":0,"draining":false}"#;
+        let read = NodeKey::from_json(old).unwrap();
+        assert_eq!((read.store_peer, read.written_ms), (None, 0));
     }
 }
