@@ -24,7 +24,9 @@ const TTL: Duration = Duration::from_secs(2);
 /// A store and the nodes that share it.
 struct Cluster {
     runtime: tokio::runtime::Runtime,
-    store: Store,
+    /// The shared store, until a test kills it.
+    store: Option<Store>,
+    store_url: String,
     dir: tempfile::TempDir,
     nodes: Vec<Option<Platform>>,
 }
@@ -38,7 +40,8 @@ impl Cluster {
         let store = runtime.block_on(Store::start("shared", &store_data, &[]));
         let mut cluster = Cluster {
             runtime,
-            store,
+            store_url: store.url.clone(),
+            store: Some(store),
             dir,
             nodes: Vec::new(),
         };
@@ -60,7 +63,7 @@ impl Cluster {
             "--node",
             name,
             "--store",
-            &self.store.url,
+            &self.store_url,
             "--cores",
             "1",
             "--lease-ttl-s",
@@ -389,7 +392,7 @@ fn a_module_a_peer_sends_with_other_bytes_is_refused() {
     let wanted = fixtures::busy(20);
     let wanted_sha = sha256_hex(&wanted);
     let liar = lying_peer(real.clone());
-    let store_url = cluster.store.url.clone();
+    let store_url = cluster.store_url.clone();
     cluster.runtime.block_on(async {
         let mut etcd = client(&store_url).await;
         let honest = etcd.get(record_of("honest"), None).await.unwrap();
@@ -397,16 +400,28 @@ fn a_module_a_peer_sends_with_other_bytes_is_refused() {
             serde_json::from_slice(honest.kvs()[0].value()).unwrap();
         record["name"] = "forged".into();
         record["sha256"] = wanted_sha.clone().into();
-        let liar_key = serde_json::json!({
-            "url": liar, "policy": "fc", "cores": 1, "running": 0, "queued": 0,
-            "work_us": 0, "draining": true,
-        });
-        etcd.put("/mote/nodes/liar", liar_key.to_string(), None)
-            .await
-            .unwrap();
         etcd.put(record_of("forged"), record.to_string(), None)
             .await
             .unwrap();
+    });
+    // The liar reports as a node does, three times a TTL (a draining node: it takes no calls,
+    // but it is asked for modules).
+    let _liar_reports = cluster.runtime.spawn(async move {
+        let mut etcd = client(&store_url).await;
+        loop {
+            let now_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64;
+            let liar_key = serde_json::json!({
+                "url": liar, "policy": "fc", "cores": 1, "running": 0, "queued": 0,
+                "work_us": 0, "draining": true, "written_ms": now_ms,
+            });
+            etcd.put("/mote/nodes/liar", liar_key.to_string(), None)
+                .await
+                .unwrap();
+            tokio::time::sleep(TTL / 3).await;
+        }
     });
     wait_until("n1 sees the liar", || members(node).contains("liar"));
     wait_until("n1 adopts the forged record", || {
@@ -630,4 +645,101 @@ fn a_node_joins_a_running_edge_cluster_by_naming_one_member() {
         lists(&edge.nodes[1], "late")
     });
     assert_eq!(edge.nodes[1].invoke("late", b"").status, 200);
+}
+
+#[test]
+fn a_rolling_restart_under_load_loses_no_call() {
+    let mut cluster = Cluster::shared(3);
+    cluster.node(0).deploy("slow", &slow(), "");
+    for i in 1..3 {
+        let node = cluster.node(i);
+        wait_until(&format!("node {i} lists slow"), || {
+            node.function_names() == ["slow"]
+        });
+    }
+    // Clients send to the nodes that are not being restarted (as a load balancer would): the
+    // calls those nodes forward to the one stopping must not be lost.
+    let targets = Arc::new(Mutex::new(
+        (1..3).map(|j| cluster.node(j).url.clone()).collect::<Vec<_>>(),
+    ));
+    let stop = Arc::new(AtomicBool::new(false));
+    let replies = Arc::new(Mutex::new(Vec::<Reply>::new()));
+    let load: Vec<_> = (0..4)
+        .map(|client| {
+            let (targets, stop, replies) = (targets.clone(), stop.clone(), replies.clone());
+            std::thread::spawn(move || {
+                let mut turn = client;
+                while !stop.load(Ordering::SeqCst) {
+                    let target = {
+                        let targets = targets.lock().unwrap();
+                        turn += 1;
+                        targets[turn % targets.len()].clone()
+                    };
+                    let reply = post(&target, "/v1/invoke/slow", b"");
+                    replies.lock().unwrap().push(reply);
+                }
+            })
+        })
+        .collect();
+    for i in 0..3 {
+        *targets.lock().unwrap() = (0..3)
+            .filter(|&j| j != i)
+            .map(|j| cluster.node(j).url.clone())
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        let name = format!("n{}", i + 1);
+        let before = replies.lock().unwrap().len();
+        cluster.nodes[i].take().unwrap().stop();
+        cluster.nodes[i] = Some(cluster.start_node(&name));
+        cluster.wait_for_members(3);
+        let node = cluster.node(i);
+        wait_until(&format!("{name} is back with its functions"), || {
+            node.function_names() == ["slow"]
+        });
+        assert!(
+            replies.lock().unwrap().len() > before,
+            "no call completed while {name} restarted"
+        );
+    }
+    *targets.lock().unwrap() = (0..3).map(|j| cluster.node(j).url.clone()).collect();
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::SeqCst);
+    for thread in load {
+        thread.join().unwrap();
+    }
+    let replies = replies.lock().unwrap();
+    for reply in replies.iter() {
+        assert_eq!(reply.status, 200, "{}", reply.text());
+    }
+    assert_eq!(ran_on(&replies).len(), 3, "every node ran calls");
+}
+
+#[test]
+fn a_node_that_loses_the_store_keeps_serving_and_says_so() {
+    let mut cluster = Cluster::shared(2);
+    cluster.node(0).deploy("slow", &fixtures::busy(10), "");
+    wait_until("n2 lists slow", || {
+        cluster.node(1).function_names() == ["slow"]
+    });
+    assert_eq!(cluster.node(1).get("/healthz").text(), "ok\n");
+
+    cluster.store.take().unwrap().kill();
+    let node = cluster.node(1);
+    wait_until("n2 says its store is gone", || {
+        node.get("/healthz").text().starts_with("degraded:")
+    });
+    let health = node.get("/healthz");
+    assert_eq!(health.status, 200);
+    assert!(health.text().contains("has not answered"), "{}", health.text());
+    let view = node.get("/v1/cluster").json();
+    assert_eq!(view["store"]["reachable"], false, "{view}");
+    for i in 0..2 {
+        let reply = cluster.node(i).invoke("slow", b"");
+        assert_eq!(reply.status, 200, "node {i}: {}", reply.text());
+    }
+    // A deploy needs the store: it fails and says why, and the node keeps serving.
+    let refused = node.put("/v1/functions/new", &fixtures::busy(11));
+    assert_eq!(refused.status, 500, "{}", refused.text());
+    assert!(refused.error().contains("state store"), "{}", refused.error());
+    assert_eq!(node.invoke("slow", b"").status, 200);
 }

@@ -138,7 +138,7 @@ impl Store {
     }
 
     /// Sends SIGKILL and waits for the process to be gone.
-    fn kill(mut self) {
+    pub(crate) fn kill(mut self) {
         let mut child = self.process.0.take().unwrap();
         child.kill().unwrap();
         child.wait().unwrap();
