@@ -5,6 +5,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use mote_bench::burst::{self, BurstOptions, PaperLoad};
 use mote_bench::call_path::{self, CallPathConfig, CallPathReport};
+use mote_bench::cluster::{self, ClusterBenchConfig};
 use mote_bench::micro::{self, MicroConfig, MicroReport};
 use mote_bench::results::ResultsDir;
 use mote_bench::sort::{self, ObjectServer, SortOptions};
@@ -35,6 +36,10 @@ pub enum BenchCommand {
     /// side by side; writes every run (runs.json), a report with the floors (report.md) and
     /// ECDF plots of makespan, two sub-stages and the sort's per-call durations.
     Sort(SortArgs),
+    /// What forwarding costs: calls sent to a node that forwards them to the node that runs
+    /// them, against calls sent straight there, side by side (a store and two nodes on
+    /// loopback). See docs/benchmarks/cluster.md.
+    Cluster(ClusterArgs),
     /// The process baseline's worker: answers requests on stdin (used by `bench micro`).
     #[command(hide = true)]
     ProcessWorker {
@@ -122,6 +127,20 @@ pub struct SortArgs {
     /// for the test command; its figures are not the benchmark's.
     #[arg(long)]
     smoke: bool,
+}
+
+/// Options of `mote bench cluster`.
+#[derive(Args)]
+pub struct ClusterArgs {
+    /// Calls per round and path.
+    #[arg(long, default_value_t = 2000)]
+    calls: usize,
+    /// Rounds, alternating which path goes first.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Options of `mote bench store`.
@@ -245,8 +264,23 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Micro(args) => run_micro(args),
         BenchCommand::Store(args) => run_store(args),
         BenchCommand::Sort(args) => run_sort(args),
+        BenchCommand::Cluster(args) => run_cluster(args),
         BenchCommand::ProcessWorker { once } => Ok(micro::process_worker(once)?),
     }
+}
+
+fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
+    let config = ClusterBenchConfig {
+        mote: std::env::current_exe().context("finding the mote binary")?,
+        calls: args.calls.max(1),
+        rounds: args.rounds.max(1),
+    };
+    let report = cluster::run(&config)?;
+    match args.json {
+        true => println!("{}", serde_json::to_string(&report)?),
+        false => print!("{}", report.table()),
+    }
+    Ok(())
 }
 
 /// Where a benchmark's progress goes, a line at a time.

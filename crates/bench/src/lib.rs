@@ -26,6 +26,7 @@
 
 pub mod burst;
 pub mod call_path;
+pub mod cluster;
 pub mod micro;
 pub mod plot;
 pub mod results;

@@ -160,6 +160,27 @@ impl Member {
         self.report.load.plus(self.sent)
     }
 
+    /// Its load as this node expects it at `now`: what it reported counts until its cores
+    /// could have done the work it reported (its expected work per core after the report),
+    /// then only the calls this node sent it since. Reports come a third of a TTL apart, while
+    /// the calls a report caught running mostly end within microseconds to milliseconds: taken
+    /// as they are, one call running at report time would make a one-core node look full for a
+    /// second. A report with no expected work (its functions never ran there) counts until the
+    /// next report.
+    pub fn load_at(&self, now: Duration) -> Load {
+        let reported = self.report.load;
+        let drained = !reported.work.is_zero()
+            && now.saturating_sub(self.heard_at) >= reported.work_per_core();
+        match drained {
+            true => Load {
+                cores: reported.cores,
+                ..Load::default()
+            }
+            .plus(self.sent),
+            false => reported.plus(self.sent),
+        }
+    }
+
     /// Whether it is stopping.
     pub fn draining(&self) -> bool {
         self.report.draining
@@ -186,6 +207,8 @@ impl Member {
 #[derive(Clone, Debug)]
 pub struct Membership {
     me: NodeName,
+    /// The latest time this view was told of.
+    now: Duration,
     members: BTreeMap<NodeName, Member>,
     takers_changed: u64,
 }
@@ -197,6 +220,7 @@ impl Membership {
         Self {
             members: BTreeMap::from([(name.clone(), Member::new(me, at))]),
             me: name,
+            now: at,
             takers_changed: 0,
         }
     }
@@ -209,27 +233,39 @@ impl Membership {
     /// Applies a change.
     pub fn apply(&mut self, event: Event) {
         match event {
-            Event::Seen { report, at } => match self.members.get_mut(report.name.as_str()) {
-                Some(member) => {
-                    if member.report.draining != report.draining || member.unreachable {
-                        self.takers_changed += 1;
-                    }
-                    member.unreachable = false;
-                    member.report = report;
-                    member.sent = Load::default();
-                    member.heard_at = at;
-                }
-                None => {
-                    self.takers_changed += 1;
-                    self.members
-                        .insert(report.name.clone(), Member::new(report, at));
-                }
-            },
+            Event::Seen { report, at } => {
+                self.now = self.now.max(at);
+                self.seen(report, at);
+            }
             Event::Gone(name) if name == self.me => {}
             Event::Gone(name) => {
                 if self.members.remove(name.as_str()).is_some() {
                     self.takers_changed += 1;
                 }
+            }
+        }
+    }
+
+    /// The latest time this view was told of (by a report or this node's own load).
+    pub fn now(&self) -> Duration {
+        self.now
+    }
+
+    fn seen(&mut self, report: Report, at: Duration) {
+        match self.members.get_mut(report.name.as_str()) {
+            Some(member) => {
+                if member.report.draining != report.draining || member.unreachable {
+                    self.takers_changed += 1;
+                }
+                member.unreachable = false;
+                member.report = report;
+                member.sent = Load::default();
+                member.heard_at = at;
+            }
+            None => {
+                self.takers_changed += 1;
+                self.members
+                    .insert(report.name.clone(), Member::new(report, at));
             }
         }
     }
@@ -262,6 +298,7 @@ impl Membership {
     /// counted since: this node knows its own load first hand, where it knows its peers' only
     /// from their reports.
     pub fn set_my_load(&mut self, load: Load, at: Duration) {
+        self.now = self.now.max(at);
         if let Some(me) = self.members.get_mut(self.me.as_str()) {
             me.report.load = load;
             me.sent = Load::default();
@@ -366,5 +403,41 @@ pub(crate) mod tests {
         };
         view.set_my_load(measured, Duration::from_secs(1));
         assert_eq!(view.get("n1").unwrap().load(), measured);
+    }
+
+    #[test]
+    fn a_report_counts_until_its_work_could_be_done() {
+        let mut view = Membership::new(idle("n1", 1), Duration::ZERO);
+        let mut busy = idle("n2", 2);
+        busy.load.running = 2;
+        busy.load.work = Duration::from_millis(4);
+        view.apply(Event::Seen {
+            report: busy,
+            at: Duration::from_secs(1),
+        });
+        let n2 = view.get("n2").unwrap();
+        let at = |ms: u64| Duration::from_secs(1) + Duration::from_millis(ms);
+        assert!(
+            !n2.load_at(at(1)).has_free_core(),
+            "2 ms of work a core left"
+        );
+        assert!(
+            n2.load_at(at(2)).has_free_core(),
+            "the reported calls are done"
+        );
+        assert_eq!(n2.load_at(at(2)).cores, 2);
+        view.sent("n2", Duration::from_millis(1));
+        view.sent("n2", Duration::from_millis(1));
+        let n2 = view.get("n2").unwrap();
+        assert_eq!(n2.load_at(at(5)).queued, 2, "calls sent since still count");
+
+        let mut unknown = idle("n2", 1);
+        unknown.load.running = 1;
+        view.apply(seen(unknown));
+        assert!(
+            !view.get("n2").unwrap().load_at(at(60_000)).has_free_core(),
+            "a report without expected work counts until the next"
+        );
+        assert_eq!(view.now(), at(0));
     }
 }

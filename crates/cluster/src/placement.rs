@@ -149,14 +149,15 @@ impl Placement {
         };
         let homes = || homes.iter().flatten().copied();
         let me = self.view.me();
-        let free = |m: &&Member| m.load().has_free_core();
+        let now = self.view.now();
+        let free = |m: &&Member| m.load_at(now).has_free_core();
         let is_home = |m: &Member| homes().any(|h| h.name() == m.name());
         let chosen = homes()
             .find(|m| m.name() == me && free(m))
             .or_else(|| homes().find(free))
             .or_else(|| {
                 self.takers(exclude).filter(free).min_by_key(|m| {
-                    let load = m.load();
+                    let load = m.load_at(now);
                     (
                         load.work_per_core(),
                         load.calls_per_core_milli(),
@@ -166,7 +167,7 @@ impl Placement {
             })
             .or_else(|| {
                 self.takers(exclude).min_by_key(|m| {
-                    let load = m.load();
+                    let load = m.load_at(now);
                     (
                         load.work_per_core(),
                         load.calls_per_core_milli(),
