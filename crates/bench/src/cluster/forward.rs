@@ -10,14 +10,12 @@
 //! from its peers' last reports, so a few calls may run elsewhere than the path intends; they
 //! are counted in the report and left out of the latencies.
 
+use super::{agent, node, store};
 use anyhow::{Context, bail};
 use hdrhistogram::Histogram;
 use mote_cluster::{Event, Load, Membership, Placement, PlacementConfig, Report};
-use mote_testbed::KilledOnDrop;
 use serde::Serialize;
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// How the benchmark runs.
@@ -84,48 +82,6 @@ impl ClusterReport {
     }
 }
 
-/// A process that prints a line saying where it serves once it does.
-struct Served {
-    _process: KilledOnDrop,
-    url: String,
-}
-
-fn start(mut command: Command, prefix: &str) -> anyhow::Result<Served> {
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting mote")?;
-    let stdout = child.stdout.take().expect("piped");
-    let process = KilledOnDrop::new(child);
-    let mut lines = BufReader::new(stdout).lines();
-    let url = loop {
-        let Some(line) = lines.next() else {
-            bail!("{command:?} exited before it served");
-        };
-        let line = line?;
-        if let Some(rest) = line.split(prefix).nth(1) {
-            let url = rest.split([' ', ',']).next().unwrap_or_default();
-            break format!("http://{url}");
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    Ok(Served {
-        _process: process,
-        url,
-    })
-}
-
-fn node(mote: &Path, data: &Path, name: &str, store: &str) -> anyhow::Result<Served> {
-    let mut command = Command::new(mote);
-    command
-        .args(["up", "--node", name, "--store", store, "--homes", "1"])
-        .args(["--cores", "1", "--listen", "127.0.0.1:0"])
-        .args(["--store-listen", "127.0.0.1:0", "--log", "warn", "--data"])
-        .arg(data.join(name));
-    start(command, "mote is up on http://")
-}
-
 /// A function name whose one home, between `n1` and `n2`, is `n2`.
 fn name_homed_on_n2() -> String {
     let idle = |name: &str| Report {
@@ -147,14 +103,6 @@ fn name_homed_on_n2() -> String {
         .map(|i| format!("echo{i}"))
         .find(|name| placement.homes(name)[0].as_str() == "n2")
         .expect("some name is homed on n2")
-}
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into()
 }
 
 /// One path's calls: the latency of those that ran on `n2`, and how many ran elsewhere.
@@ -218,14 +166,11 @@ fn measure(
 /// Runs the benchmark.
 pub fn run(config: &ClusterBenchConfig) -> anyhow::Result<ClusterReport> {
     let dir = tempfile::tempdir()?;
-    let mut store = Command::new(&config.mote);
-    store
-        .args(["store", "--name", "bench", "--log", "warn"])
-        .args(["--listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0"]);
-    let store = start(store, "etcd v3 API on http://")?;
-    let n1 = node(&config.mote, dir.path(), "n1", &store.url)?;
-    let n2 = node(&config.mote, dir.path(), "n2", &store.url)?;
-    let agent = agent();
+    let store = store(&config.mote)?;
+    let homes = ["--homes", "1"];
+    let n1 = node(&config.mote, dir.path(), "n1", &store.url, &homes)?;
+    let n2 = node(&config.mote, dir.path(), "n2", &store.url, &homes)?;
+    let agent = agent(Duration::from_secs(30));
     let function = name_homed_on_n2();
     let echo = mote_guests::ALL
         .iter()
