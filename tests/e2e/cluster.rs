@@ -172,11 +172,21 @@ fn a_function_deployed_on_one_node_runs_on_every_node_and_goes_from_all_when_rem
         .find(|g| g.name == "echo")
         .expect("the echo example");
     cluster.node(0).deploy("echo", echo.wasm, "");
+    let deployed = Instant::now();
     for i in 1..3 {
         let node = cluster.node(i);
         wait_until(&format!("node {i} lists echo"), || {
             node.function_names() == ["echo"]
         });
+    }
+    // The bound: every node lists a deploy within a second.
+    assert!(
+        deployed.elapsed() < Duration::from_secs(1),
+        "the other nodes listed the deploy {:?} after it",
+        deployed.elapsed()
+    );
+    for i in 1..3 {
+        let node = cluster.node(i);
         let reply = node.invoke("echo", b"from afar");
         assert_eq!(reply.status, 200, "{}", reply.text());
         assert_eq!(reply.body, b"from afar");
