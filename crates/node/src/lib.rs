@@ -108,9 +108,11 @@ pub struct NodeLoad {
     pub running: usize,
     /// Calls waiting for a core (or, for calls that declare phases, for a share).
     pub queued: usize,
-    /// The work the node holds, estimated as its calls (running and queued) times the mean
-    /// expected processing time of its functions.
+    /// The work the node holds, estimated as its calls (running and queued) times
+    /// `mean_expected`.
     pub work: Duration,
+    /// The mean expected processing time of its functions that have run.
+    pub mean_expected: Duration,
 }
 
 /// One node: a registry of functions and the executors that run their calls.
@@ -441,6 +443,7 @@ impl Node {
             running,
             queued,
             work: Duration::from_secs_f64(mean * (running + queued) as f64),
+            mean_expected: Duration::from_secs_f64(mean),
         }
     }
 

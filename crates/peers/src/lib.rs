@@ -174,7 +174,8 @@ const RETRY: Duration = Duration::from_secs(1);
 
 impl Peers {
     /// Refuses a name that is not valid or that another live node holds (a node at another
-    /// URL that wrote its key within two TTLs). [`Peers::join`] checks again; this lets a node refuse before it starts.
+    /// URL that wrote its key within two TTLs). [`Peers::join`] checks again; this lets a node
+    /// refuse before it starts.
     pub async fn check_name(store: &EtcdStore, config: &PeersConfig) -> Result<(), JoinError> {
         let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
         if config.name.is_empty() || config.name.len() > 63 || !config.name.chars().all(valid) {
@@ -468,6 +469,8 @@ impl Peers {
     /// This node's key as it should read now.
     fn current_key(&self, draining: bool) -> NodeKey {
         let load = self.node.load();
+        self.mean_expected_ns
+            .store(load.mean_expected.as_nanos() as u64, Ordering::Relaxed);
         NodeKey {
             url: self.config.url.clone(),
             policy: self.config.policy.clone(),
@@ -718,10 +721,6 @@ async fn report(peers: Weak<Peers>) {
     loop {
         tick.tick().await;
         let Some(p) = peers.upgrade() else { return };
-        let load = p.node.load();
-        let calls = (load.running + load.queued).max(1) as u32;
-        p.mean_expected_ns
-            .store((load.work / calls).as_nanos() as u64, Ordering::Relaxed);
         let key = p.current_key(p.draining.load(Ordering::SeqCst));
         let written = match p.key.lock().await.as_ref() {
             Some(leased) => leased.update(key.to_json()).await,
