@@ -670,7 +670,9 @@ fn a_rolling_restart_under_load_loses_no_call() {
     // Clients send to the nodes that are not being restarted (as a load balancer would): the
     // calls those nodes forward to the one stopping must not be lost.
     let targets = Arc::new(Mutex::new(
-        (1..3).map(|j| cluster.node(j).url.clone()).collect::<Vec<_>>(),
+        (1..3)
+            .map(|j| cluster.node(j).url.clone())
+            .collect::<Vec<_>>(),
     ));
     let stop = Arc::new(AtomicBool::new(false));
     let replies = Arc::new(Mutex::new(Vec::<Reply>::new()));
@@ -740,7 +742,11 @@ fn a_node_that_loses_the_store_keeps_serving_and_says_so() {
     });
     let health = node.get("/healthz");
     assert_eq!(health.status, 200);
-    assert!(health.text().contains("has not answered"), "{}", health.text());
+    assert!(
+        health.text().contains("has not answered"),
+        "{}",
+        health.text()
+    );
     let view = node.get("/v1/cluster").json();
     assert_eq!(view["store"]["reachable"], false, "{view}");
     for i in 0..2 {
@@ -750,6 +756,10 @@ fn a_node_that_loses_the_store_keeps_serving_and_says_so() {
     // A deploy needs the store: it fails and says why, and the node keeps serving.
     let refused = node.put("/v1/functions/new", &fixtures::busy(11));
     assert_eq!(refused.status, 500, "{}", refused.text());
-    assert!(refused.error().contains("state store"), "{}", refused.error());
+    assert!(
+        refused.error().contains("state store"),
+        "{}",
+        refused.error()
+    );
     assert_eq!(node.invoke("slow", b"").status, 200);
 }

@@ -17,6 +17,10 @@
 //!   etcd's own `benchmark` tool, put and serializable range, on clusters of 1, 3 and 5 nodes.
 //! - [`sort`]: the microtask paper's Figure 7: a distributed sort through the platform against
 //!   a real S3 server, task-based against microtask-based scheduling.
+//! - [`cluster`]: several nodes as real processes: what forwarding a call costs, against the
+//!   same call sent to its node; the burst sent to one node of two, against one node alone.
+//! - [`simulate`]: the call-scheduling paper's cluster experiment (section VIII) and 100 nodes,
+//!   in virtual time, driving the real placement and policies.
 //! - [`stats`]: the median every report takes, `None` where there is no data.
 //! - [`results`]: the directory a benchmark writes its files to, and the outcome it hands back.
 //!
@@ -30,6 +34,7 @@ pub mod cluster;
 pub mod micro;
 pub mod plot;
 pub mod results;
+pub mod simulate;
 pub mod sort;
 pub mod stats;
 pub mod store;

@@ -85,6 +85,15 @@ impl Load {
         u64::from(self.running.saturating_add(self.queued)) * 1000 / u64::from(self.cores.max(1))
     }
 
+    fn minus(self, other: Load) -> Load {
+        Load {
+            cores: self.cores,
+            running: self.running.saturating_sub(other.running),
+            queued: self.queued.saturating_sub(other.queued),
+            work: self.work.saturating_sub(other.work),
+        }
+    }
+
     fn plus(self, other: Load) -> Load {
         Load {
             cores: self.cores,
@@ -179,6 +188,20 @@ impl Member {
             .plus(self.sent),
             false => reported.plus(self.sent),
         }
+    }
+
+    /// Whether this node may send it one more call and expect a free core, when `senders`
+    /// nodes share what its report found free: between two reports each sender may fill its
+    /// share of the free cores (rounded up), counting the calls it sent since. Without the
+    /// share, every node of a large cluster would take a home for free until it had itself sent
+    /// it as many calls as it has cores, and a hundred nodes would flood one home before its
+    /// next report showed the queue (measured in `mote bench cluster --simulate`).
+    pub fn free_for(&self, now: Duration, senders: u32) -> bool {
+        let reported = self.load_at(now).minus(self.sent);
+        let free = reported
+            .cores
+            .saturating_sub(reported.running.saturating_add(reported.queued));
+        self.sent.queued < free.div_ceil(senders.max(1))
     }
 
     /// Whether it is stopping.

@@ -9,7 +9,8 @@
 //!
 //! A call from a client runs, in this order of preference:
 //! 1. here, if this node is a home with a free core (no forwarding cost);
-//! 2. on the first home with a free core;
+//! 2. on the first home with a free core: for a peer, one of the free cores its last report
+//!    showed, of which each of the cluster's nodes may fill its share until the next report;
 //! 3. on the node with a free core and the least expected work per core;
 //! 4. when no node has a core free, on the node with the least expected work per core (homes,
 //!    then this node, first among equals).
@@ -69,13 +70,18 @@ pub struct Placement {
     /// entry per function placed: the node places only calls of functions it knows.
     ranked: HashMap<Box<str>, Vec<NodeName>>,
     ranked_at: u64,
+    /// The nodes that take calls, as of `ranked_at`: each may send to a peer its share of
+    /// the peer's free cores.
+    senders: u32,
 }
 
 impl Placement {
     /// Places calls over `view`.
     pub fn new(view: Membership, config: PlacementConfig) -> Self {
+        let senders = view.members().filter(|m| m.takes_calls()).count();
         Self {
             ranked_at: view.takers_changed(),
+            senders: u32::try_from(senders).unwrap_or(u32::MAX),
             view,
             homes: config.homes.clamp(1, MAX_HOMES),
             ranked: HashMap::new(),
@@ -140,6 +146,7 @@ impl Placement {
     }
 
     fn choose(&mut self, function: &str, exclude: &[NodeName]) -> Option<NodeName> {
+        self.refresh();
         let homes = match exclude.is_empty() {
             true => {
                 self.rank(function);
@@ -150,7 +157,13 @@ impl Placement {
         let homes = || homes.iter().flatten().copied();
         let me = self.view.me();
         let now = self.view.now();
-        let free = |m: &&Member| m.load_at(now).has_free_core();
+        let senders = self.senders;
+        // This node knows its own load first hand; a peer's free cores are shared among the
+        // nodes that send to it.
+        let free = |m: &&Member| match m.name() == me {
+            true => m.load_at(now).has_free_core(),
+            false => m.free_for(now, senders),
+        };
         let is_home = |m: &Member| homes().any(|h| h.name() == m.name());
         let chosen = homes()
             .find(|m| m.name() == me && free(m))
@@ -179,13 +192,18 @@ impl Placement {
         Some(chosen.name().clone())
     }
 
-    /// Ranks `function`'s homes among every taker, unless they are ranked for this set of
-    /// takers already.
-    fn rank(&mut self, function: &str) {
+    /// Forgets the rankings and recounts the takers once the set of takers changed.
+    fn refresh(&mut self) {
         if self.ranked_at != self.view.takers_changed() {
             self.ranked.clear();
             self.ranked_at = self.view.takers_changed();
+            self.senders = u32::try_from(self.takers(&[]).count()).unwrap_or(u32::MAX);
         }
+    }
+
+    /// Ranks `function`'s homes among every taker, unless they are ranked for this set of
+    /// takers already ([`Placement::refresh`] first).
+    fn rank(&mut self, function: &str) {
         if !self.ranked.contains_key(function) {
             let homes = self.homes(function);
             self.ranked.insert(function.into(), homes);
@@ -336,6 +354,35 @@ mod tests {
         p.set_my_load(me, Duration::ZERO);
         let next = node("n1", &p.place("f", Duration::ZERO, Origin::Client, &[]));
         assert_ne!(next, "n1", "the peers answered, so they are free again");
+    }
+
+    #[test]
+    fn each_node_fills_only_its_share_of_a_peers_free_cores() {
+        let names: Vec<String> = (2..=10).map(|i| format!("n{i}")).collect();
+        let others: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut p = cluster("n1", &others, 4);
+        let mut busy = idle("n1", 4);
+        busy.load.running = 4;
+        p.apply(seen(busy));
+        let function = (0..)
+            .map(|i| format!("f{i}"))
+            .find(|f| !p.homes(f).iter().any(|h| h.as_str() == "n1"))
+            .unwrap();
+        let homes = p.homes(&function);
+        // Ten nodes share each home's four free cores: this one may fill one of them.
+        let ran: Vec<String> = (0..2)
+            .map(|_| node("n1", &client(&mut p, &function)))
+            .collect();
+        assert_eq!(ran[0], homes[0].as_str());
+        assert_eq!(ran[1], homes[1].as_str());
+        let third = node("n1", &client(&mut p, &function));
+        assert!(
+            !homes.iter().any(|h| h.as_str() == third),
+            "both homes had their share: {third}"
+        );
+        // A fresh report gives a new share.
+        p.apply(seen(idle(homes[0].as_str(), 4)));
+        assert_eq!(node("n1", &client(&mut p, &function)), homes[0].as_str());
     }
 
     #[test]

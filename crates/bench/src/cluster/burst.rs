@@ -169,10 +169,7 @@ fn ready(agent: &ureq::Agent, node: &Served) -> anyhow::Result<()> {
 }
 
 /// Each function's median response time over three sequential calls on the idle `node`.
-fn idle_times(
-    agent: &ureq::Agent,
-    node: &Served,
-) -> anyhow::Result<BTreeMap<&'static str, f64>> {
+fn idle_times(agent: &ureq::Agent, node: &Served) -> anyhow::Result<BTreeMap<&'static str, f64>> {
     let mut idle = BTreeMap::new();
     for (name, _, input) in suite() {
         let mut times = Vec::new();
@@ -249,7 +246,13 @@ fn cluster(
         .map(|i| {
             let name = format!("n{i}");
             let data = dir.join(format!("{policy}-{nodes}"));
-            node(&config.mote, &data, &name, &store.url, &["--policy", policy])
+            node(
+                &config.mote,
+                &data,
+                &name,
+                &store.url,
+                &["--policy", policy],
+            )
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let agent = agent(Duration::from_secs(60));

@@ -85,4 +85,3 @@ pub(crate) fn agent(timeout: Duration) -> ureq::Agent {
         .build()
         .into()
 }
-

@@ -1,0 +1,641 @@
+//! The event loop of one simulated run: a cluster of nodes, each placing calls with the real
+//! [`Placement`] and running them with [`Local`], under one burst, in virtual time.
+//!
+//! A call reaches a node chosen uniformly at random (a load balancer in front). That node sets
+//! its own load as measured now ([`Placement::set_my_load`]) and places the call with its own
+//! expected time for the function; a call placed on a peer lands there half the forwarding cost
+//! later and runs there whatever that node's load (as `mote_peers::Peers::route` does for a
+//! peer's call, without placing it again), and its response comes back the other half later,
+//! when the entry node tells its placement the call was answered. Each node writes its load to
+//! its peers every report interval (staggered, so not all at once), and they apply it as an
+//! [`Event::Seen`]: between reports a node knows its peers only from those reports and from the
+//! calls it sent them itself.
+//!
+//! The loop is pure: no I/O, no threads, no clock; the same inputs give the same outcome.
+
+use super::SimFunction;
+use super::local::{Admitted, CallId, Local};
+use mote_cluster::{
+    Decision, Event, Load, Membership, NodeName, Origin, Placement, PlacementConfig, Report,
+};
+use mote_sched::Policy;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::time::Duration;
+
+/// The cluster of one run.
+#[derive(Clone, Debug)]
+pub struct ClusterSpec {
+    /// Nodes.
+    pub nodes: usize,
+    /// Cores of each node.
+    pub cores: u32,
+    /// Every node's scheduling policy.
+    pub policy: Policy,
+    /// Home nodes per function (`mote up --homes`).
+    pub homes: usize,
+    /// How often each node writes its load to its peers (`mote up` writes it three times a
+    /// lease TTL: every second by default).
+    pub report_interval: Duration,
+    /// What forwarding adds to a call's response time, half on the way there, half back.
+    pub forward_cost: Duration,
+    /// Fair-Choice's window `T`.
+    pub fc_window: Duration,
+}
+
+/// What became of one call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallOutcome {
+    /// Its function, by index in the suite.
+    pub function: usize,
+    /// The node it ran on.
+    pub node: usize,
+    /// Whether the node it reached forwarded it.
+    pub forwarded: bool,
+    /// From reaching the cluster to its response leaving it.
+    pub response: Duration,
+}
+
+/// What became of every call of a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunOutcome {
+    /// The calls that ran, in schedule order.
+    pub calls: Vec<CallOutcome>,
+    /// Calls no node would take (none, while no node stops).
+    pub refused: usize,
+    /// When the last response left, after the burst started.
+    pub last_response: Duration,
+}
+
+/// The name of node `i`.
+pub fn node_name(i: usize) -> NodeName {
+    NodeName::from(format!("n{i}").as_str())
+}
+
+/// Runs `plan` (offsets from the start, indices into `suite`) on `spec`; `seed` picks the node
+/// each call reaches. Every node starts warm: each function ran once at its idle time, as after
+/// the burst experiment's warm-up.
+pub fn run(
+    spec: &ClusterSpec,
+    suite: &[SimFunction],
+    plan: &[(Duration, usize)],
+    seed: u64,
+) -> RunOutcome {
+    let mut sim = Sim::new(spec, suite, plan, seed);
+    sim.run();
+    let refused = sim.refused;
+    let calls: Vec<CallOutcome> = sim
+        .calls
+        .iter()
+        .filter_map(|c| {
+            Some(CallOutcome {
+                function: c.function,
+                node: c.runs_on,
+                forwarded: c.runs_on != c.entry,
+                response: Duration::from_nanos(c.responded_ns?.saturating_sub(c.arrived_ns)),
+            })
+        })
+        .collect();
+    let last = sim.calls.iter().filter_map(|c| c.responded_ns).max();
+    RunOutcome {
+        calls,
+        refused,
+        last_response: Duration::from_nanos(last.unwrap_or(0)),
+    }
+}
+
+/// One call as the run follows it. Times in nanoseconds since the start.
+struct Call {
+    function: usize,
+    /// The node the load balancer sent it to.
+    entry: usize,
+    /// The node it runs on.
+    runs_on: usize,
+    arrived_ns: u64,
+    /// When it reached the node it runs on.
+    landed_ns: u64,
+    responded_ns: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    /// A forwarded call reaches the node it runs on.
+    Land(CallId),
+    /// A call that held a core (or waited without one) is done.
+    End(usize, CallId),
+    /// A node's next sharing call may be done, if nothing changed since (the generation).
+    SharedEnd(usize, u64),
+    /// A forwarded call's response reaches the node the client called.
+    Respond(CallId),
+    /// A node writes its load.
+    Report(usize),
+}
+
+/// A step at a time; steps at the same time run in the order they were scheduled.
+struct Timed {
+    at_ns: u64,
+    seq: u64,
+    step: Step,
+}
+
+impl PartialEq for Timed {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at_ns, self.seq) == (other.at_ns, other.seq)
+    }
+}
+
+impl Eq for Timed {}
+
+impl PartialOrd for Timed {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Timed {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at_ns, self.seq).cmp(&(other.at_ns, other.seq))
+    }
+}
+
+#[derive(Default)]
+struct Agenda {
+    steps: BinaryHeap<Reverse<Timed>>,
+    seq: u64,
+}
+
+impl Agenda {
+    fn at(&mut self, at_ns: u64, step: Step) {
+        self.seq += 1;
+        self.steps.push(Reverse(Timed {
+            at_ns,
+            seq: self.seq,
+            step,
+        }));
+    }
+
+    fn next_at(&self) -> Option<u64> {
+        self.steps.peek().map(|Reverse(t)| t.at_ns)
+    }
+
+    fn pop(&mut self) -> Option<(u64, Step)> {
+        self.steps.pop().map(|Reverse(t)| (t.at_ns, t.step))
+    }
+}
+
+/// SplitMix64, for the load balancer's choices (the burst schedule's generator is private to
+/// that module, and this stream must differ from it anyway).
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        ((u128::from(z) * n as u128) >> 64) as usize
+    }
+}
+
+struct SimNode {
+    placement: Placement,
+    local: Local,
+    /// Bumped whenever the sharing calls change, so an end scheduled before is ignored.
+    generation: u64,
+    /// Its mean expected time as of its last report.
+    mean_expected: Duration,
+}
+
+struct Sim<'a> {
+    spec: &'a ClusterSpec,
+    suite: &'a [SimFunction],
+    nodes: Vec<SimNode>,
+    names: Vec<NodeName>,
+    index: HashMap<NodeName, usize>,
+    calls: Vec<Call>,
+    agenda: Agenda,
+    /// Calls not yet answered or refused.
+    open: usize,
+    refused: usize,
+}
+
+impl<'a> Sim<'a> {
+    fn new(
+        spec: &'a ClusterSpec,
+        suite: &'a [SimFunction],
+        plan: &[(Duration, usize)],
+        seed: u64,
+    ) -> Self {
+        let n = spec.nodes.max(1);
+        let names: Vec<NodeName> = (0..n).map(node_name).collect();
+        let idle = |name: &NodeName| Report {
+            name: name.clone(),
+            // There is no network: nothing is ever sent to a URL.
+            url: String::new(),
+            load: Load {
+                cores: spec.cores,
+                ..Load::default()
+            },
+            draining: false,
+        };
+        let warm_mean = suite
+            .iter()
+            .map(|f| f.idle)
+            .sum::<Duration>()
+            .checked_div(suite.len() as u32)
+            .unwrap_or_default();
+        let nodes = names
+            .iter()
+            .map(|me| {
+                let mut view = Membership::new(idle(me), Duration::ZERO);
+                for peer in names.iter().filter(|p| *p != me) {
+                    view.apply(Event::Seen {
+                        report: idle(peer),
+                        at: Duration::ZERO,
+                    });
+                }
+                let mut local = Local::new(spec.policy, spec.cores, spec.fc_window);
+                for (key, f) in suite.iter().enumerate() {
+                    local.warm(key as u64, f.idle);
+                }
+                SimNode {
+                    placement: Placement::new(view, PlacementConfig { homes: spec.homes }),
+                    local,
+                    generation: 0,
+                    mean_expected: warm_mean,
+                }
+            })
+            .collect();
+        let mut balancer = SplitMix(seed ^ 0xBA1A_9CE5_0FC0_FFEE);
+        let calls = plan
+            .iter()
+            .map(|&(at, function)| {
+                let entry = balancer.below(n);
+                Call {
+                    function,
+                    entry,
+                    runs_on: entry,
+                    arrived_ns: at.as_nanos() as u64,
+                    landed_ns: 0,
+                    responded_ns: None,
+                }
+            })
+            .collect();
+        let mut agenda = Agenda::default();
+        let interval = spec.report_interval.as_nanos().max(1) as u64;
+        for node in 0..n {
+            agenda.at(interval * node as u64 / n as u64, Step::Report(node));
+        }
+        Self {
+            spec,
+            suite,
+            index: names.iter().cloned().zip(0..).collect(),
+            names,
+            nodes,
+            calls,
+            agenda,
+            open: plan.len(),
+            refused: 0,
+        }
+    }
+
+    fn run(&mut self) {
+        let mut next_arrival = 0;
+        loop {
+            // Arrivals come from the schedule, already in order, rather than the agenda: a
+            // burst at scale holds millions of calls.
+            let arrival = self.calls.get(next_arrival).map(|c| c.arrived_ns);
+            match arrival {
+                Some(at) if self.agenda.next_at().is_none_or(|step| at <= step) => {
+                    self.arrive(next_arrival, at);
+                    next_arrival += 1;
+                }
+                _ => match self.agenda.pop() {
+                    Some((now, step)) => {
+                        self.step(now, step, next_arrival < self.calls.len());
+                    }
+                    None => break,
+                },
+            }
+        }
+    }
+
+    fn step(&mut self, now: u64, step: Step, arrivals_left: bool) {
+        match step {
+            Step::Land(call) => self.land(call, now),
+            Step::End(node, call) => {
+                let function = self.calls[call].function;
+                let processing = self.suite[function].idle;
+                if let Some(next) = self.nodes[node].local.end(function as u64, processing) {
+                    self.started(node, next, now);
+                }
+                self.done(call, now);
+            }
+            Step::SharedEnd(node, generation) => {
+                if generation != self.nodes[node].generation {
+                    return;
+                }
+                let calls = &self.calls;
+                let ended = self.nodes[node].local.end_shared(
+                    now,
+                    |c| calls[c].function as u64,
+                    |c| calls[c].landed_ns,
+                );
+                self.reshare(node);
+                for call in ended {
+                    self.done(call, now);
+                }
+            }
+            Step::Respond(call) => {
+                let (entry, runs_on, function) = {
+                    let c = &self.calls[call];
+                    (c.entry, c.runs_on, c.function)
+                };
+                let node = &mut self.nodes[entry];
+                // As the real gateway: the entry node's expected time when the response came.
+                let expected = node.local.expected(function as u64);
+                node.placement
+                    .answered(self.names[runs_on].as_str(), expected);
+                self.respond(call, now);
+            }
+            Step::Report(node) => {
+                let mean = self.mean_expected(node);
+                self.nodes[node].mean_expected = mean;
+                let report = Report {
+                    name: self.names[node].clone(),
+                    url: String::new(),
+                    load: self.load(node, mean),
+                    draining: false,
+                };
+                let at = Duration::from_nanos(now);
+                for (_, peer) in self
+                    .nodes
+                    .iter_mut()
+                    .enumerate()
+                    .filter(|(i, _)| *i != node)
+                {
+                    peer.placement.apply(Event::Seen {
+                        report: report.clone(),
+                        at,
+                    });
+                }
+                if self.open > 0 || arrivals_left {
+                    let interval = self.spec.report_interval.as_nanos().max(1) as u64;
+                    self.agenda.at(now + interval, Step::Report(node));
+                }
+            }
+        }
+    }
+
+    /// The mean expected time of the functions `node` has run, as the real node computes it for
+    /// its report.
+    fn mean_expected(&self, node: usize) -> Duration {
+        let local = &self.nodes[node].local;
+        let (mut sum, mut known) = (Duration::ZERO, 0u32);
+        for f in 0..self.suite.len() as u64 {
+            let expected = local.expected(f);
+            if !expected.is_zero() {
+                sum += expected;
+                known += 1;
+            }
+        }
+        sum.checked_div(known).unwrap_or_default()
+    }
+
+    /// `node`'s load now: its calls, and as their work the calls times `mean`, its mean
+    /// expected time (fresh in a report, as of the last report on the call path, as in
+    /// `mote_peers`).
+    fn load(&self, node: usize, mean: Duration) -> Load {
+        let (running, queued) = self.nodes[node].local.calls();
+        Load {
+            cores: self.spec.cores,
+            running,
+            queued,
+            work: mean * (running + queued),
+        }
+    }
+
+    fn arrive(&mut self, call: CallId, now: u64) {
+        let (entry, function) = (self.calls[call].entry, self.calls[call].function);
+        let load = self.load(entry, self.nodes[entry].mean_expected);
+        let node = &mut self.nodes[entry];
+        node.placement.set_my_load(load, Duration::from_nanos(now));
+        let expected = node.local.expected(function as u64);
+        let name = self.suite[function].name;
+        match node.placement.place(name, expected, Origin::Client, &[]) {
+            Decision::Here => self.land(call, now),
+            Decision::Forward(peer) => {
+                self.calls[call].runs_on = self.index[&peer];
+                self.agenda.at(now + self.there_ns(), Step::Land(call));
+            }
+            Decision::Refuse => {
+                self.refused += 1;
+                self.open -= 1;
+            }
+        }
+    }
+
+    fn land(&mut self, call: CallId, now: u64) {
+        let c = &mut self.calls[call];
+        c.landed_ns = now;
+        let (node, function) = (c.runs_on, c.function);
+        let f = self.suite[function];
+        match self.nodes[node]
+            .local
+            .admit(now, function as u64, call, f.idle, f.waits)
+        {
+            Admitted::Runs(first) => self.started(node, first, now),
+            Admitted::Shares => self.reshare(node),
+            Admitted::Waits => {}
+        }
+    }
+
+    /// `call` took a core of `node` (or began its wait) at `now`.
+    fn started(&mut self, node: usize, call: CallId, now: u64) {
+        let idle = self.suite[self.calls[call].function].idle;
+        self.agenda
+            .at(now + idle.as_nanos() as u64, Step::End(node, call));
+    }
+
+    /// Schedules `node`'s next sharing end, superseding the one scheduled before.
+    fn reshare(&mut self, node: usize) {
+        let n = &mut self.nodes[node];
+        n.generation += 1;
+        if let Some(at) = n.local.next_shared_end() {
+            let generation = n.generation;
+            self.agenda.at(at, Step::SharedEnd(node, generation));
+        }
+    }
+
+    /// `call` is done on the node it ran on.
+    fn done(&mut self, call: CallId, now: u64) {
+        let c = &self.calls[call];
+        match c.runs_on == c.entry {
+            true => self.respond(call, now),
+            false => {
+                let back = self.spec.forward_cost.as_nanos() as u64 - self.there_ns();
+                self.agenda.at(now + back, Step::Respond(call));
+            }
+        }
+    }
+
+    fn respond(&mut self, call: CallId, now: u64) {
+        self.calls[call].responded_ns = Some(now);
+        self.open -= 1;
+    }
+
+    /// The forwarding cost on the way to the peer: half of it.
+    fn there_ns(&self) -> u64 {
+        self.spec.forward_cost.as_nanos() as u64 / 2
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn spec(nodes: usize, cores: u32, policy: Policy) -> ClusterSpec {
+        ClusterSpec {
+            nodes,
+            cores,
+            policy,
+            homes: 2,
+            report_interval: Duration::from_secs(1),
+            forward_cost: Duration::from_micros(150),
+            fc_window: Duration::from_secs(60),
+        }
+    }
+
+    fn suite() -> Vec<SimFunction> {
+        vec![
+            SimFunction {
+                name: "long",
+                idle: 1000 * MS,
+                waits: false,
+            },
+            SimFunction {
+                name: "short",
+                idle: 200 * MS,
+                waits: false,
+            },
+            SimFunction {
+                name: "nap",
+                idle: 1000 * MS,
+                waits: true,
+            },
+        ]
+    }
+
+    fn responses(outcome: &RunOutcome) -> Vec<Duration> {
+        outcome.calls.iter().map(|c| c.response).collect()
+    }
+
+    #[test]
+    fn one_core_fifo_runs_calls_one_after_another_in_arrival_order() {
+        // long at 0 runs 0–1 s; short at 0.5 s waits, runs 1–1.2 s; long at 0.6 s runs 1.2–2.2 s.
+        let plan = [(Duration::ZERO, 0), (500 * MS, 1), (600 * MS, 0)];
+        let outcome = run(&spec(1, 1, Policy::Fifo), &suite(), &plan, 1);
+        assert_eq!(responses(&outcome), [1000 * MS, 700 * MS, 1600 * MS]);
+        assert_eq!(outcome.last_response, 2200 * MS);
+        assert!(outcome.calls.iter().all(|c| !c.forwarded && c.node == 0));
+    }
+
+    #[test]
+    fn one_core_sept_lets_the_short_call_overtake() {
+        // The same burst, but two longs wait while the first runs: SEPT runs short before them.
+        let plan = [(Duration::ZERO, 0), (500 * MS, 0), (600 * MS, 1)];
+        let fifo = run(&spec(1, 1, Policy::Fifo), &suite(), &plan, 1);
+        assert_eq!(responses(&fifo), [1000 * MS, 1500 * MS, 1600 * MS]);
+        let sept = run(&spec(1, 1, Policy::Sept), &suite(), &plan, 1);
+        assert_eq!(responses(&sept), [1000 * MS, 1700 * MS, 600 * MS]);
+    }
+
+    #[test]
+    fn processor_sharing_ends_two_equal_calls_together_at_twice_their_time() {
+        let plan = [(Duration::ZERO, 0), (Duration::ZERO, 0)];
+        let outcome = run(&spec(1, 1, Policy::Baseline), &suite(), &plan, 1);
+        assert_eq!(responses(&outcome), [2000 * MS, 2000 * MS]);
+    }
+
+    #[test]
+    fn a_waiting_call_takes_no_share_under_processor_sharing_but_holds_a_core_otherwise() {
+        let plan = [(Duration::ZERO, 0), (Duration::ZERO, 2)];
+        let shared = run(&spec(1, 1, Policy::Baseline), &suite(), &plan, 1);
+        assert_eq!(responses(&shared), [1000 * MS, 1000 * MS]);
+        let queued = run(&spec(1, 1, Policy::Fifo), &suite(), &plan, 1);
+        assert_eq!(responses(&queued), [1000 * MS, 2000 * MS]);
+    }
+
+    #[test]
+    fn a_light_load_runs_on_the_functions_homes_and_an_overload_on_every_node() {
+        // No reports during the run: each node knows its peers' load only from the calls it
+        // sent them, so a report taken while a home was busy cannot send a call elsewhere.
+        let spec = ClusterSpec {
+            report_interval: Duration::from_secs(3600),
+            ..spec(4, 1, Policy::Fc)
+        };
+        let homes = {
+            let names: Vec<NodeName> = (0..4).map(node_name).collect();
+            let mut view = Membership::new(
+                Report {
+                    name: names[0].clone(),
+                    url: String::new(),
+                    load: Load::default(),
+                    draining: false,
+                },
+                Duration::ZERO,
+            );
+            for name in &names[1..] {
+                view.apply(Event::Seen {
+                    report: Report {
+                        name: name.clone(),
+                        url: String::new(),
+                        load: Load::default(),
+                        draining: false,
+                    },
+                    at: Duration::ZERO,
+                });
+            }
+            let homes = Placement::new(view, PlacementConfig { homes: 2 }).homes("short");
+            homes.iter().map(|h| h.to_string()).collect::<Vec<_>>()
+        };
+        // One short call every 300 ms, from clients at random nodes: each finds its homes free.
+        let light: Vec<(Duration, usize)> = (0..40).map(|i| (i * 300 * MS, 1)).collect();
+        let outcome = run(&spec, &suite(), &light, 7);
+        assert!(outcome.calls.iter().any(|c| c.forwarded));
+        for c in &outcome.calls {
+            assert!(homes.contains(&node_name(c.node).to_string()), "{c:?}");
+            let cost = if c.forwarded {
+                spec.forward_cost
+            } else {
+                Duration::ZERO
+            };
+            assert_eq!(c.response, 200 * MS + cost, "{c:?}");
+        }
+        // Forty calls at once: the homes are busy, so the others take calls too.
+        let burst: Vec<(Duration, usize)> = (0..40).map(|i| (i * MS / 10, 1)).collect();
+        let outcome = run(&spec, &suite(), &burst, 7);
+        for node in 0..4 {
+            let ran = outcome.calls.iter().filter(|c| c.node == node).count();
+            assert!(ran >= 5, "node {node} ran {ran} of 40");
+        }
+    }
+
+    #[test]
+    fn a_run_is_the_same_for_the_same_seed() {
+        let plan: Vec<(Duration, usize)> =
+            (0..300u32).map(|i| (i * 7 * MS, i as usize % 3)).collect();
+        for policy in [Policy::Fc, Policy::Baseline] {
+            let spec = spec(3, 2, policy);
+            let first = run(&spec, &suite(), &plan, 5);
+            assert_eq!(first.calls.len(), 300);
+            assert_eq!(first.refused, 0);
+            assert_eq!(first, run(&spec, &suite(), &plan, 5));
+            let ran_on = |o: &RunOutcome| o.calls.iter().map(|c| c.node).collect::<Vec<_>>();
+            assert_ne!(ran_on(&first), ran_on(&run(&spec, &suite(), &plan, 6)));
+        }
+    }
+}
