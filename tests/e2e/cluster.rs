@@ -79,6 +79,16 @@ impl Cluster {
         Platform::start_in(&self.data(name), &args)
     }
 
+    /// Deploys `wasm` as `name` on n1 and waits until every running node lists it.
+    fn deploy_everywhere(&self, name: &str, wasm: &[u8]) {
+        self.node(0).deploy(name, wasm, "");
+        for node in self.nodes.iter().flatten() {
+            wait_until(&format!("{} lists {name}", node.url), || {
+                node.function_names().iter().any(|f| f == name)
+            });
+        }
+    }
+
     fn node(&self, i: usize) -> &Platform {
         self.nodes[i].as_ref().expect("the node runs")
     }
@@ -226,14 +236,7 @@ fn a_function_deployed_on_one_node_runs_on_every_node_and_goes_from_all_when_rem
 #[test]
 fn a_burst_sent_to_one_node_runs_on_several_and_a_redeploy_is_seen_everywhere() {
     let cluster = Cluster::shared(3);
-    cluster.node(0).deploy("slow", &slow(), "");
-    cluster.wait_for_members(3);
-    for i in 1..3 {
-        let node = cluster.node(i);
-        wait_until(&format!("node {i} lists slow"), || {
-            node.function_names() == ["slow"]
-        });
-    }
+    cluster.deploy_everywhere("slow", &slow());
     let replies = burst(cluster.node(0), "slow", 60, 8);
     for r in &replies {
         assert_eq!(r.status, 200, "{}", r.text());
@@ -262,13 +265,7 @@ fn a_burst_sent_to_one_node_runs_on_several_and_a_redeploy_is_seen_everywhere() 
 #[test]
 fn a_killed_node_leaves_the_routing_table_and_rejoins_when_restarted() {
     let mut cluster = Cluster::shared(3);
-    cluster.node(0).deploy("slow", &slow(), "");
-    for i in 1..3 {
-        let node = cluster.node(i);
-        wait_until(&format!("node {i} lists slow"), || {
-            node.function_names() == ["slow"]
-        });
-    }
+    cluster.deploy_everywhere("slow", &slow());
     // Load on n1 from two clients for the whole test.
     let stop = Arc::new(AtomicBool::new(false));
     let replies = Arc::new(Mutex::new(Vec::<(Instant, Reply)>::new()));
@@ -660,13 +657,7 @@ fn a_node_joins_a_running_edge_cluster_by_naming_one_member() {
 #[test]
 fn a_rolling_restart_under_load_loses_no_call() {
     let mut cluster = Cluster::shared(3);
-    cluster.node(0).deploy("slow", &slow(), "");
-    for i in 1..3 {
-        let node = cluster.node(i);
-        wait_until(&format!("node {i} lists slow"), || {
-            node.function_names() == ["slow"]
-        });
-    }
+    cluster.deploy_everywhere("slow", &slow());
     // Clients send to the nodes that are not being restarted (as a load balancer would): the
     // calls those nodes forward to the one stopping must not be lost.
     let targets = Arc::new(Mutex::new(
@@ -729,10 +720,7 @@ fn a_rolling_restart_under_load_loses_no_call() {
 #[test]
 fn a_node_that_loses_the_store_keeps_serving_and_says_so() {
     let mut cluster = Cluster::shared(2);
-    cluster.node(0).deploy("slow", &fixtures::busy(10), "");
-    wait_until("n2 lists slow", || {
-        cluster.node(1).function_names() == ["slow"]
-    });
+    cluster.deploy_everywhere("slow", &fixtures::busy(10));
     assert_eq!(cluster.node(1).get("/healthz").text(), "ok\n");
 
     cluster.store.take().unwrap().kill();
