@@ -249,6 +249,7 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
     let peers_config = PeersConfig {
         name: name.clone(),
         url: url.clone(),
+        instance: instance_id(&args.data)?,
         ttl: Duration::from_secs(args.lease_ttl_s.max(1)),
         placement: PlacementConfig { homes: args.homes },
         policy: policy.to_string(),
@@ -337,6 +338,25 @@ fn advertised(addr: SocketAddr) -> String {
     match addr.ip().is_unspecified() {
         true => format!("http://{}:{}", host_name(), addr.port()),
         false => format!("http://{addr}"),
+    }
+}
+
+/// This node's instance id, kept in `DATA/node-id` (made on first start): a restart on the
+/// same data takes its name back at once, wherever it listens now.
+fn instance_id(data: &std::path::Path) -> anyhow::Result<String> {
+    let path = data.join("node-id");
+    match std::fs::read_to_string(&path) {
+        Ok(id) if !id.trim().is_empty() => Ok(id.trim().to_owned()),
+        _ => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            let id = format!("{:x}-{:x}", nanos, std::process::id());
+            std::fs::create_dir_all(data)
+                .and_then(|()| std::fs::write(&path, &id))
+                .with_context(|| format!("cannot write the node's id to {}", path.display()))?;
+            Ok(id)
+        }
     }
 }
 

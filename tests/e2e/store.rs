@@ -1068,10 +1068,6 @@ fn bad_command_lines_exit_nonzero_naming_the_problem() {
             vec!["b=127.0.0.1:2480", "http://"],
         ),
         (
-            local(&["--name", "a", "--peers", "a=http://127.0.0.1:2480"]),
-            vec!["itself"],
-        ),
-        (
             vec!["--listen", &taken, "--peer-listen", "127.0.0.1:0"],
             vec![&taken, "--listen"],
         ),

@@ -62,6 +62,9 @@ pub struct PeersConfig {
     pub name: String,
     /// Where peers reach this node's API.
     pub url: String,
+    /// An id this node keeps across restarts (in its data directory): the same name under the
+    /// same id is this node coming back, not another node.
+    pub instance: String,
     /// How long the node's key outlives its last renewal: how long a dead node stays in the
     /// others' routing tables.
     pub ttl: Duration,
@@ -174,7 +177,7 @@ const RETRY: Duration = Duration::from_secs(1);
 
 impl Peers {
     /// Refuses a name that is not valid or that another live node holds (a node at another
-    /// URL that wrote its key within two TTLs). [`Peers::join`] checks again; this lets a node
+    /// URL, with another instance id, that wrote its key within two TTLs). [`Peers::join`] checks again; this lets a node
     /// refuse before it starts.
     pub async fn check_name(store: &EtcdStore, config: &PeersConfig) -> Result<(), JoinError> {
         let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
@@ -184,6 +187,7 @@ impl Peers {
         if let Some(value) = store.get(&node_key(&config.name)).await?
             && let Ok(held) = NodeKey::from_json(&value)
             && held.url != config.url
+            && held.instance != config.instance
             && held.fresh(wire::now_ms(), config.ttl * 2)
         {
             return Err(JoinError::NameTaken {
@@ -213,6 +217,7 @@ impl Peers {
             work_us: 0,
             draining: false,
             store_peer: config.store.as_ref().map(|(url, _)| url.clone()),
+            instance: config.instance.clone(),
             written_ms: wire::now_ms(),
         };
         let key = store
@@ -480,6 +485,7 @@ impl Peers {
             work_us: load.work.as_micros() as u64,
             draining,
             store_peer: self.config.store.as_ref().map(|(url, _)| url.clone()),
+            instance: self.config.instance.clone(),
             written_ms: wire::now_ms(),
         }
     }

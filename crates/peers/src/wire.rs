@@ -41,6 +41,11 @@ pub(crate) struct NodeKey {
     /// nodes' replicas pull from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store_peer: Option<String>,
+    /// Which node this is beyond its name: an id kept in its data directory, so that a node
+    /// restarted on another address after a crash takes its name back at once, while another
+    /// node given the same name is refused.
+    #[serde(default)]
+    pub instance: String,
     /// When it wrote this, in milliseconds since the Unix epoch: in the edge set-up a dead
     /// node's key is never deleted on the other replicas (only the replica that granted a
     /// lease expires it), so a name is free again once its key is old.
@@ -97,6 +102,7 @@ mod tests {
             work_us: 1500,
             draining: false,
             store_peer: Some("http://127.0.0.1:2380".into()),
+            instance: "c0ffee".into(),
             written_ms: 1,
         };
         let read = NodeKey::from_json(&key.to_json()).unwrap();
@@ -115,5 +121,6 @@ mod tests {
         let old = br#"{"url":"http://a","policy":"fc","cores":1,"running":0,"queued":0,"work_us":0,"draining":false}"#;
         let read = NodeKey::from_json(old).unwrap();
         assert_eq!((read.store_peer, read.written_ms), (None, 0));
+        assert!(read.instance.is_empty());
     }
 }
