@@ -102,6 +102,10 @@ pub struct UpArgs {
     /// MOTE_S3_SECRET_KEY.
     #[arg(long, env = "MOTE_S3_ENDPOINT")]
     s3_endpoint: Option<String>,
+    /// With --s3-endpoint: the bucket (which must exist) that keeps a copy of every module
+    /// deployed on this node, for nodes that adopt its record when no peer holds the module.
+    #[arg(long, default_value = "mote-modules", env = "MOTE_MODULES_BUCKET")]
+    modules_bucket: String,
     /// The region S3 requests are signed for.
     #[arg(long, default_value = "us-east-1", env = "MOTE_S3_REGION")]
     s3_region: String,
@@ -192,12 +196,18 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
         ObjectsConfig::S3(endpoint) => endpoint.url.clone(),
         ObjectsConfig::Directory(dir) => dir.display().to_string(),
     };
+    let objects = Arc::new(Objects::new(objects)?);
+    // Only a shared object store is somewhere another node can fetch a module from.
+    let modules = args
+        .s3_endpoint
+        .is_some()
+        .then(|| (objects.clone(), args.modules_bucket.clone()));
     let microtasks = MicrotaskConfig {
         mode: match args.microtasks.as_str() {
             "off" => MicrotaskMode::Off,
             _ => MicrotaskMode::On(args.core_split),
         },
-        objects: Some(Arc::new(Objects::new(objects)?)),
+        objects: Some(objects.clone()),
         max_alive: args.max_microtask_calls.max(1),
     };
     let config = NodeConfig {
@@ -257,6 +267,7 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
             .peering
             .clone()
             .map(|(url, peering)| (url, peering as Arc<dyn StorePeering>)),
+        modules,
     };
     // Before the node loads anything: a second node under a taken name must not start at all.
     Peers::check_name(&state.etcd, &peers_config)

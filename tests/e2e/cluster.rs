@@ -9,6 +9,7 @@
 
 use crate::fixtures;
 use crate::platform::{Platform, Reply, mote_bin};
+use mote_testbed::LocalS3;
 use crate::store::{Link, Store, client};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -773,4 +774,64 @@ fn a_node_that_loses_the_store_keeps_serving_and_says_so() {
         refused.error()
     );
     assert_eq!(node.invoke("slow", b"").status, 200);
+}
+
+#[test]
+fn a_module_no_peer_holds_is_fetched_from_object_storage() {
+    let binary = std::env::var("MOTE_S3S_FS").expect(
+        "MOTE_S3S_FS must name the s3s-fs binary: run ./scripts/test, or ./scripts/s3s-fs and export it",
+    );
+    let s3 = LocalS3::start(binary.as_ref(), "mote-modules").unwrap();
+    let cluster = Cluster::shared(0);
+    let credentials = [
+        ("MOTE_S3_ACCESS_KEY", LocalS3::ACCESS_KEY),
+        ("MOTE_S3_SECRET_KEY", LocalS3::SECRET_KEY),
+    ];
+    let start = |name: &str, with_s3: bool| {
+        let mut args = cluster.node_args(name);
+        if with_s3 {
+            args.extend(["--s3-endpoint".to_owned(), s3.url().to_owned()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Platform::start_in_with_env(&cluster.data(name), &args, &credentials)
+    };
+    let wasm = fixtures::busy(14);
+    let n1 = start("n1", true);
+    n1.deploy("kept", &wasm, "");
+    let sha = sha256_hex(&wasm);
+    assert!(
+        s3.dir()
+            .join("mote-modules")
+            .join(format!("{sha}.wasm"))
+            .exists(),
+        "the deploy put no copy in object storage"
+    );
+    // The only node that held the module is gone when the next two start.
+    n1.stop();
+
+    let n2 = start("n2", true);
+    wait_until("n2 lists kept", || lists(&n2, "kept"));
+    let reply = n2.invoke("kept", b"");
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert!(blob_exists(&n2.data, &sha), "n2 did not keep the fetched module");
+
+    let n3 = start("n3", false);
+    wait_until("n3 lists kept", || lists(&n3, "kept"));
+    wait_until("n3 sees n2", || members(&n3).contains("n2"));
+    // n3 has no object storage, but n2 now holds the module and sends it.
+    let reply = n3.invoke("kept", b"");
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    n2.stop();
+    wait_until("n3 no longer sees n2", || !members(&n3).contains("n2"));
+    n3.deploy("unkept", &fixtures::busy(15), "");
+    n3.stop();
+    let n4 = start("n4", true);
+    wait_until("n4 lists unkept", || lists(&n4, "unkept"));
+    let reply = n4.invoke("unkept", b"");
+    assert_eq!(reply.status, 500, "{}", reply.text());
+    let error = reply.error();
+    assert!(
+        error.contains("this node knows no other node") && error.contains("bucket `mote-modules`"),
+        "{error}"
+    );
 }

@@ -190,7 +190,8 @@ async fn deploy(
     let timeout = Timeout::from_params(params.timeout_ms, params.timeout_us)?;
     let limits = Limits::new(timeout, params.memory_mb)?;
     let wasm = read_body(&headers, body, gw.config.max_module_bytes, "module").await?;
-    let record = gw.node.deploy(name, wasm, limits).await?;
+    let record = gw.node.deploy(name, wasm.clone(), limits).await?;
+    gw.peers.keep_module(&record.sha256, wasm).await;
     Ok((StatusCode::CREATED, axum::Json(FunctionView::from(&record))).into_response())
 }
 

@@ -1,12 +1,15 @@
-//! Module bytes fetched from peers by content hash, for records this node adopted without the
-//! module: `GET /v1/internal/modules/SHA256` on each peer in turn until one has it. A copy whose
-//! bytes do not hash to the name asked for is refused (and logged with the peer that sent it),
-//! and the next peer is asked.
+//! Module bytes fetched by content hash, for records this node adopted without the module:
+//! `GET /v1/internal/modules/SHA256` on each peer in turn until one has it, then, if the node
+//! was given object storage for modules (`mote up --s3-endpoint`), the object `SHA256.wasm` of
+//! its modules bucket, where the node that took the deploy put it. A copy whose bytes do not
+//! hash to the name asked for is refused (and logged with where it came from), and the next
+//! source is asked.
 
 use mote_node::ModuleSource;
+use mote_objects::Objects;
 use sha2::{Digest, Sha256};
 use std::io::Read;
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 /// The largest module a peer may send: the largest a deploy accepts is a flag of the peer's,
@@ -16,20 +19,63 @@ const MAX_MODULE_BYTES: u64 = 1 << 30;
 /// How long one peer may take to send a module.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Fetches modules from the members of the cluster.
+/// Object storage that keeps every deployed module, as `SHA256.wasm` in one bucket.
+#[derive(Clone)]
+pub(crate) struct ModuleShelf {
+    pub objects: Arc<Objects>,
+    pub bucket: String,
+    /// The runtime the object store's client runs on: fetches are made from threads that may
+    /// block, outside it.
+    pub runtime: tokio::runtime::Handle,
+}
+
+impl ModuleShelf {
+    pub(crate) fn key(sha256: &str) -> String {
+        format!("{sha256}.wasm")
+    }
+
+    fn fetch(&self, sha256: &str) -> Result<Vec<u8>, String> {
+        let got = self.runtime.block_on(self.objects.get(
+            &self.bucket,
+            &Self::key(sha256),
+            MAX_MODULE_BYTES,
+        ));
+        let bytes = got.map_err(|e| e.to_string())?;
+        checked(bytes.to_vec(), sha256)
+    }
+}
+
+/// Fetches modules from the members of the cluster, then from the shelf.
 pub(crate) struct PeerModules {
     pub peers: Weak<crate::Peers>,
     pub agent: ureq::Agent,
+    pub shelf: Option<ModuleShelf>,
+}
+
+/// `bytes` if they hash to `sha256`.
+fn checked(bytes: Vec<u8>, sha256: &str) -> Result<Vec<u8>, String> {
+    let found = hex::encode(Sha256::digest(&bytes));
+    match found == sha256 {
+        true => Ok(bytes),
+        false => Err(format!(
+            "sent {} bytes that hash to {found}, not to {sha256}; refused",
+            bytes.len()
+        )),
+    }
 }
 
 impl PeerModules {
-    pub(crate) fn new(peers: Weak<crate::Peers>) -> Self {
+    pub(crate) fn new(peers: Weak<crate::Peers>, shelf: Option<ModuleShelf>) -> Self {
         let agent = ureq::Agent::config_builder()
             .timeout_global(Some(FETCH_TIMEOUT))
             .http_status_as_error(false)
             .build()
             .into();
-        Self { peers, agent }
+        Self {
+            peers,
+            agent,
+            shelf,
+        }
     }
 
     fn fetch_from(&self, url: &str, sha256: &str) -> Result<Vec<u8>, String> {
@@ -49,14 +95,7 @@ impl PeerModules {
         if bytes.len() as u64 > MAX_MODULE_BYTES {
             return Err(format!("sent more than {MAX_MODULE_BYTES} bytes"));
         }
-        let found = hex::encode(Sha256::digest(&bytes));
-        if found != sha256 {
-            return Err(format!(
-                "sent {} bytes that hash to {found}, not to {sha256}; refused",
-                bytes.len()
-            ));
-        }
-        Ok(bytes)
+        checked(bytes, sha256)
     }
 }
 
@@ -66,14 +105,8 @@ impl ModuleSource for PeerModules {
             .peers
             .upgrade()
             .ok_or_else(|| "the node is leaving its cluster".to_owned())?;
-        let others = peers.others();
-        if others.is_empty() {
-            return Err(format!(
-                "no peer to fetch module {sha256} from: this node knows no other node"
-            ));
-        }
         let mut failures = Vec::new();
-        for (node, url) in others {
+        for (node, url) in peers.others() {
             match self.fetch_from(&url, sha256) {
                 Ok(bytes) => {
                     tracing::info!(module = sha256, %node, bytes = bytes.len(), "module fetched from a peer");
@@ -83,19 +116,31 @@ impl ModuleSource for PeerModules {
                     // A peer that has not fetched the module yet answers 404: that is expected
                     // while a deploy spreads, and only worth a warning if no peer has it.
                     match why.contains("404") {
-                        true => {
-                            tracing::debug!(module = sha256, %node, "this peer does not hold the module")
-                        }
-                        false => {
-                            tracing::warn!(module = sha256, %node, %url, %why, "cannot fetch a module from this peer")
-                        }
+                        true => tracing::debug!(module = sha256, %node, "this peer does not hold the module"),
+                        false => tracing::warn!(module = sha256, %node, %url, %why, "cannot fetch a module from this peer"),
                     }
                     failures.push(format!("node `{node}` ({url}) {why}"));
                 }
             }
         }
+        if failures.is_empty() {
+            failures.push("this node knows no other node".to_owned());
+        }
+        match &self.shelf {
+            None => failures.push("no object storage for modules (mote up --s3-endpoint)".into()),
+            Some(shelf) => match shelf.fetch(sha256) {
+                Ok(bytes) => {
+                    tracing::info!(module = sha256, bucket = %shelf.bucket, "module fetched from object storage");
+                    return Ok(bytes);
+                }
+                Err(why) => {
+                    tracing::warn!(module = sha256, bucket = %shelf.bucket, %why, "cannot fetch a module from object storage");
+                    failures.push(format!("object storage (bucket `{}`): {why}", shelf.bucket));
+                }
+            },
+        }
         Err(format!(
-            "no peer sent module {sha256}: {}",
+            "no source sent module {sha256}: {}",
             failures.join("; ")
         ))
     }

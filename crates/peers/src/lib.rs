@@ -9,8 +9,8 @@
 //!   [`mote_cluster::Placement`], the I/O-free state machine that decides where a call runs.
 //! - **Records.** It watches the function records and has the node follow each change
 //!   ([`mote_node::Node::follow`]), so a deploy or removal on any node reaches every node; the
-//!   module of an adopted record is fetched from a peer by its sha256 (`fetch`) when the
-//!   function is first loaded.
+//!   module of an adopted record is fetched from a peer by its sha256 (`fetch`), or from the
+//!   object storage the deploying node copied it to, when the function is first loaded.
 //! - **Forwarding** ([`Forwarder`]): a call placed on a peer is sent there over a kept-alive
 //!   connection, once at most.
 //!
@@ -75,6 +75,9 @@ pub struct PeersConfig {
     /// In the edge set-up: where this node's store replica serves its peers, and how it
     /// starts pulling from a replica it learns of.
     pub store: Option<(String, Arc<dyn StorePeering>)>,
+    /// Object storage that keeps a copy of every module deployed on this node, and that this
+    /// node fetches a module from when no peer has it: the objects client and the bucket.
+    pub modules: Option<(Arc<mote_objects::Objects>, String)>,
 }
 
 /// Why a node could not join its cluster.
@@ -165,6 +168,7 @@ pub struct Peers {
     forwarder: Forwarder,
     metrics: PeerMetrics,
     registry: prometheus_client::registry::Registry,
+    shelf: Option<fetch::ModuleShelf>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -233,6 +237,14 @@ impl Peers {
         };
         metrics.nodes.set(1);
         let registry = metrics.registry();
+        let shelf = config
+            .modules
+            .as_ref()
+            .map(|(objects, bucket)| fetch::ModuleShelf {
+                objects: objects.clone(),
+                bucket: bucket.clone(),
+                runtime: tokio::runtime::Handle::current(),
+            });
         let peers = Arc::new(Self {
             forwarder: Forwarder::new(&config.name),
             placement: Mutex::new(Placement::new(view, config.placement)),
@@ -248,11 +260,11 @@ impl Peers {
             store_lost: Mutex::new(None),
             metrics,
             registry,
+            shelf: shelf.clone(),
             tasks: Mutex::new(Vec::new()),
         });
-        peers
-            .node
-            .fetch_modules_from(Arc::new(fetch::PeerModules::new(Arc::downgrade(&peers))));
+        let modules = fetch::PeerModules::new(Arc::downgrade(&peers), shelf);
+        peers.node.fetch_modules_from(Arc::new(modules));
         let weak = Arc::downgrade(&peers);
         let tasks = vec![
             tokio::spawn(follow_nodes(weak.clone())),
@@ -359,6 +371,17 @@ impl Peers {
                 true
             }
             None => false,
+        }
+    }
+
+    /// Puts a copy of a module this node took a deploy of in object storage, if it was given
+    /// some, for nodes that adopt the record when no peer holds the module. The deploy stands
+    /// without the copy (its peers can fetch the module from this node): a failure is logged.
+    pub async fn keep_module(&self, sha256: &str, wasm: bytes::Bytes) {
+        let Some(shelf) = &self.shelf else { return };
+        let key = fetch::ModuleShelf::key(sha256);
+        if let Err(e) = shelf.objects.put(&shelf.bucket, &key, wasm).await {
+            tracing::warn!(module = sha256, bucket = %shelf.bucket, error = %e, "cannot copy a deployed module to object storage; peers fetch it from this node");
         }
     }
 
