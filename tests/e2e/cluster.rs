@@ -9,8 +9,8 @@
 
 use crate::fixtures;
 use crate::platform::{Platform, Reply, mote_bin};
-use mote_testbed::LocalS3;
 use crate::store::{Link, Store, client};
+use mote_testbed::LocalS3;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -813,7 +813,10 @@ fn a_module_no_peer_holds_is_fetched_from_object_storage() {
     wait_until("n2 lists kept", || lists(&n2, "kept"));
     let reply = n2.invoke("kept", b"");
     assert_eq!(reply.status, 200, "{}", reply.text());
-    assert!(blob_exists(&n2.data, &sha), "n2 did not keep the fetched module");
+    assert!(
+        blob_exists(&n2.data, &sha),
+        "n2 did not keep the fetched module"
+    );
 
     let n3 = start("n3", false);
     wait_until("n3 lists kept", || lists(&n3, "kept"));

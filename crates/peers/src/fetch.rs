@@ -116,8 +116,12 @@ impl ModuleSource for PeerModules {
                     // A peer that has not fetched the module yet answers 404: that is expected
                     // while a deploy spreads, and only worth a warning if no peer has it.
                     match why.contains("404") {
-                        true => tracing::debug!(module = sha256, %node, "this peer does not hold the module"),
-                        false => tracing::warn!(module = sha256, %node, %url, %why, "cannot fetch a module from this peer"),
+                        true => {
+                            tracing::debug!(module = sha256, %node, "this peer does not hold the module")
+                        }
+                        false => {
+                            tracing::warn!(module = sha256, %node, %url, %why, "cannot fetch a module from this peer")
+                        }
                     }
                     failures.push(format!("node `{node}` ({url}) {why}"));
                 }
