@@ -643,86 +643,92 @@ impl Peers {
     }
 }
 
-/// Follows `/mote/nodes/`: lists it, then applies each change; lists again after a failure.
-async fn follow_nodes(peers: Weak<Peers>) {
+/// Lists `prefix`, then hands every change after the listing to `changed`; after a failure of
+/// the store, says so (`what` was being followed) and lists again a second later. Each call
+/// gets this node's `Peers` for its own duration only, so that following never keeps a node
+/// that left alive; it ends once the node is gone.
+async fn follow_prefix(
+    peers: Weak<Peers>,
+    prefix: &str,
+    what: &str,
+    mut listed: impl AsyncFnMut(&Arc<Peers>, Vec<(String, Vec<u8>)>),
+    mut changed: impl AsyncFnMut(&Arc<Peers>, Change),
+) {
     loop {
         let Some(store) = peers.upgrade().map(|p| p.store.clone()) else {
             return;
         };
-        match store.watch_prefix(NODES_PREFIX).await {
+        let failed = match store.watch_prefix(prefix).await {
             Ok((listing, mut watch)) => {
                 let Some(p) = peers.upgrade() else { return };
-                p.relist(listing);
+                listed(&p, listing).await;
                 drop(p);
                 loop {
                     let change = watch.next().await;
                     let Some(p) = peers.upgrade() else { return };
                     match change {
-                        Ok(Change::Put { key, value }) => p.seen(&key, &value),
-                        Ok(Change::Delete { key }) => {
-                            if let Some(name) = key.strip_prefix(NODES_PREFIX) {
-                                tracing::info!(node = name, "a node left the cluster");
-                                p.apply(Event::Gone(NodeName::from(name)));
-                            }
-                        }
-                        Err(e) => {
-                            p.store_failed("watching the nodes", &e);
-                            break;
-                        }
+                        Ok(change) => changed(&p, change).await,
+                        Err(e) => break e,
                     }
                 }
             }
-            Err(e) => match peers.upgrade() {
-                Some(p) => p.store_failed("listing the nodes", &e),
-                None => return,
-            },
+            Err(e) => e,
+        };
+        match peers.upgrade() {
+            Some(p) => p.store_failed(what, &failed),
+            None => return,
         }
         tokio::time::sleep(RETRY).await;
     }
 }
 
-/// Follows the function records: every record listed or changed is one the node follows.
-async fn follow_functions(peers: Weak<Peers>) {
-    loop {
-        let Some((store, node)) = peers.upgrade().map(|p| (p.store.clone(), p.node.clone())) else {
-            return;
-        };
-        match store.watch_prefix(mote_node::RECORD_PREFIX).await {
-            Ok((listing, mut watch)) => {
-                let mut names: Vec<String> = listing
-                    .iter()
-                    .filter_map(|(key, _)| record_name(key))
-                    .collect();
-                names.extend(node.list().into_iter().map(|r| r.name.to_string()));
-                names.sort();
-                names.dedup();
-                for name in names {
-                    follow(&node, &name).await;
-                }
-                loop {
-                    let change = watch.next().await;
-                    match change {
-                        Ok(Change::Put { key, .. } | Change::Delete { key }) => {
-                            if let Some(name) = record_name(&key) {
-                                follow(&node, &name).await;
-                            }
-                        }
-                        Err(e) => {
-                            if let Some(p) = peers.upgrade() {
-                                p.store_failed("watching the function records", &e);
-                            }
-                            break;
-                        }
-                    }
+/// Follows `/mote/nodes/` into the placement's view.
+async fn follow_nodes(peers: Weak<Peers>) {
+    follow_prefix(
+        peers,
+        NODES_PREFIX,
+        "following the nodes",
+        async |p, listing| p.relist(listing),
+        async |p, change| match change {
+            Change::Put { key, value } => p.seen(&key, &value),
+            Change::Delete { key } => {
+                if let Some(name) = key.strip_prefix(NODES_PREFIX) {
+                    tracing::info!(node = name, "a node left the cluster");
+                    p.apply(Event::Gone(NodeName::from(name)));
                 }
             }
-            Err(e) => match peers.upgrade() {
-                Some(p) => p.store_failed("listing the function records", &e),
-                None => return,
-            },
-        }
-        tokio::time::sleep(RETRY).await;
-    }
+        },
+    )
+    .await;
+}
+
+/// Follows the function records: every record listed or changed, and every function the node
+/// has (one may have been deleted while nobody watched), is one the node follows.
+async fn follow_functions(peers: Weak<Peers>) {
+    follow_prefix(
+        peers,
+        mote_node::RECORD_PREFIX,
+        "following the function records",
+        async |p, listing| {
+            let mut names: Vec<String> = listing
+                .iter()
+                .filter_map(|(key, _)| record_name(key))
+                .collect();
+            names.extend(p.node.list().into_iter().map(|r| r.name.to_string()));
+            names.sort();
+            names.dedup();
+            for name in names {
+                follow(&p.node, &name).await;
+            }
+        },
+        async |p, change| {
+            let (Change::Put { key, .. } | Change::Delete { key }) = change;
+            if let Some(name) = record_name(&key) {
+                follow(&p.node, &name).await;
+            }
+        },
+    )
+    .await;
 }
 
 fn record_name(key: &str) -> Option<String> {
