@@ -40,6 +40,9 @@ enum Command {
     Release(commands::client::ReleaseArgs),
     /// List the nodes of the cluster the server is in, with their state and load.
     Nodes(commands::client::NodesArgs),
+    /// Run data-parallel jobs (Canary): `run`, `ls`, `status`, `cancel`.
+    #[command(subcommand)]
+    Job(commands::job::JobCommand),
     /// Run one replica of mote store, an eventually consistent store with the etcd v3 API.
     Store(commands::store::StoreArgs),
     /// Measure the platform (see docs/benchmarks.md).
@@ -57,6 +60,7 @@ fn main() -> ExitCode {
         Command::Rm(args) => commands::client::rm(args),
         Command::Release(args) => commands::client::release(args),
         Command::Nodes(args) => commands::client::nodes(args),
+        Command::Job(cmd) => commands::job::run(cmd),
         Command::Store(args) => commands::store::run(args),
         Command::Bench(cmd) => commands::bench::run(cmd),
     };

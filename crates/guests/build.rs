@@ -1,5 +1,6 @@
-//! Compiles the guest workspace in `wasm/` to `wasm32-wasip1` and copies each example's and each
-//! suite, benchmark and sort function's module into `OUT_DIR`, where `src/lib.rs` includes it.
+//! Compiles the guest workspace in `wasm/` to `wasm32-wasip1` and copies each example's, each
+//! suite, benchmark and sort function's and each job's module into `OUT_DIR`, where `src/lib.rs`
+//! includes it.
 
 use std::env;
 use std::path::PathBuf;
@@ -27,6 +28,9 @@ const SORT: [&str; 4] = [
     "sort-category",
     "sort-validate",
 ];
+/// The data-parallel jobs (`wasm/jobs/`), by package name; `jobs/data` is the library of their
+/// generators and input formats, not a job.
+const JOBS: [&str; 4] = ["lr", "kmeans", "pagerank", "busy"];
 const TARGET: &str = "wasm32-wasip1";
 
 fn main() {
@@ -72,7 +76,13 @@ fn main() {
         "building the guest functions in {} failed (see the compiler's output above)",
         workspace.display()
     );
-    for name in EXAMPLES.into_iter().chain(SUITE).chain(MICRO).chain(SORT) {
+    for name in EXAMPLES
+        .into_iter()
+        .chain(SUITE)
+        .chain(MICRO)
+        .chain(SORT)
+        .chain(JOBS)
+    {
         // Cargo names a cdylib after its crate, whose name has `_` where the package has `-`.
         let built = target_dir
             .join(TARGET)

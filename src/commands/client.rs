@@ -19,7 +19,7 @@ pub struct Server {
         env = "MOTE_SERVER",
         global = true
     )]
-    server: String,
+    pub(crate) server: String,
 }
 
 /// Options of `mote deploy`.
@@ -267,11 +267,11 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn base(server: &Server) -> &str {
+pub(crate) fn base(server: &Server) -> &str {
     server.server.trim_end_matches('/')
 }
 
-fn agent() -> ureq::Agent {
+pub(crate) fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(15 * 60)))
@@ -280,7 +280,7 @@ fn agent() -> ureq::Agent {
 }
 
 /// Reads a response, turning transport failures and error statuses into messages for humans.
-fn request(
+pub(crate) fn request(
     server: &Server,
     response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
 ) -> anyhow::Result<Vec<u8>> {

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod client;
+pub mod job;
 pub mod platform;
 pub mod store;
 pub mod up;

@@ -275,7 +275,7 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
         .context("cannot join the cluster")?;
     let node = start_node(&args.data, state.store.clone(), config).await?;
     if args.examples {
-        for example in mote_guests::ALL {
+        for example in mote_guests::ALL.into_iter().chain(mote_guests::JOBS) {
             let name = FunctionName::new(example.name)?;
             node.deploy(name, Bytes::from_static(example.wasm), Limits::default())
                 .await
@@ -285,6 +285,20 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
     let peers = Peers::join(node.clone(), state.etcd.clone(), peers_config)
         .await
         .context("cannot join the cluster")?;
+    let confine = match args.seccomp == "on" {
+        true => Some(Arc::new(
+            mote_node::confine::ExecutorFilter::new().context("confining job threads")?,
+        )),
+        false => None,
+    };
+    let jobs = mote_job_service::JobService::new(
+        node.clone(),
+        Some(objects.clone()),
+        Arc::new(super::platform::ClusterWorkers(peers.clone())),
+        cores,
+        confine,
+    )
+    .context("starting the job engine")?;
     let functions = node.list();
     tracing::info!(
         %addr,
@@ -326,7 +340,7 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
             stopping.notify_one();
         }
     };
-    let server = mote_gateway::serve(listener, node, peers.clone(), config, signal);
+    let server = mote_gateway::serve(listener, node, peers.clone(), jobs, config, signal);
     let stop_timeout = Duration::from_secs(args.stop_timeout_s);
     tokio::select! {
         served = server => served?,

@@ -40,6 +40,54 @@ macro_rules! import_name {
     (object_delete) => {
         "object_delete"
     };
+    (dataset) => {
+        "dataset"
+    };
+    (compute) => {
+        "compute"
+    };
+    (scatter) => {
+        "scatter"
+    };
+    (load) => {
+        "load"
+    };
+    (store) => {
+        "store"
+    };
+    (repeat) => {
+        "repeat"
+    };
+    (while_signal) => {
+        "while_signal"
+    };
+    (if_signal) => {
+        "if_signal"
+    };
+    (else_branch) => {
+        "else_branch"
+    };
+    (end) => {
+        "end"
+    };
+    (partitions) => {
+        "partitions"
+    };
+    (arg) => {
+        "arg"
+    };
+    (input_count) => {
+        "input_count"
+    };
+    (input_len) => {
+        "input_len"
+    };
+    (input_read) => {
+        "input_read"
+    };
+    (emit) => {
+        "emit"
+    };
 }
 
 /// The linear memory a mote ABI guest exports, where the host reads and writes bodies.
@@ -108,6 +156,62 @@ pub const OBJECT_UNREACHABLE: i32 = 5;
 pub const OBJECT_DENIED: i32 = 6;
 /// Any other storage failure; the message says which.
 pub const OBJECT_FAILED: i32 = 7;
+
+/// `mote_job_driver()`: a job module's driver. The host runs it once per worker (and once in
+/// the controller) to learn the job's program: it declares datasets and stages through the
+/// `mote_job` imports and never touches data.
+pub const EXPORT_JOB_DRIVER: &str = "mote_job_driver";
+/// `mote_job_task(func: i32, index: i32) -> i32`: runs task function `func` (a function table
+/// index the driver passed to a stage) on partition `index` of the instance's partitions. A
+/// signal's task returns 1 for true and 0 for false; every other task returns 0.
+pub const EXPORT_JOB_TASK: &str = "mote_job_task";
+
+/// The import module of a job module's host functions (`docs/jobs.md`, "The job ABI").
+pub const JOB_MODULE: &str = "mote_job";
+/// Driver: `dataset(name_ptr, name_len, partitioned) -> id`: a dataset of the job's partition
+/// count (`partitioned` 1) or of one partition (0).
+pub const JOB_DATASET: &str = import_name!(dataset);
+/// Driver: `compute(func, reads_ptr, reads_len, writes_ptr, writes_len)`: one task per
+/// partition index over the datasets read and written (arrays of i32 ids, lengths in ids).
+pub const JOB_COMPUTE: &str = import_name!(compute);
+/// Driver: `scatter(func, reads_ptr, reads_len, gather, writes_ptr, writes_len)`: `func` runs
+/// on each partition of the datasets read and emits pieces for partitions of the datasets
+/// written; `gather` runs on each of those with the pieces addressed to it.
+pub const JOB_SCATTER: &str = import_name!(scatter);
+/// Driver: `load(func, dataset, arg_ptr, arg_len)`: `func` runs on each partition of `dataset`
+/// with its share of the lines of the objects the argument names (`BUCKET/PREFIX`) as input 0.
+pub const JOB_LOAD: &str = import_name!(load);
+/// Driver: `store(func, dataset, arg_ptr, arg_len)`: `func` runs on each partition of
+/// `dataset` and what it emits is written to `PREFIX/part-NNNNN` under the argument's prefix.
+pub const JOB_STORE: &str = import_name!(store);
+/// Driver: `repeat(times)`: the stages up to the matching `end` run `times` times.
+pub const JOB_REPEAT: &str = import_name!(repeat);
+/// Driver: `while_signal(func, dataset)`: the stages up to the matching `end` run for as long as
+/// the signal `func` over the one-partition `dataset`, evaluated before each iteration, is true.
+pub const JOB_WHILE: &str = import_name!(while_signal);
+/// Driver: `if_signal(func, dataset)`: the stages up to the matching `else_branch` or `end` run
+/// if the signal is true, those after `else_branch` if it is false.
+pub const JOB_IF: &str = import_name!(if_signal);
+/// Driver: `else_branch()`.
+pub const JOB_ELSE: &str = import_name!(else_branch);
+/// Driver: `end()`: closes the innermost `repeat`, `while_signal` or `if_signal`.
+pub const JOB_END: &str = import_name!(end);
+/// Driver and tasks: `partitions() -> i32`: the job's partition count.
+pub const JOB_PARTITIONS: &str = import_name!(partitions);
+/// Driver and tasks: `arg(key_ptr, key_len, out_ptr, out_cap) -> len`: the job argument's
+/// value's length, copied to `out` if it fits `out_cap`; -1 if the job has no such argument.
+pub const JOB_ARG: &str = import_name!(arg);
+/// Tasks: `input_count() -> n`: a load task has one input, a gather task one per non-empty piece
+/// addressed to its partition (in the order of the partitions that emitted them), others none.
+pub const JOB_INPUT_COUNT: &str = import_name!(input_count);
+/// Tasks: `input_len(k) -> len`.
+pub const JOB_INPUT_LEN: &str = import_name!(input_len);
+/// Tasks: `input_read(k, ptr)`: copies input `k` (`input_len(k)` bytes) to `ptr`.
+pub const JOB_INPUT_READ: &str = import_name!(input_read);
+/// Tasks: `emit(dest, ptr, len)`: a scatter task's piece for partition `dest` of the datasets
+/// written (pieces emitted for the same partition are concatenated); a store task's output
+/// (`dest` 0).
+pub const JOB_EMIT: &str = import_name!(emit);
 
 /// The import module of WASI preview1, which mote provides to both guest kinds.
 pub const WASI_P1_MODULE: &str = "wasi_snapshot_preview1";

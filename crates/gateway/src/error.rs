@@ -3,6 +3,7 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use mote_job_service::JobServiceError;
 use mote_node::{DeployError, InvokeError};
 use mote_runtime::CallError;
 use mote_types::{LimitsError, NameError};
@@ -33,6 +34,8 @@ pub enum ApiError {
     Deploy(DeployError),
     /// Invoking failed.
     Invoke(InvokeError),
+    /// A job request failed.
+    Job(JobServiceError),
 }
 
 impl ApiError {
@@ -45,6 +48,12 @@ impl ApiError {
             Self::NoNodeTakes(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::PeerFailed(_) => StatusCode::BAD_GATEWAY,
             Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Job(e) => match e {
+                JobServiceError::NotFound(_) => StatusCode::NOT_FOUND,
+                JobServiceError::BadRequest(_) => StatusCode::BAD_REQUEST,
+                JobServiceError::Conflict(_) => StatusCode::CONFLICT,
+                JobServiceError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            },
             Self::Deploy(e) => match e {
                 DeployError::Compile(_) | DeployError::MemoryTooSmall { .. } => {
                     StatusCode::BAD_REQUEST
@@ -64,6 +73,7 @@ impl ApiError {
                 }
                 InvokeError::Call(CallError::Timeout { .. }) => StatusCode::GATEWAY_TIMEOUT,
                 InvokeError::Call(CallError::Instantiate(_)) => StatusCode::SERVICE_UNAVAILABLE,
+                InvokeError::Call(CallError::IsJob) => StatusCode::BAD_REQUEST,
                 InvokeError::Call(_) | InvokeError::Load { .. } | InvokeError::Internal(_) => {
                     StatusCode::INTERNAL_SERVER_ERROR
                 }
@@ -75,7 +85,7 @@ impl ApiError {
         match self {
             Self::BadRequest(m) => m.clone(),
             Self::NoRoute => {
-                "no such route; the API is under /v1/functions and /v1/invoke, plus /healthz and /metrics".into()
+                "no such route; the API is under /v1/functions, /v1/invoke and /v1/jobs, plus /healthz and /metrics".into()
             }
             Self::FunctionNotFound(name) => {
                 format!("function `{name}` is not deployed; list functions with GET /v1/functions")
@@ -92,6 +102,7 @@ impl ApiError {
             Self::PeerFailed(e) => e.to_string(),
             Self::Deploy(e) => e.to_string(),
             Self::Invoke(e) => e.to_string(),
+            Self::Job(e) => e.to_string(),
         }
     }
 }
@@ -132,6 +143,12 @@ impl From<LimitsError> for ApiError {
 impl From<DeployError> for ApiError {
     fn from(e: DeployError) -> Self {
         Self::Deploy(e)
+    }
+}
+
+impl From<JobServiceError> for ApiError {
+    fn from(e: JobServiceError) -> Self {
+        Self::Job(e)
     }
 }
 

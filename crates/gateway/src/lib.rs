@@ -14,6 +14,13 @@
 //! - `GET /v1/internal/modules/{sha256}`: a module's bytes, for peers that adopted its record.
 //! - `POST /v1/internal/store-peers` (`{"name", "url"}`): a joining node's store replica, for
 //!   this node's replica to pull from (the edge set-up).
+//! - `POST /v1/jobs` (`{"function", "workers", "partitions_per_core", "args"}`) starts a job
+//!   with this node as its controller (201 with its status); `GET /v1/jobs`, `GET
+//!   /v1/jobs/{id}`; `DELETE /v1/jobs/{id}` cancels it.
+//! - `PUT /v1/internal/jobs/{id}` starts this node's worker of a job (a controller's
+//!   `JobSpec`), `POST /v1/internal/jobs/{id}/messages` takes another worker's message,
+//!   `POST /v1/internal/jobs/{id}/reports` a worker's report, `DELETE /v1/internal/jobs/{id}`
+//!   stops the worker.
 //! - `GET /healthz`, `GET /metrics` (Prometheus text format).
 //!
 //! In a cluster ([`mote_peers::Peers`]) an invocation runs where placement says: here, or on
@@ -27,7 +34,7 @@ pub use error::ApiError;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::HeaderValue;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -35,6 +42,7 @@ use axum::routing::{get, post, put};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use mote_cluster::{NodeName, Origin};
+use mote_job_service::{JobService, RunRequest};
 use mote_node::Node;
 use mote_peers::{FORWARDED_BY, ForwardError, Peers, Route};
 use mote_types::{FunctionName, FunctionRecord, Limits, Timeout};
@@ -66,13 +74,19 @@ pub const MOTE_NODE: &str = "mote-node";
 struct Gateway {
     node: Arc<Node>,
     peers: Arc<Peers>,
+    jobs: Arc<JobService>,
     /// This node's name, as `mote-node` carries it.
     name: HeaderValue,
     config: GatewayConfig,
 }
 
 /// Builds the API's router over `node`, a member of the cluster `peers`.
-pub fn router(node: Arc<Node>, peers: Arc<Peers>, config: GatewayConfig) -> Router {
+pub fn router(
+    node: Arc<Node>,
+    peers: Arc<Peers>,
+    jobs: Arc<JobService>,
+    config: GatewayConfig,
+) -> Router {
     let name = HeaderValue::from_str(peers.name()).expect("node names are header-safe");
     Router::new()
         .route("/healthz", get(healthz))
@@ -88,10 +102,23 @@ pub fn router(node: Arc<Node>, peers: Arc<Peers>, config: GatewayConfig) -> Rout
         .route("/v1/cluster", get(cluster))
         .route("/v1/internal/modules/{sha256}", get(module))
         .route(mote_peers::STORE_PEERS_PATH, post(store_peer))
+        .route("/v1/jobs", post(run_job).get(list_jobs))
+        .route("/v1/jobs/{id}", get(job_status).delete(cancel_job))
+        .route(
+            "/v1/internal/jobs/{id}",
+            put(start_worker).delete(stop_worker),
+        )
+        .route(
+            "/v1/internal/jobs/{id}/messages",
+            // Scatter pieces can be large (a PageRank step's contributions to one worker).
+            post(job_message).layer(DefaultBodyLimit::max(1 << 30)),
+        )
+        .route("/v1/internal/jobs/{id}/reports", post(job_report))
         .fallback(not_found)
         .with_state(Gateway {
             node,
             peers,
+            jobs,
             name,
             config,
         })
@@ -102,10 +129,11 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     node: Arc<Node>,
     peers: Arc<Peers>,
+    jobs: Arc<JobService>,
     config: GatewayConfig,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(node, peers, config))
+    axum::serve(listener, router(node, peers, jobs, config))
         .with_graceful_shutdown(shutdown)
         .await
 }
@@ -341,6 +369,80 @@ async fn module(
         .module(&sha256)
         .ok_or(ApiError::ModuleNotHere(sha256))?;
     Ok(([(header::CONTENT_TYPE, "application/wasm")], bytes).into_response())
+}
+
+/// A JSON body, or a 400 that says what is wrong with it.
+fn json_body<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::BadRequest(format!("the body is not a valid {what}: {e}")))
+}
+
+async fn run_job(State(gw): State<Gateway>, body: Bytes) -> Result<Response, ApiError> {
+    let request: RunRequest = json_body(&body, "job request ({\"function\": NAME, ...})")?;
+    let status = gw.jobs.run(request).await?;
+    Ok((StatusCode::CREATED, axum::Json(status)).into_response())
+}
+
+async fn list_jobs(State(gw): State<Gateway>) -> Response {
+    axum::Json(gw.jobs.list()).into_response()
+}
+
+async fn job_status(
+    State(gw): State<Gateway>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    Ok(axum::Json(gw.jobs.status(&id)?).into_response())
+}
+
+async fn cancel_job(
+    State(gw): State<Gateway>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    Ok(axum::Json(gw.jobs.cancel(&id).await?).into_response())
+}
+
+async fn start_worker(
+    State(gw): State<Gateway>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<StatusCode, ApiError> {
+    let spec: mote_jobs::message::JobSpec = json_body(&body, "job spec")?;
+    if spec.id != id {
+        return Err(ApiError::BadRequest(format!(
+            "the spec is for job {}, the path names {id}",
+            spec.id
+        )));
+    }
+    gw.jobs.start_worker(spec).await?;
+    Ok(StatusCode::CREATED)
+}
+
+async fn stop_worker(
+    State(gw): State<Gateway>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    gw.jobs.stop_worker(&id)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn job_message(
+    State(gw): State<Gateway>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<StatusCode, ApiError> {
+    let message = mote_job_service::decode_message(&body).map_err(ApiError::BadRequest)?;
+    gw.jobs.deliver(&id, message)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn job_report(
+    State(gw): State<Gateway>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<StatusCode, ApiError> {
+    let report: mote_jobs::message::Report = json_body(&body, "job report")?;
+    gw.jobs.report(&id, report).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 async fn node_status(State(gw): State<Gateway>) -> Response {

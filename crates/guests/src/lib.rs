@@ -7,7 +7,8 @@
 //! the SeBS benchmark's, with run times from milliseconds to seconds, for benchmarking schedulers
 //! with a realistic mix of calls; `sha512`, the microsecond benchmark's compute-bound guest; and
 //! the microtask paper's distributed sort ([`SORT`]), whose functions declare their phases and
-//! keep their data in object storage.
+//! keep their data in object storage; and the data-parallel jobs of the Canary paper ([`JOBS`],
+//! and the [`BUSY`] benchmark), each a module whose driver declares datasets and stages.
 
 /// An example function: its name, what it does, and its module's bytes.
 pub struct Example {
@@ -86,6 +87,34 @@ pub const SORT_VALIDATE: Example = example!(
 /// function reads and writes with a tenth of a core and computes with a whole one; requests and
 /// responses are JSON, documented on each crate. `mote bench sort` runs the whole application.
 pub const SORT: [Example; 4] = [SORT_GEN, SORT_PARTITION, SORT_CATEGORY, SORT_VALIDATE];
+
+/// `lr` (job): logistic regression by batch gradient descent, the Canary paper's Figure 2.
+pub const LR: Example = example!(
+    "lr",
+    "logistic regression by batch gradient descent (job; --arg input=BUCKET/PREFIX or generate=N)"
+);
+/// `kmeans` (job): k-means clustering by Lloyd's algorithm from the input's first `k` points.
+pub const KMEANS: Example = example!(
+    "kmeans",
+    "k-means clustering by Lloyd's algorithm (job; --arg input=BUCKET/PREFIX or generate=N, k=4)"
+);
+/// `pagerank` (job): PageRank of a SNAP edge list or a generated graph, as networkx computes it.
+pub const PAGERANK: Example = example!(
+    "pagerank",
+    "PageRank of an edge list, as networkx defines it (job; --arg input=BUCKET/PREFIX or generate=V)"
+);
+/// `busy` (job): stages of tasks of a chosen length, the Canary paper's scheduling
+/// micro-benchmark (Figure 4).
+pub const BUSY: Example = example!(
+    "busy",
+    "stages of busy tasks, a scheduling micro-benchmark (job; --arg stages=1000 work=2000)"
+);
+
+/// The data-parallel jobs (`wasm/jobs/`, `docs/jobs.md`) `mote up --examples` deploys, each a
+/// module whose driver declares its stages; every one reads `input=BUCKET/PREFIX` or generates
+/// its input from `generate=… seed=…`, and stores its result under `output=BUCKET/PREFIX` if given.
+/// [`BUSY`], a benchmark, is not among them.
+pub const JOBS: [Example; 3] = [LR, KMEANS, PAGERANK];
 
 /// A function of the suite in `wasm/suite/` (see its README): a mote ABI function modelled on one
 /// of the SeBS benchmark's, doing real work on an input it generates from the parameters in the
@@ -169,7 +198,15 @@ mod tests {
         let suite = super::SUITE.map(|f| (f.name, f.wasm));
         let micro = [(super::SHA512.name, super::SHA512.wasm)];
         let sort = super::SORT.map(|e| (e.name, e.wasm));
-        for (name, wasm) in examples.into_iter().chain(suite).chain(micro).chain(sort) {
+        let jobs =
+            [super::LR, super::KMEANS, super::PAGERANK, super::BUSY].map(|e| (e.name, e.wasm));
+        for (name, wasm) in examples
+            .into_iter()
+            .chain(suite)
+            .chain(micro)
+            .chain(sort)
+            .chain(jobs)
+        {
             assert!(
                 wasm.starts_with(b"\0asm\x01\0\0\0"),
                 "{name} is not a core module"

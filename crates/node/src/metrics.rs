@@ -66,6 +66,7 @@ impl Outcome {
             CallError::Exit { .. } => Self::Exit,
             CallError::Abi(_) | CallError::ResponseTooLarge { .. } => Self::AbiError,
             CallError::Instantiate(_) => Self::Internal,
+            CallError::IsJob => Self::Rejected,
         }
     }
 }

@@ -112,7 +112,7 @@ impl Runtime {
     fn new_store(&self, call: &Call<'_>, microtask: Option<MicrotaskState>) -> Store<CallState> {
         let stdin = match call.function.entry {
             Entry::WasiCommand { .. } => Bytes::copy_from_slice(call.input),
-            Entry::MoteAbi { .. } => Bytes::new(),
+            Entry::MoteAbi { .. } | Entry::Job => Bytes::new(),
         };
         let state = CallState::new(
             call.name.clone(),

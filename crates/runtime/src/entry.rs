@@ -164,6 +164,7 @@ pub(crate) async fn run<I: Invoke>(
             let exit = I::call(start, store, ()).await;
             wasi_command_output(store, exit, entered)
         }
+        Entry::Job => Err(Failure::Known(CallError::IsJob)),
     }
 }
 

@@ -36,14 +36,14 @@ pub enum CompileError {
     Invalid(String),
     /// The module exports neither guest kind's entry points.
     #[error(
-        "module exports neither `mote_handle` (mote ABI v1, with `mote_alloc` and `memory`) nor `_start` (WASI command); found exports: [{found}]"
+        "module exports none of `mote_handle` (mote ABI v1, with `mote_alloc` and `memory`), `_start` (WASI command) or `mote_job_driver` (a job, with `mote_job_task` and `memory`); found exports: [{found}]"
     )]
     NoEntryPoint {
         /// The module's exports, comma-separated.
         found: String,
     },
     /// A mote ABI export is missing or has the wrong type.
-    #[error("mote ABI v1 export `{name}` {problem}; expected {expected}")]
+    #[error("export `{name}` {problem}; expected {expected}")]
     BadExport {
         /// The export's name.
         name: &'static str,
@@ -117,6 +117,11 @@ pub enum CallError {
         /// The limit in bytes.
         limit: usize,
     },
+    /// The function is a job, which runs with `mote job run`, not as a call.
+    #[error(
+        "this function is a job: run it with `mote job run NAME` (POST /v1/jobs); it cannot be invoked"
+    )]
+    IsJob,
     /// No instance could be created (the instance pool is exhausted or the OS refused memory).
     #[error("cannot instantiate function: {0}")]
     Instantiate(String),

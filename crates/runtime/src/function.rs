@@ -43,6 +43,8 @@ pub(crate) enum Entry {
     WasiCommand {
         start: ModuleExport,
     },
+    /// A job module runs on the job engine (`crate::job`), never through a call.
+    Job,
 }
 
 impl Function {
@@ -53,10 +55,10 @@ impl Function {
         microtask: bool,
     ) -> Result<Self, CompileError> {
         let (kind, entry) = detect(&module)?;
-        if let Some(import) = module
-            .imports()
-            .find(|i| !PROVIDED_MODULES.contains(&i.module()))
-        {
+        let job = kind == GuestKind::Job;
+        if let Some(import) = module.imports().find(|i| {
+            !(PROVIDED_MODULES.contains(&i.module()) || job && i.module() == abi::JOB_MODULE)
+        }) {
             return Err(CompileError::UnknownImport {
                 module: import.module().to_owned(),
                 name: import.name().to_owned(),
@@ -76,6 +78,19 @@ impl Function {
             .map_err(|e| CompileError::Link(format!("cannot build the memory image: {e:#}")))?;
         let image = module.image_range();
         let resident_bytes = (image.end as usize - image.start as usize) as u64;
+        // A job module is compiled and checked here like any function, but runs on the job
+        // engine, which links its `mote_job` imports; here they only need to resolve.
+        let mut job_linker;
+        let linker = match job {
+            true => {
+                job_linker = linker.clone();
+                job_linker
+                    .define_unknown_imports_as_traps(&module)
+                    .map_err(|e| CompileError::Link(format!("{e:#}")))?;
+                &job_linker
+            }
+            false => linker,
+        };
         let pre = linker.instantiate_pre(&module).map_err(|e| {
             let msg = format!("{e:#}");
             match unknown_import_in(&msg) {
@@ -132,6 +147,25 @@ fn unknown_import_in(msg: &str) -> Option<(String, String)> {
 }
 
 fn detect(module: &Module) -> Result<(GuestKind, Entry), CompileError> {
+    if module.get_export(abi::EXPORT_JOB_DRIVER).is_some() {
+        export_func(module, abi::EXPORT_JOB_DRIVER, &[], &[], "(func)")?;
+        export_func(
+            module,
+            abi::EXPORT_JOB_TASK,
+            &[ValType::I32, ValType::I32],
+            &[ValType::I32],
+            "(func (param i32 i32) (result i32))",
+        )?;
+        if !matches!(module.get_export(abi::EXPORT_MEMORY), Some(ExternType::Memory(m)) if !m.is_64())
+        {
+            return Err(bad_export(
+                abi::EXPORT_MEMORY,
+                "is missing or not a 32-bit memory",
+                "a 32-bit memory",
+            ));
+        }
+        return Ok((GuestKind::Job, Entry::Job));
+    }
     if module.get_export(abi::EXPORT_HANDLE).is_some() {
         let handle = export_func(
             module,

@@ -15,6 +15,8 @@
 //!   `mote.phase`, `mote.sleep_us` or an object storage function), whose phase changes and waits
 //!   go through the node's [`PhaseGate`] and whose object I/O runs on the node's [`HostIo`].
 //!   Every other function keeps the blocking path and pays nothing for this.
+//! - A job module (a Canary job's driver and tasks) runs on a [`JobEngine`] of its own, in
+//!   instances that live as long as the partitions they hold (`job`).
 //! - `state` is what a call keeps in its `Store`; `host` registers the host functions guests may
 //!   import; `gate` is what the node provides to microtask calls.
 //!
@@ -35,6 +37,7 @@ mod error;
 mod function;
 mod gate;
 mod host;
+mod job;
 mod state;
 mod ticker;
 
@@ -45,4 +48,5 @@ pub use entry::CallOutput;
 pub use error::{CallError, CompileError, RuntimeError};
 pub use function::Function;
 pub use gate::{GateFuture, HostIo, PhaseGate};
+pub use job::{JobContext, JobEngine, JobError, JobInstance, JobModule, TaskOutput};
 pub use ticker::{EpochTicker, TickerPeriods};

@@ -13,6 +13,10 @@ pub enum GuestKind {
     /// A WASI preview1 command: exports `_start`, reads stdin, writes stdout.
     #[serde(rename = "wasi-command")]
     WasiCommand,
+    /// A Canary job: exports `mote_job_driver` and `mote_job_task`; run with `mote job run`,
+    /// never invoked as a function.
+    #[serde(rename = "job")]
+    Job,
 }
 
 impl GuestKind {
@@ -21,6 +25,7 @@ impl GuestKind {
         match self {
             Self::MoteAbiV1 => "mote-abi-v1",
             Self::WasiCommand => "wasi-command",
+            Self::Job => "job",
         }
     }
 }

@@ -36,6 +36,7 @@ macro_rules! handler {
     };
 }
 
+pub mod job;
 pub mod object;
 
 /// Appends `line` to the function's log on the platform.

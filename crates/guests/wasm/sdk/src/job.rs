@@ -1,0 +1,808 @@
+//! Write data-parallel jobs (`docs/jobs.md`): one module whose driver declares datasets and
+//! stages, and whose tasks compute on one partition of them at a time.
+//!
+//! A job module has two entry points, which [`crate::job!`] exports:
+//!
+//! - the driver, `fn(&mut Job)`, runs once in a fresh instance to tell the host the job's
+//!   program. It never touches data: it names [`Dataset`]s in stages ([`Job::compute`],
+//!   [`Job::scatter`], [`Job::load`], [`Job::store`]) and nests them in control flow that the
+//!   host interprets on every worker ([`Job::repeat`], [`Job::while_signal`],
+//!   [`Job::if_signal`], [`Job::if_else`]);
+//! - the tasks, `fn(&mut Task)`, each run on one partition index in a long-lived instance that
+//!   holds that partition of every dataset it is co-partitioned with. [`Task::get`] and
+//!   [`Task::get_mut`] reach a dataset's partition, which stays in the instance between tasks.
+//!   A signal is a `fn(&mut Task) -> bool` over a one-partition dataset.
+//!
+//! Datasets are constants, so that tasks, which never run the driver, name the same ones:
+//!
+//! ```ignore
+//! use mote_sdk::job::{Dataset, Job, Task, decode_u64s};
+//!
+//! const COUNTS: Dataset<u64> = Dataset::partitioned("counts");
+//! const TOTAL: Dataset<u64> = Dataset::single("total");
+//!
+//! fn driver(job: &mut Job) {
+//!     job.repeat(job.arg_or("rounds", 3), |job| {
+//!         job.compute(count, &[&COUNTS], &[&COUNTS]);
+//!         job.scatter(send, &[&COUNTS], sum, &[&TOTAL]);
+//!     });
+//! }
+//! fn count(task: &mut Task) {
+//!     *task.get_mut(&COUNTS) += 1;
+//! }
+//! fn send(task: &mut Task) {
+//!     let count = *task.get(&COUNTS);
+//!     task.emit(0, &count.to_le_bytes());
+//! }
+//! fn sum(task: &mut Task) {
+//!     let total = task.inputs().map(|piece| decode_u64s(&piece)[0]).sum();
+//!     *task.get_mut(&TOTAL) = total;
+//! }
+//! mote_sdk::job!(driver);
+//! ```
+//!
+//! Stages take task functions as fn items or closures that capture nothing, never as function
+//! pointers: the SDK hands the host the function table index of a wrapper made for each one, and
+//! that wrapper has to call the function without having been given it (see [`Job::compute`]).
+//! The host's imports are those of the `mote_job` module (`mote_abi::JOB_MODULE`); natively
+//! (unit tests) they do not exist and every call to one panics, while the pure helpers
+//! ([`encode_f64s`] and its kin) work.
+//!
+//! A panic in a driver or a task is written to the log (with [`crate::log`]) and then aborts the
+//! instance, which the host reports with that message.
+
+use std::any::{Any, type_name};
+use std::cell::{Ref, RefCell, RefMut};
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+use std::str::FromStr;
+use std::sync::Once;
+
+/// Exports `driver: fn(&mut Job)` as this module's job driver, and the task entry point that
+/// runs the task functions its stages name.
+#[macro_export]
+macro_rules! job {
+    ($driver:path) => {
+        #[unsafe(no_mangle)]
+        pub extern "C" fn mote_job_driver() {
+            $crate::job::__private::drive($driver)
+        }
+
+        #[unsafe(no_mangle)]
+        pub extern "C" fn mote_job_task(func: i32, index: i32) -> i32 {
+            $crate::job::__private::run_task(func, index)
+        }
+    };
+}
+
+/// A dataset of `T`s: one `T` per partition, created with `T::default()` the first time a task
+/// reaches it in an instance. A constant names it, so the driver and every task agree on it.
+pub struct Dataset<T> {
+    name: &'static str,
+    partitioned: bool,
+    // `fn() -> T`: a handle neither owns a `T` nor stops `Dataset<T>` from being `Sync`.
+    _values: PhantomData<fn() -> T>,
+}
+
+impl<T> Dataset<T> {
+    /// A dataset of the job's partition count ([`Job::partitions`]).
+    pub const fn partitioned(name: &'static str) -> Self {
+        Self {
+            name,
+            partitioned: true,
+            _values: PhantomData,
+        }
+    }
+
+    /// A dataset of one partition: a job's global values, such as a model or a loop counter.
+    pub const fn single(name: &'static str) -> Self {
+        Self {
+            name,
+            partitioned: false,
+            _values: PhantomData,
+        }
+    }
+
+    /// The name the host knows the dataset by.
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+/// A dataset of any type, as stages list the datasets they read and write.
+pub trait AnyDataset {
+    /// The dataset's name.
+    fn name(&self) -> &'static str;
+    /// Whether it has the job's partition count rather than one partition.
+    fn is_partitioned(&self) -> bool;
+}
+
+impl<T> AnyDataset for Dataset<T> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn is_partitioned(&self) -> bool {
+        self.partitioned
+    }
+}
+
+/// The driver's view of the job: declares stages and control flow to the host, in order.
+///
+/// A dataset is declared to the host the first time a stage names it.
+pub struct Job {
+    ids: BTreeMap<&'static str, i32>,
+}
+
+impl Job {
+    /// The job's partition count, chosen by the controller.
+    pub fn partitions(&self) -> usize {
+        partitions()
+    }
+
+    /// The value of job argument `key` (`--arg key=value`), if the job has one.
+    pub fn arg(&self, key: &str) -> Option<String> {
+        arg(key)
+    }
+
+    /// Job argument `key` parsed as a `T`, or `default` if the job has no such argument.
+    ///
+    /// # Panics
+    ///
+    /// If the argument does not parse, naming it and its value.
+    pub fn arg_or<T: FromStr>(&self, key: &str, default: T) -> T {
+        arg_or(key, default)
+    }
+
+    /// A compute stage: `f` runs once per partition index, on the partitions of `reads` and
+    /// `writes` of that index, which must all have the same partition count.
+    ///
+    /// `f` must be a fn item or a closure that captures nothing; a capturing closure fails to
+    /// compile.
+    pub fn compute<F: Fn(&mut Task) + Copy + 'static>(
+        &mut self,
+        f: F,
+        reads: &[&dyn AnyDataset],
+        writes: &[&dyn AnyDataset],
+    ) {
+        let func = task_id(f);
+        let reads = self.ids(reads);
+        let writes = self.ids(writes);
+        sys::compute(func, &reads, &writes);
+    }
+
+    /// A scatter stage and its gather: `scatter` runs on each partition of `reads` and
+    /// [`Task::emit`]s pieces for partitions of `writes`; then `gather` runs on each partition of
+    /// `writes`, even one no piece was addressed to, with [`Task::inputs`] the non-empty pieces
+    /// for it in the order of the partitions that emitted them.
+    ///
+    /// Both functions must be fn items or closures that capture nothing.
+    pub fn scatter<S, G>(
+        &mut self,
+        scatter: S,
+        reads: &[&dyn AnyDataset],
+        gather: G,
+        writes: &[&dyn AnyDataset],
+    ) where
+        S: Fn(&mut Task) + Copy + 'static,
+        G: Fn(&mut Task) + Copy + 'static,
+    {
+        let scatter = task_id(scatter);
+        let gather = task_id(gather);
+        let reads = self.ids(reads);
+        let writes = self.ids(writes);
+        sys::scatter(scatter, &reads, gather, &writes);
+    }
+
+    /// A load stage: `f` runs on each partition of `dataset` with input 0 its share of the text
+    /// lines of the objects job argument `arg` names (`BUCKET/PREFIX`): whole lines, in key
+    /// order, partition `i` a contiguous range after partition `i - 1`'s. A share may be empty.
+    pub fn load<T, F: Fn(&mut Task) + Copy + 'static>(
+        &mut self,
+        f: F,
+        dataset: &Dataset<T>,
+        arg: &str,
+    ) {
+        let func = task_id(f);
+        let id = self.id(dataset);
+        sys::load(func, id, arg);
+    }
+
+    /// A store stage: `f` runs on each partition `k` of `dataset`, and what it emits (to
+    /// destination 0) becomes object `PREFIX/part-{k:05}` under job argument `arg`'s
+    /// `BUCKET/PREFIX`. The objects in key order are the result, so emit whole lines.
+    pub fn store<T, F: Fn(&mut Task) + Copy + 'static>(
+        &mut self,
+        f: F,
+        dataset: &Dataset<T>,
+        arg: &str,
+    ) {
+        let func = task_id(f);
+        let id = self.id(dataset);
+        sys::store(func, id, arg);
+    }
+
+    /// The stages `body` declares run `times` times.
+    pub fn repeat(&mut self, times: u32, body: impl FnOnce(&mut Self)) {
+        let times = i32::try_from(times).expect("a repeat count fits an i32");
+        sys::repeat(times);
+        body(self);
+        sys::end();
+    }
+
+    /// The stages `body` declares run for as long as `signal`, evaluated on the one-partition
+    /// `dataset` before each iteration, is true.
+    ///
+    /// `signal` must be a fn item or a closure that captures nothing.
+    pub fn while_signal<T, F: Fn(&mut Task) -> bool + Copy + 'static>(
+        &mut self,
+        signal: F,
+        dataset: &Dataset<T>,
+        body: impl FnOnce(&mut Self),
+    ) {
+        let func = signal_id(signal);
+        let id = self.id(dataset);
+        sys::while_signal(func, id);
+        body(self);
+        sys::end();
+    }
+
+    /// The stages `then` declares run if `signal` on the one-partition `dataset` is true.
+    pub fn if_signal<T, F: Fn(&mut Task) -> bool + Copy + 'static>(
+        &mut self,
+        signal: F,
+        dataset: &Dataset<T>,
+        then: impl FnOnce(&mut Self),
+    ) {
+        let func = signal_id(signal);
+        let id = self.id(dataset);
+        sys::if_signal(func, id);
+        then(self);
+        sys::end();
+    }
+
+    /// The stages `then` declares run if `signal` on the one-partition `dataset` is true, those
+    /// `otherwise` declares if it is false.
+    pub fn if_else<T, F: Fn(&mut Task) -> bool + Copy + 'static>(
+        &mut self,
+        signal: F,
+        dataset: &Dataset<T>,
+        then: impl FnOnce(&mut Self),
+        otherwise: impl FnOnce(&mut Self),
+    ) {
+        let func = signal_id(signal);
+        let id = self.id(dataset);
+        sys::if_signal(func, id);
+        then(self);
+        sys::else_branch();
+        otherwise(self);
+        sys::end();
+    }
+
+    fn ids(&mut self, datasets: &[&dyn AnyDataset]) -> Vec<i32> {
+        datasets.iter().map(|d| self.id(*d)).collect()
+    }
+
+    fn id(&mut self, dataset: &dyn AnyDataset) -> i32 {
+        *self
+            .ids
+            .entry(dataset.name())
+            .or_insert_with(|| sys::dataset(dataset.name(), dataset.is_partitioned()))
+    }
+}
+
+/// A task's view of its partition: the partitions of the datasets its instance holds, its inputs
+/// and its output.
+pub struct Task {
+    index: usize,
+    /// The instance's partitions by dataset name, each a boxed `RefCell<T>`.
+    data: RefCell<BTreeMap<&'static str, Box<dyn Any>>>,
+}
+
+impl Task {
+    /// The partition index this task runs on.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The job's partition count.
+    pub fn partitions(&self) -> usize {
+        partitions()
+    }
+
+    /// This instance's partition of `dataset`.
+    ///
+    /// # Panics
+    ///
+    /// If the task already holds it through [`Task::get_mut`].
+    pub fn get<T: Default + 'static>(&self, dataset: &Dataset<T>) -> Ref<'_, T> {
+        self.cell(dataset).try_borrow().unwrap_or_else(|_| {
+            panic!(
+                "dataset {} is borrowed mutably by this task already",
+                dataset.name
+            )
+        })
+    }
+
+    /// This instance's partition of `dataset`, to change.
+    ///
+    /// # Panics
+    ///
+    /// If the task already holds it through [`Task::get`] or [`Task::get_mut`].
+    pub fn get_mut<T: Default + 'static>(&self, dataset: &Dataset<T>) -> RefMut<'_, T> {
+        self.cell(dataset)
+            .try_borrow_mut()
+            .unwrap_or_else(|_| panic!("dataset {} is borrowed by this task already", dataset.name))
+    }
+
+    /// The task's inputs, in order: a load task's share of lines, or a gather task's pieces.
+    pub fn inputs(&self) -> impl Iterator<Item = Vec<u8>> {
+        (0..sys::input_count()).map(sys::input)
+    }
+
+    /// Sends `bytes` to partition `dest` of the datasets a scatter writes (appended to what this
+    /// task sent there before), or, from a store task, to the output (`dest` 0).
+    pub fn emit(&self, dest: usize, bytes: &[u8]) {
+        let dest = i32::try_from(dest).expect("a partition index fits an i32");
+        sys::emit(dest, bytes);
+    }
+
+    /// The value of job argument `key`, if the job has one.
+    pub fn arg(&self, key: &str) -> Option<String> {
+        arg(key)
+    }
+
+    /// Job argument `key` parsed as a `T`, or `default` if the job has no such argument.
+    ///
+    /// # Panics
+    ///
+    /// If the argument does not parse, naming it and its value.
+    pub fn arg_or<T: FromStr>(&self, key: &str, default: T) -> T {
+        arg_or(key, default)
+    }
+
+    fn cell<T: Default + 'static>(&self, dataset: &Dataset<T>) -> &RefCell<T> {
+        let mut data = self.data.borrow_mut();
+        let slot = data
+            .entry(dataset.name)
+            .or_insert_with(|| Box::new(RefCell::new(T::default())));
+        let cell: *const RefCell<T> = slot.downcast_ref::<RefCell<T>>().unwrap_or_else(|| {
+            panic!(
+                "dataset {} is used as a {} but holds another type",
+                dataset.name,
+                type_name::<T>()
+            )
+        });
+        // SAFETY: the cell lives in its own heap allocation, which moves with neither the map
+        // nor its box, and the task only ever adds slots, so it lives as long as `self`.
+        unsafe { &*cell }
+    }
+}
+
+/// Encodes `values` as consecutive little-endian `f64`s, for pieces and broadcasts.
+pub fn encode_f64s(values: &[f64]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// Decodes [`encode_f64s`]'s bytes.
+///
+/// # Panics
+///
+/// If the length is not a multiple of 8.
+pub fn decode_f64s(bytes: &[u8]) -> Vec<f64> {
+    chunks(bytes).map(f64::from_le_bytes).collect()
+}
+
+/// Encodes `values` as consecutive little-endian `u64`s.
+pub fn encode_u64s(values: &[u64]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// Decodes [`encode_u64s`]'s bytes.
+///
+/// # Panics
+///
+/// If the length is not a multiple of 8.
+pub fn decode_u64s(bytes: &[u8]) -> Vec<u64> {
+    chunks(bytes).map(u64::from_le_bytes).collect()
+}
+
+fn chunks(bytes: &[u8]) -> impl Iterator<Item = [u8; 8]> {
+    assert!(
+        bytes.len().is_multiple_of(8),
+        "{} bytes are not a whole number of 8-byte values",
+        bytes.len()
+    );
+    bytes
+        .chunks_exact(8)
+        .map(|c| c.try_into().expect("chunks of 8"))
+}
+
+fn partitions() -> usize {
+    usize::try_from(sys::partitions()).expect("the host's partition count is positive")
+}
+
+fn arg(key: &str) -> Option<String> {
+    let value = sys::arg(key)?;
+    Some(String::from_utf8(value).unwrap_or_else(|_| panic!("job argument {key} is not UTF-8")))
+}
+
+fn arg_or<T: FromStr>(key: &str, default: T) -> T {
+    match arg(key) {
+        None => default,
+        Some(value) => value.trim().parse().unwrap_or_else(|_| {
+            panic!(
+                "job argument {key}={value} is not a valid {}",
+                type_name::<T>()
+            )
+        }),
+    }
+}
+
+/// What the host calls: every task function is wrapped in one of these, so the task entry point
+/// calls a single function type, and a signal's answer reaches the host as its return value.
+type Entry = fn(&mut Task) -> bool;
+
+/// The table index of the entry for task function `F`.
+fn task_id<F: Fn(&mut Task) + Copy + 'static>(_: F) -> i32 {
+    fn entry<F: Fn(&mut Task)>(task: &mut Task) -> bool {
+        conjure::<F>()(task);
+        false
+    }
+    entry_id(entry::<F>)
+}
+
+/// The table index of the entry for signal function `F`.
+fn signal_id<F: Fn(&mut Task) -> bool + Copy + 'static>(_: F) -> i32 {
+    fn entry<F: Fn(&mut Task) -> bool>(task: &mut Task) -> bool {
+        conjure::<F>()(task)
+    }
+    entry_id(entry::<F>)
+}
+
+fn entry_id(entry: Entry) -> i32 {
+    // In WebAssembly a function pointer is the function's index in the module's table, the same
+    // in every instance of the module, which is what lets the host hand it to another instance.
+    entry as usize as i32
+}
+
+/// The value of a zero-sized function type, which a task's entry calls: the function a stage
+/// named is a type parameter of the entry, as no value can travel with a table index.
+fn conjure<F>() -> F {
+    const {
+        assert!(
+            size_of::<F>() == 0,
+            "a task function must be a fn item or a closure that captures nothing"
+        )
+    };
+    // SAFETY: `F` has no bytes (checked above), so any value of it is this one, and as a fn item
+    // or a closure that captures nothing it has no invariant to break (`core::mem::conjure_zst`).
+    unsafe { std::mem::zeroed() }
+}
+
+fn install_panic_hook() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        std::panic::set_hook(Box::new(|info| {
+            // One line, where the default message spans two.
+            let message = info.payload_as_str().unwrap_or("no message");
+            match info.location() {
+                Some(at) => crate::log(&format!("panicked at {at}: {message}")),
+                None => crate::log(&format!("panicked: {message}")),
+            }
+        }))
+    });
+}
+
+#[doc(hidden)]
+pub mod __private {
+    use super::{Entry, Job, Task, install_panic_hook};
+    use std::cell::RefCell;
+    use std::collections::BTreeMap;
+
+    thread_local! {
+        /// The instance's partitions, lent to each task while it runs.
+        static DATA: RefCell<BTreeMap<&'static str, Box<dyn std::any::Any>>> =
+            const { RefCell::new(BTreeMap::new()) };
+    }
+
+    /// Runs the job's driver.
+    pub fn drive(driver: fn(&mut Job)) {
+        install_panic_hook();
+        driver(&mut Job {
+            ids: BTreeMap::new(),
+        });
+    }
+
+    /// Runs the task function whose entry has table index `func` on partition `index`, and
+    /// returns a signal's answer (0 for any other task).
+    pub fn run_task(func: i32, index: i32) -> i32 {
+        install_panic_hook();
+        assert!(func > 0, "task function {func} is not a table index");
+        let index = usize::try_from(index)
+            .unwrap_or_else(|_| panic!("partition index {index} is negative"));
+        // SAFETY: the host passes back an index the driver took from an `Entry` in this same
+        // module (`entry_id`), and every instance of a module has the same table.
+        let entry: Entry = unsafe { std::mem::transmute::<usize, Entry>(func as usize) };
+        let mut task = Task {
+            index,
+            data: RefCell::new(DATA.take()),
+        };
+        let answer = entry(&mut task);
+        DATA.set(task.data.into_inner());
+        i32::from(answer)
+    }
+}
+
+/// The `mote_job` imports, converted to Rust types.
+#[cfg(target_family = "wasm")]
+mod sys {
+    #[link(wasm_import_module = "mote_job")]
+    unsafe extern "C" {
+        #[link_name = mote_abi::import_name!(dataset)]
+        fn mote_dataset(name_ptr: i32, name_len: i32, partitioned: i32) -> i32;
+        #[link_name = mote_abi::import_name!(compute)]
+        fn mote_compute(
+            func: i32,
+            reads_ptr: i32,
+            reads_len: i32,
+            writes_ptr: i32,
+            writes_len: i32,
+        );
+        #[link_name = mote_abi::import_name!(scatter)]
+        fn mote_scatter(
+            func: i32,
+            reads_ptr: i32,
+            reads_len: i32,
+            gather: i32,
+            writes_ptr: i32,
+            writes_len: i32,
+        );
+        #[link_name = mote_abi::import_name!(load)]
+        fn mote_load(func: i32, dataset: i32, arg_ptr: i32, arg_len: i32);
+        #[link_name = mote_abi::import_name!(store)]
+        fn mote_store(func: i32, dataset: i32, arg_ptr: i32, arg_len: i32);
+        #[link_name = mote_abi::import_name!(repeat)]
+        fn mote_repeat(times: i32);
+        #[link_name = mote_abi::import_name!(while_signal)]
+        fn mote_while_signal(func: i32, dataset: i32);
+        #[link_name = mote_abi::import_name!(if_signal)]
+        fn mote_if_signal(func: i32, dataset: i32);
+        #[link_name = mote_abi::import_name!(else_branch)]
+        fn mote_else_branch();
+        #[link_name = mote_abi::import_name!(end)]
+        fn mote_end();
+        #[link_name = mote_abi::import_name!(partitions)]
+        fn mote_partitions() -> i32;
+        #[link_name = mote_abi::import_name!(arg)]
+        fn mote_arg(key_ptr: i32, key_len: i32, out_ptr: i32, out_cap: i32) -> i32;
+        #[link_name = mote_abi::import_name!(input_count)]
+        fn mote_input_count() -> i32;
+        #[link_name = mote_abi::import_name!(input_len)]
+        fn mote_input_len(k: i32) -> i32;
+        #[link_name = mote_abi::import_name!(input_read)]
+        fn mote_input_read(k: i32, ptr: i32);
+        #[link_name = mote_abi::import_name!(emit)]
+        fn mote_emit(dest: i32, ptr: i32, len: i32);
+    }
+
+    // SAFETY (every call below): the imports take plain values, and read or write only the
+    // bytes at the pointers they are given, up to the lengths they are given, which are live for
+    // the call. Guest memory is 32-bit, so pointers and lengths fit an i32.
+
+    fn bytes(b: &[u8]) -> (i32, i32) {
+        (b.as_ptr() as i32, b.len() as i32)
+    }
+
+    fn ids(ids: &[i32]) -> (i32, i32) {
+        (ids.as_ptr() as i32, ids.len() as i32)
+    }
+
+    pub fn dataset(name: &str, partitioned: bool) -> i32 {
+        let (ptr, len) = bytes(name.as_bytes());
+        // SAFETY: see above.
+        unsafe { mote_dataset(ptr, len, i32::from(partitioned)) }
+    }
+
+    pub fn compute(func: i32, reads: &[i32], writes: &[i32]) {
+        let (reads_ptr, reads_len) = ids(reads);
+        let (writes_ptr, writes_len) = ids(writes);
+        // SAFETY: see above.
+        unsafe { mote_compute(func, reads_ptr, reads_len, writes_ptr, writes_len) }
+    }
+
+    pub fn scatter(func: i32, reads: &[i32], gather: i32, writes: &[i32]) {
+        let (reads_ptr, reads_len) = ids(reads);
+        let (writes_ptr, writes_len) = ids(writes);
+        // SAFETY: see above.
+        unsafe { mote_scatter(func, reads_ptr, reads_len, gather, writes_ptr, writes_len) }
+    }
+
+    pub fn load(func: i32, dataset: i32, arg: &str) {
+        let (ptr, len) = bytes(arg.as_bytes());
+        // SAFETY: see above.
+        unsafe { mote_load(func, dataset, ptr, len) }
+    }
+
+    pub fn store(func: i32, dataset: i32, arg: &str) {
+        let (ptr, len) = bytes(arg.as_bytes());
+        // SAFETY: see above.
+        unsafe { mote_store(func, dataset, ptr, len) }
+    }
+
+    pub fn repeat(times: i32) {
+        // SAFETY: see above.
+        unsafe { mote_repeat(times) }
+    }
+
+    pub fn while_signal(func: i32, dataset: i32) {
+        // SAFETY: see above.
+        unsafe { mote_while_signal(func, dataset) }
+    }
+
+    pub fn if_signal(func: i32, dataset: i32) {
+        // SAFETY: see above.
+        unsafe { mote_if_signal(func, dataset) }
+    }
+
+    pub fn else_branch() {
+        // SAFETY: see above.
+        unsafe { mote_else_branch() }
+    }
+
+    pub fn end() {
+        // SAFETY: see above.
+        unsafe { mote_end() }
+    }
+
+    pub fn partitions() -> i32 {
+        // SAFETY: see above.
+        unsafe { mote_partitions() }
+    }
+
+    pub fn arg(key: &str) -> Option<Vec<u8>> {
+        let (key_ptr, key_len) = bytes(key.as_bytes());
+        let mut out = Vec::new();
+        loop {
+            let (out_ptr, out_cap) = (out.as_mut_ptr() as i32, out.capacity() as i32);
+            // SAFETY: see above; the host writes at most `out_cap` bytes.
+            let len = unsafe { mote_arg(key_ptr, key_len, out_ptr, out_cap) };
+            let len = usize::try_from(len).ok()?;
+            if len <= out.capacity() {
+                // SAFETY: the host wrote the value's `len` bytes, as they fit.
+                unsafe { out.set_len(len) };
+                return Some(out);
+            }
+            out.reserve_exact(len);
+        }
+    }
+
+    pub fn input_count() -> i32 {
+        // SAFETY: see above.
+        unsafe { mote_input_count() }
+    }
+
+    pub fn input(k: i32) -> Vec<u8> {
+        // SAFETY: see above.
+        let len = unsafe { mote_input_len(k) };
+        let len = usize::try_from(len).expect("an input's length is not negative");
+        let mut out = Vec::<u8>::with_capacity(len);
+        // SAFETY: the host writes exactly `input_len(k)` bytes, the buffer's capacity.
+        unsafe {
+            mote_input_read(k, out.as_mut_ptr() as i32);
+            out.set_len(len);
+        }
+        out
+    }
+
+    pub fn emit(dest: i32, data: &[u8]) {
+        let (ptr, len) = bytes(data);
+        // SAFETY: see above.
+        unsafe { mote_emit(dest, ptr, len) }
+    }
+}
+
+/// Natively (unit tests) the host's imports do not exist.
+#[cfg(not(target_family = "wasm"))]
+mod sys {
+    fn missing() -> ! {
+        unimplemented!("the mote_job imports exist only in WebAssembly")
+    }
+
+    pub fn dataset(_: &str, _: bool) -> i32 {
+        missing()
+    }
+    pub fn compute(_: i32, _: &[i32], _: &[i32]) {
+        missing()
+    }
+    pub fn scatter(_: i32, _: &[i32], _: i32, _: &[i32]) {
+        missing()
+    }
+    pub fn load(_: i32, _: i32, _: &str) {
+        missing()
+    }
+    pub fn store(_: i32, _: i32, _: &str) {
+        missing()
+    }
+    pub fn repeat(_: i32) {
+        missing()
+    }
+    pub fn while_signal(_: i32, _: i32) {
+        missing()
+    }
+    pub fn if_signal(_: i32, _: i32) {
+        missing()
+    }
+    pub fn else_branch() {
+        missing()
+    }
+    pub fn end() {
+        missing()
+    }
+    pub fn partitions() -> i32 {
+        missing()
+    }
+    pub fn arg(_: &str) -> Option<Vec<u8>> {
+        missing()
+    }
+    pub fn input_count() -> i32 {
+        missing()
+    }
+    pub fn input(_: i32) -> Vec<u8> {
+        missing()
+    }
+    pub fn emit(_: i32, _: &[u8]) {
+        missing()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f64s_round_trip() {
+        let values = [0.0, -1.5, f64::MAX, f64::MIN_POSITIVE, 1e-300];
+        assert_eq!(decode_f64s(&encode_f64s(&values)), values);
+        assert!(decode_f64s(&[]).is_empty());
+    }
+
+    #[test]
+    fn u64s_round_trip() {
+        let values = [0, 1, u64::MAX, 1 << 40];
+        assert_eq!(decode_u64s(&encode_u64s(&values)), values);
+    }
+
+    #[test]
+    #[should_panic(expected = "not a whole number")]
+    fn a_partial_value_is_refused() {
+        decode_f64s(&[0; 9]);
+    }
+
+    #[test]
+    fn a_task_lends_each_dataset_separately() {
+        const A: Dataset<Vec<u64>> = Dataset::partitioned("a");
+        const B: Dataset<u64> = Dataset::single("b");
+        let task = Task {
+            index: 0,
+            data: RefCell::new(BTreeMap::new()),
+        };
+        task.get_mut(&A).push(7);
+        let a = task.get(&A);
+        *task.get_mut(&B) += a[0];
+        assert_eq!(*task.get(&B), 7);
+    }
+
+    #[test]
+    #[should_panic(expected = "holds another type")]
+    fn a_dataset_keeps_its_type() {
+        const A: Dataset<u64> = Dataset::partitioned("a");
+        const ALSO_A: Dataset<f64> = Dataset::partitioned("a");
+        let task = Task {
+            index: 0,
+            data: RefCell::new(BTreeMap::new()),
+        };
+        *task.get_mut(&A) = 1;
+        task.get(&ALSO_A);
+    }
+}

@@ -1,0 +1,232 @@
+//! A job's object I/O: the input a load stage reads and the output a store stage writes, in the
+//! node's object storage (a directory, or an S3 server in production).
+//!
+//! Input is every object under `BUCKET/PREFIX`, in key order, read as one stream of lines (each
+//! object ends its last line). Partition `i` of `n` takes the lines that start in the `i`-th
+//! `n`-th of the stream's bytes, so the split needs only the listing's sizes, every worker reads
+//! only the objects its partitions overlap, and every line goes to exactly one partition.
+//! Output partition `k` is the object `PREFIX/part-NNNNN`; the controller refuses to start a job
+//! whose output prefix already holds objects, so a result is never mixed with an older one.
+
+use crate::worker::{IoRequest, Worker};
+use bytes::Bytes;
+use mote_objects::Objects;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// The largest input object read.
+const MAX_OBJECT_BYTES: u64 = 8 << 30;
+
+/// Splits `BUCKET/PREFIX`; the prefix may be empty.
+pub fn bucket_and_prefix(value: &str) -> Option<(&str, &str)> {
+    let (bucket, prefix) = value.split_once('/').unwrap_or((value, ""));
+    (!bucket.is_empty()).then_some((bucket, prefix))
+}
+
+/// The key of output partition `index` under `prefix`.
+pub fn output_key(prefix: &str, index: u32) -> String {
+    match prefix.trim_end_matches('/') {
+        "" => format!("part-{index:05}"),
+        p => format!("{p}/part-{index:05}"),
+    }
+}
+
+/// Every object under `prefix`, in key order, with its size.
+pub async fn list_all(
+    objects: &Objects,
+    bucket: &str,
+    prefix: &str,
+) -> Result<Vec<(String, u64)>, mote_objects::ObjectError> {
+    let mut all = Vec::new();
+    let mut after = String::new();
+    loop {
+        let page = objects.list_after(bucket, prefix, &after, 1000).await?;
+        all.extend(page.entries.iter().map(|e| (e.key.clone(), e.size)));
+        match (page.truncated, page.entries.last()) {
+            (true, Some(last)) => after = last.key.clone(),
+            _ => return Ok(all),
+        }
+    }
+}
+
+/// The bytes of the lines that start in `[lo, hi)` of `object`, which starts at stream offset
+/// `at`.
+fn lines_starting_in(object: &[u8], at: u64, lo: u64, hi: u64) -> &[u8] {
+    let len = object.len() as u64;
+    let a = lo.saturating_sub(at).min(len) as usize;
+    let b = hi.saturating_sub(at).min(len) as usize;
+    let line_start = |p: usize| -> usize {
+        if p == 0 {
+            return 0;
+        }
+        match object[p - 1..].iter().position(|&c| c == b'\n') {
+            Some(n) => p + n,
+            None => object.len(),
+        }
+    };
+    let (start, end) = (line_start(a), line_start(b));
+    &object[start..end.max(start)]
+}
+
+/// The byte range of the stream partition `index` of `partitions` takes.
+fn share(total: u64, index: u32, partitions: u32) -> (u64, u64) {
+    let n = u128::from(partitions.max(1));
+    let bound = |i: u32| (u128::from(total) * u128::from(i) / n) as u64;
+    (bound(index), bound(index + 1))
+}
+
+/// Reads the inputs of the load tasks `tasks`, each a partition index of `partitions`.
+pub async fn read_shares(
+    objects: &Objects,
+    value: &str,
+    tasks: &[u32],
+    partitions: u32,
+) -> Result<Vec<Bytes>, String> {
+    let Some((bucket, prefix)) = bucket_and_prefix(value) else {
+        return Err(format!("`{value}` is not BUCKET/PREFIX"));
+    };
+    let listing = list_all(objects, bucket, prefix)
+        .await
+        .map_err(|e| format!("cannot list {value}: {e}"))?;
+    let total: u64 = listing.iter().map(|(_, s)| s).sum();
+    let mut outputs = vec![Vec::new(); tasks.len()];
+    let mut at = 0u64;
+    for (key, size) in &listing {
+        let (from, to) = (at, at + size);
+        at = to;
+        let wanted: Vec<usize> = (0..tasks.len())
+            .filter(|&t| {
+                let (lo, hi) = share(total, tasks[t], partitions);
+                lo < to && from < hi
+            })
+            .collect();
+        if wanted.is_empty() {
+            continue;
+        }
+        let object = objects
+            .get(bucket, key, MAX_OBJECT_BYTES)
+            .await
+            .map_err(|e| format!("cannot read {bucket}/{key}: {e}"))?;
+        for t in wanted {
+            let (lo, hi) = share(total, tasks[t], partitions);
+            let lines = lines_starting_in(&object, from, lo, hi);
+            let out = &mut outputs[t];
+            out.extend_from_slice(lines);
+            if !lines.is_empty() && !lines.ends_with(b"\n") {
+                out.push(b'\n');
+            }
+        }
+    }
+    Ok(outputs.into_iter().map(Bytes::from).collect())
+}
+
+/// Serves a worker's loads and stores until the worker is dropped.
+pub(crate) fn serve_io(
+    worker: Arc<Worker>,
+    mut requests: mpsc::UnboundedReceiver<IoRequest>,
+    objects: Option<Arc<Objects>>,
+) {
+    tokio::spawn(async move {
+        while let Some(request) = requests.recv().await {
+            let (worker, objects) = (worker.clone(), objects.clone());
+            tokio::spawn(async move {
+                let Some(objects) = objects else {
+                    worker.fail(
+                        "this node has no object storage for the job's input and output".into(),
+                    );
+                    return;
+                };
+                match request {
+                    IoRequest::Load {
+                        arg,
+                        value,
+                        tasks,
+                        partitions,
+                    } => {
+                        let Some(value) = value else {
+                            worker.fail(missing(&arg));
+                            return;
+                        };
+                        let indices: Vec<u32> = tasks.iter().map(|(_, i)| *i).collect();
+                        match read_shares(&objects, &value, &indices, partitions).await {
+                            Ok(shares) => {
+                                for ((task, _), data) in tasks.into_iter().zip(shares) {
+                                    worker.input(task, data);
+                                }
+                            }
+                            Err(e) => worker.fail(format!("the load of `{arg}`: {e}")),
+                        }
+                    }
+                    IoRequest::Store {
+                        arg,
+                        value,
+                        index,
+                        bytes,
+                    } => {
+                        let Some(value) = value else {
+                            worker.fail(missing(&arg));
+                            return;
+                        };
+                        let Some((bucket, prefix)) = bucket_and_prefix(&value) else {
+                            worker.fail(format!("`{arg}={value}` is not BUCKET/PREFIX"));
+                            return;
+                        };
+                        let key = output_key(prefix, index);
+                        match objects.put(bucket, &key, Bytes::from(bytes)).await {
+                            Ok(()) => worker.acknowledged(),
+                            Err(e) => worker.fail(format!("cannot write {bucket}/{key}: {e}")),
+                        }
+                    }
+                }
+            });
+        }
+    });
+}
+
+fn missing(arg: &str) -> String {
+    format!(
+        "the job reads the argument `{arg}`, which was not given: add --arg {arg}=BUCKET/PREFIX"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_line_goes_to_exactly_one_partition() {
+        let objects: [&[u8]; 3] = [b"a1\nb22\nc333\n", b"d4\ne", b"f666666\ng\n"];
+        let total: u64 = objects.iter().map(|o| o.len() as u64).sum();
+        for partitions in 1..9 {
+            let mut all = Vec::new();
+            for i in 0..partitions {
+                let (lo, hi) = share(total, i, partitions);
+                let mut at = 0;
+                for o in objects {
+                    let lines = lines_starting_in(o, at, lo, hi);
+                    all.extend(
+                        String::from_utf8_lossy(lines)
+                            .lines()
+                            .map(str::to_owned)
+                            .collect::<Vec<_>>(),
+                    );
+                    at += o.len() as u64;
+                }
+            }
+            assert_eq!(
+                all,
+                ["a1", "b22", "c333", "d4", "e", "f666666", "g"],
+                "{partitions}"
+            );
+        }
+    }
+
+    #[test]
+    fn names_split_and_join() {
+        assert_eq!(bucket_and_prefix("data/points/"), Some(("data", "points/")));
+        assert_eq!(bucket_and_prefix("data"), Some(("data", "")));
+        assert_eq!(bucket_and_prefix("/x"), None);
+        assert_eq!(output_key("out/lr/", 3), "out/lr/part-00003");
+        assert_eq!(output_key("", 0), "part-00000");
+    }
+}

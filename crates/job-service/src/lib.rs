@@ -1,0 +1,526 @@
+//! A node's side of Canary jobs (paper `001`, `docs/jobs.md`).
+//!
+//! - [`JobService`] is what the gateway calls: it starts a job's [`Controller`] on this node
+//!   (`POST /v1/jobs`), starts this node's [`Worker`] of a job when a controller asks (`PUT
+//!   /v1/internal/jobs/{id}`), and passes workers' messages and reports to the right one.
+//! - A [`Worker`] runs its own copy of the job's driver and the tasks of the partitions it
+//!   holds, on threads of its own; it talks to other workers directly.
+//! - The [`Controller`] chose the workers and the partition map, then only listens.
+//! - [`Transport`] is the node-to-node traffic, over the node's internal HTTP service
+//!   ([`HttpTransport`]).
+//!
+//! The decisions (program, groups, map versions, task graph) are `mote-jobs`' state machines;
+//! the guest code runs in `mote-runtime`'s job engine.
+
+mod controller;
+pub mod input;
+mod transport;
+mod worker;
+
+pub use controller::{Controller, JobState, JobStatus, WorkerStatus};
+pub use transport::{HttpTransport, INTERNAL_JOBS, Transport, TransportError, decode_message};
+pub use worker::Worker;
+
+use mote_jobs::message::{JobSpec, Report, WorkerMessage};
+use mote_jobs::{PartitionMap, Program, StageKind, WorkerId};
+use mote_node::Node;
+use mote_node::confine::ExecutorFilter;
+use mote_objects::Objects;
+use mote_runtime::{JobContext, JobEngine, JobModule};
+use mote_types::{FunctionRecord, GuestKind};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Ended jobs kept for `mote job ls` and `status`.
+const KEEP_ENDED: usize = 100;
+
+/// A node that can be a worker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeInfo {
+    /// Its name.
+    pub name: String,
+    /// Its base URL.
+    pub url: String,
+    /// Its cores.
+    pub cores: u32,
+}
+
+/// The nodes a controller may choose workers from: this node first.
+pub trait ClusterNodes: Send + Sync {
+    /// Every live node, this one first.
+    fn nodes(&self) -> Vec<NodeInfo>;
+}
+
+/// Which workers a job runs on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum WorkerChoice {
+    /// The first N nodes (this one first, then the others by name).
+    Count(usize),
+    /// These nodes, by name or URL.
+    List(Vec<String>),
+}
+
+/// `POST /v1/jobs`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunRequest {
+    /// The deployed job function.
+    pub function: String,
+    /// The workers; every node of the cluster if absent.
+    #[serde(default)]
+    pub workers: Option<WorkerChoice>,
+    /// Partitions per worker core (the paper's micropartitioning); 10 if absent.
+    #[serde(default)]
+    pub partitions_per_core: Option<u32>,
+    /// `--arg K=V`, in order.
+    #[serde(default)]
+    pub args: Vec<(String, String)>,
+}
+
+/// A job request or message is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum JobServiceError {
+    /// No such function or job.
+    #[error("{0}")]
+    NotFound(String),
+    /// The request is wrong; the message says how.
+    #[error("{0}")]
+    BadRequest(String),
+    /// The request conflicts with stored state (an output prefix in use).
+    #[error("{0}")]
+    Conflict(String),
+    /// A worker could not be started or reached.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// This node's jobs: the controllers it runs and its workers of any job.
+pub struct JobService {
+    node: Arc<Node>,
+    engine: Arc<JobEngine>,
+    objects: Option<Arc<Objects>>,
+    transport: Arc<dyn Transport>,
+    cluster: Arc<dyn ClusterNodes>,
+    cores: usize,
+    confine: Option<Arc<ExecutorFilter>>,
+    workers: Mutex<HashMap<String, Arc<Worker>>>,
+    jobs: Mutex<Vec<Arc<Controller>>>,
+    next: AtomicU64,
+}
+
+impl JobService {
+    /// The job side of `node`, whose workers use `cores` threads (confined by `confine` when
+    /// given) and read and write `objects`.
+    pub fn new(
+        node: Arc<Node>,
+        objects: Option<Arc<Objects>>,
+        cluster: Arc<dyn ClusterNodes>,
+        cores: usize,
+        confine: Option<Arc<ExecutorFilter>>,
+    ) -> Result<Arc<Self>, mote_runtime::RuntimeError> {
+        Ok(Arc::new(Self {
+            node,
+            engine: Arc::new(JobEngine::new()?),
+            objects,
+            transport: Arc::new(HttpTransport::new()),
+            cluster,
+            cores,
+            confine,
+            workers: Mutex::new(HashMap::new()),
+            jobs: Mutex::new(Vec::new()),
+            next: AtomicU64::new(1),
+        }))
+    }
+
+    fn record(&self, function: &str) -> Result<FunctionRecord, JobServiceError> {
+        let record = self.node.get(function).ok_or_else(|| {
+            JobServiceError::NotFound(format!(
+                "no function named `{function}` is deployed; deploy the job module first (mote deploy {function} FILE)"
+            ))
+        })?;
+        if record.kind != GuestKind::Job {
+            return Err(JobServiceError::BadRequest(format!(
+                "`{function}` is a {} function, not a job; a job module exports `mote_job_driver` and `mote_job_task` (docs/jobs.md)",
+                record.kind
+            )));
+        }
+        Ok(record)
+    }
+
+    /// The module's bytes: held here, or fetched from `from` (the controller's node).
+    async fn module_bytes(&self, sha256: &str, from: &[String]) -> Result<Vec<u8>, String> {
+        if let Some(wasm) = self.node.module(sha256) {
+            return Ok(wasm);
+        }
+        let mut last = format!("no node holds module {sha256}");
+        for url in from {
+            match self.transport.module(url, sha256).await {
+                Ok(wasm) => return Ok(wasm),
+                Err(e) => last = e.to_string(),
+            }
+        }
+        Err(last)
+    }
+
+    async fn compile(
+        &self,
+        record: &FunctionRecord,
+        wasm: Vec<u8>,
+        args: Vec<(String, String)>,
+        partitions: u32,
+    ) -> Result<(Arc<JobModule>, JobContext, Program), String> {
+        let engine = self.engine.clone();
+        let ctx = JobContext {
+            function: Arc::from(record.name.as_str()),
+            args: Arc::from(args),
+            partitions,
+            limits: record.limits,
+        };
+        let sha256 = record.sha256.clone();
+        tokio::task::spawn_blocking(move || {
+            let module = engine
+                .module(&sha256, &wasm)
+                .map_err(|e| format!("the job module does not compile for jobs: {e}"))?;
+            let program = engine
+                .program(&module, &ctx)
+                .map_err(|e| format!("the job's driver failed: {e}"))?;
+            Ok((module, ctx, program))
+        })
+        .await
+        .map_err(|e| format!("the driver's thread failed: {e}"))?
+    }
+
+    fn choose(&self, choice: Option<&WorkerChoice>) -> Result<Vec<NodeInfo>, JobServiceError> {
+        let nodes = self.cluster.nodes();
+        match choice {
+            None => Ok(nodes),
+            Some(WorkerChoice::Count(0)) => Err(JobServiceError::BadRequest(
+                "--workers 0: a job needs at least one worker".into(),
+            )),
+            Some(WorkerChoice::Count(n)) if *n > nodes.len() => {
+                Err(JobServiceError::BadRequest(format!(
+                    "--workers {n}: the cluster has {} live nodes ({})",
+                    nodes.len(),
+                    nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ")
+                )))
+            }
+            Some(WorkerChoice::Count(n)) => Ok(nodes.into_iter().take(*n).collect()),
+            Some(WorkerChoice::List(names)) => names
+                .iter()
+                .map(|want| {
+                    nodes
+                        .iter()
+                        .find(|n| n.name == *want || n.url.trim_end_matches('/') == want.trim_end_matches('/'))
+                        .cloned()
+                        .ok_or_else(|| {
+                            JobServiceError::BadRequest(format!(
+                                "--workers names `{want}`, which is not a live node of the cluster; live nodes: {}",
+                                nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ")
+                            ))
+                        })
+                })
+                .collect(),
+        }
+    }
+
+    /// Checks the arguments the program's loads and stores name, and that no output prefix
+    /// holds objects already.
+    async fn check_io(
+        &self,
+        program: &Program,
+        args: &[(String, String)],
+    ) -> Result<(), JobServiceError> {
+        for stage in &program.stages {
+            let (arg, output) = match &stage.kind {
+                StageKind::Load { arg } => (arg, false),
+                StageKind::Store { arg } => (arg, true),
+                _ => continue,
+            };
+            let Some((_, value)) = args.iter().rev().find(|(k, _)| k == arg) else {
+                if output {
+                    // A job may store only when asked to (its output argument is optional).
+                    continue;
+                }
+                return Err(JobServiceError::BadRequest(format!(
+                    "the job loads its input from the argument `{arg}`, which was not given: add --arg {arg}=BUCKET/PREFIX"
+                )));
+            };
+            let Some((bucket, prefix)) = input::bucket_and_prefix(value) else {
+                return Err(JobServiceError::BadRequest(format!(
+                    "--arg {arg}={value}: expected BUCKET/PREFIX"
+                )));
+            };
+            let Some(objects) = &self.objects else {
+                return Err(JobServiceError::BadRequest(
+                    "this node has no object storage for the job's input and output".into(),
+                ));
+            };
+            let listed = input::list_all(objects, bucket, prefix)
+                .await
+                .map_err(|e| JobServiceError::BadRequest(format!("--arg {arg}={value}: {e}")));
+            match (output, listed) {
+                (true, Ok(found)) if !found.is_empty() => {
+                    return Err(JobServiceError::Conflict(format!(
+                        "--arg {arg}={value}: the output prefix already holds {} objects (the first is {bucket}/{}); choose another prefix or delete them",
+                        found.len(),
+                        found[0].0
+                    )));
+                }
+                (true, Ok(_)) => {}
+                (false, Ok(found)) if found.is_empty() => {
+                    return Err(JobServiceError::BadRequest(format!(
+                        "--arg {arg}={value}: no objects under that prefix; put the input there first"
+                    )));
+                }
+                (_, Err(e)) => return Err(e),
+                (false, Ok(_)) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts a job with this node as its controller.
+    pub async fn run(&self, request: RunRequest) -> Result<JobStatus, JobServiceError> {
+        let record = self.record(&request.function)?;
+        let ppc = request.partitions_per_core.unwrap_or(10);
+        if !(1..=1000).contains(&ppc) {
+            return Err(JobServiceError::BadRequest(format!(
+                "--partitions-per-core {ppc}: choose 1 to 1000"
+            )));
+        }
+        let nodes = self.choose(request.workers.as_ref())?;
+        let cores: Vec<u32> = nodes.iter().map(|n| n.cores.max(1)).collect();
+        let partitions = ppc.saturating_mul(cores.iter().sum());
+        let me = self
+            .cluster
+            .nodes()
+            .first()
+            .map(|n| n.url.clone())
+            .unwrap_or_default();
+        let peers: Vec<String> = nodes.iter().map(|n| n.url.clone()).collect();
+        let wasm = self
+            .module_bytes(&record.sha256, &peers)
+            .await
+            .map_err(JobServiceError::Unavailable)?;
+        let (_, _, program) = self
+            .compile(&record, wasm, request.args.clone(), partitions)
+            .await
+            .map_err(JobServiceError::BadRequest)?;
+        self.check_io(&program, &request.args).await?;
+        let map = PartitionMap::assign(program.groups.sizes(), &cores);
+        let id = format!(
+            "{}-{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64 % 1_000_000_000),
+            self.next.fetch_add(1, Ordering::Relaxed)
+        );
+        let workers: Vec<(String, String, u32)> = nodes
+            .iter()
+            .map(|n| (n.name.clone(), n.url.clone(), n.cores))
+            .collect();
+        let controller = Controller::new(
+            id.clone(),
+            record.name.to_string(),
+            partitions,
+            &workers,
+            &map,
+            self.transport.clone(),
+        );
+        {
+            let mut jobs = self.jobs.lock().expect("never poisoned");
+            jobs.push(controller.clone());
+            let ended = jobs.iter().filter(|j| j.ended()).count();
+            if ended > KEEP_ENDED
+                && let Some(oldest) = jobs.iter().position(|j| j.ended())
+            {
+                jobs.remove(oldest);
+            }
+        }
+        let starts = nodes.iter().enumerate().map(|(w, node)| {
+            let spec = JobSpec {
+                id: id.clone(),
+                function: record.name.to_string(),
+                sha256: record.sha256.clone(),
+                args: request.args.clone(),
+                partitions,
+                workers: peers.clone(),
+                me: WorkerId(w as u16),
+                map: map.clone(),
+                controller: me.clone(),
+            };
+            let transport = self.transport.clone();
+            let url = node.url.clone();
+            let name = node.name.clone();
+            async move {
+                transport
+                    .start(&url, &spec)
+                    .await
+                    .map_err(|e| format!("worker {name} could not start the job: {e}"))
+            }
+        });
+        let started = futures_join(starts).await;
+        if let Some(error) = started.into_iter().find_map(Result::err) {
+            controller.end(JobState::Failed, Some(error.clone())).await;
+            return Err(JobServiceError::Unavailable(error));
+        }
+        controller.watch();
+        Ok(controller.status())
+    }
+
+    fn controller(&self, id: &str) -> Result<Arc<Controller>, JobServiceError> {
+        self.jobs
+            .lock()
+            .expect("never poisoned")
+            .iter()
+            .find(|j| j.status().id == id)
+            .cloned()
+            .ok_or_else(|| {
+                JobServiceError::NotFound(format!(
+                    "no job `{id}` was started on this node (jobs are listed by the node that started them: mote job ls)"
+                ))
+            })
+    }
+
+    /// Every job this node started, oldest first.
+    pub fn list(&self) -> Vec<JobStatus> {
+        let jobs: Vec<Arc<Controller>> = self.jobs.lock().expect("never poisoned").clone();
+        jobs.iter().map(|j| j.status()).collect()
+    }
+
+    /// One job's status.
+    pub fn status(&self, id: &str) -> Result<JobStatus, JobServiceError> {
+        Ok(self.controller(id)?.status())
+    }
+
+    /// Cancels a job; a job that already ended is left as it ended.
+    pub async fn cancel(&self, id: &str) -> Result<JobStatus, JobServiceError> {
+        let controller = self.controller(id)?;
+        controller
+            .end(JobState::Cancelled, Some("cancelled by a user".into()))
+            .await;
+        Ok(controller.status())
+    }
+
+    /// A controller's report from one of its workers.
+    pub async fn report(&self, id: &str, report: Report) -> Result<(), JobServiceError> {
+        self.controller(id)?.report(report).await;
+        Ok(())
+    }
+
+    /// Starts this node's worker of a job, at its controller's request.
+    pub async fn start_worker(&self, spec: JobSpec) -> Result<(), JobServiceError> {
+        if self
+            .workers
+            .lock()
+            .expect("never poisoned")
+            .contains_key(&spec.id)
+        {
+            return Err(JobServiceError::Conflict(format!(
+                "this node already runs a worker of job {}",
+                spec.id
+            )));
+        }
+        let record = self.record(&spec.function)?;
+        if record.sha256 != spec.sha256 {
+            return Err(JobServiceError::Conflict(format!(
+                "this node has `{}` as module {}, the controller {}: the function was redeployed meanwhile; run the job again",
+                spec.function, record.sha256, spec.sha256
+            )));
+        }
+        let wasm = self
+            .module_bytes(&spec.sha256, std::slice::from_ref(&spec.controller))
+            .await
+            .map_err(JobServiceError::Unavailable)?;
+        let (module, ctx, program) = self
+            .compile(&record, wasm, spec.args.clone(), spec.partitions)
+            .await
+            .map_err(JobServiceError::BadRequest)?;
+        if program.groups.sizes().len() != spec.map.groups() {
+            return Err(JobServiceError::BadRequest(format!(
+                "this worker's copy of the driver declares {} dataset groups, the controller's map {}: the driver must declare the same program everywhere (no clocks, randomness or environment)",
+                program.groups.sizes().len(),
+                spec.map.groups()
+            )));
+        }
+        let engine = self.engine.clone();
+        let (transport, objects) = (self.transport.clone(), self.objects.clone());
+        let (cores, confine) = (self.cores, self.confine.clone());
+        let id = spec.id.clone();
+        let handle = tokio::runtime::Handle::current();
+        let worker = tokio::task::spawn_blocking(move || {
+            let _runtime = handle.enter();
+            Worker::start(
+                spec,
+                Arc::new(program),
+                engine,
+                module,
+                ctx,
+                cores,
+                transport,
+                objects,
+                confine,
+            )
+        })
+        .await
+        .map_err(|e| JobServiceError::Unavailable(format!("the worker's start failed: {e}")))?
+        .map_err(JobServiceError::Unavailable)?;
+        self.workers
+            .lock()
+            .expect("never poisoned")
+            .insert(id, worker);
+        Ok(())
+    }
+
+    /// Another worker's message for this node's worker of `id`.
+    pub fn deliver(&self, id: &str, message: WorkerMessage) -> Result<(), JobServiceError> {
+        let worker = self
+            .workers
+            .lock()
+            .expect("never poisoned")
+            .get(id)
+            .cloned();
+        match worker {
+            Some(w) => {
+                w.deliver(message);
+                Ok(())
+            }
+            None => Err(JobServiceError::NotFound(format!(
+                "this node runs no worker of job {id}; it ended or was never started here"
+            ))),
+        }
+    }
+
+    /// Stops this node's worker of `id` (the job ended); its partitions are dropped.
+    pub fn stop_worker(&self, id: &str) -> Result<(), JobServiceError> {
+        match self.workers.lock().expect("never poisoned").remove(id) {
+            Some(w) => {
+                w.stop();
+                Ok(())
+            }
+            None => Err(JobServiceError::NotFound(format!(
+                "this node runs no worker of job {id}"
+            ))),
+        }
+    }
+
+    /// Workers running on this node.
+    pub fn running_workers(&self) -> usize {
+        self.workers.lock().expect("never poisoned").len()
+    }
+}
+
+/// Runs the futures concurrently and collects their results in order.
+async fn futures_join<F: std::future::Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
+    let handles: Vec<_> = futures.collect();
+    let mut out = Vec::with_capacity(handles.len());
+    // Starting a worker compiles and instantiates on a blocking thread there; doing the nodes
+    // one after another would add their start times up, so start all before awaiting any.
+    let mut pinned: Vec<_> = handles.into_iter().map(Box::pin).collect();
+    for f in pinned.iter_mut() {
+        out.push(f.as_mut().await);
+    }
+    out
+}

@@ -1,0 +1,256 @@
+//! How workers and controllers reach each other: the node's internal HTTP service (the one the
+//! cluster forwards calls and fetches modules over), behind [`Transport`] so tests can wire
+//! workers together in one process.
+//!
+//! Worker messages are postcard-encoded (scatter pieces are bytes, and JSON would quadruple
+//! them); specs and reports are JSON. A message that cannot be delivered is retried with backoff
+//! before the job is failed: signals are a reliable broadcast, and a piece lost is a gather that
+//! never runs.
+
+use crate::worker::Worker;
+use async_trait::async_trait;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use mote_jobs::message::{JobSpec, Report, WorkerMessage};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// The internal routes, under a job's id.
+pub const INTERNAL_JOBS: &str = "/v1/internal/jobs";
+
+/// Attempts to deliver one message before the job is failed.
+const ATTEMPTS: u32 = 6;
+
+/// A transport failure, naming the peer.
+#[derive(Debug, thiserror::Error)]
+#[error("{url}: {detail}")]
+pub struct TransportError {
+    /// Where it was going.
+    pub url: String,
+    /// What went wrong.
+    pub detail: String,
+    /// The peer answered with a client error (4xx): retrying will not help.
+    pub refused: bool,
+}
+
+/// Node-to-node traffic of jobs.
+#[async_trait]
+pub trait Transport: Send + Sync + 'static {
+    /// Starts a worker on the node at `url`.
+    async fn start(&self, url: &str, spec: &JobSpec) -> Result<(), TransportError>;
+    /// Stops the worker of `job` at `url`.
+    async fn stop(&self, url: &str, job: &str) -> Result<(), TransportError>;
+    /// A message for the worker of `job` at `url`.
+    async fn message(&self, url: &str, job: &str, m: &WorkerMessage) -> Result<(), TransportError>;
+    /// A report for the controller of `job` at `url`.
+    async fn report(&self, url: &str, job: &str, r: &Report) -> Result<(), TransportError>;
+    /// The bytes of a module from the node at `url`.
+    async fn module(&self, url: &str, sha256: &str) -> Result<Vec<u8>, TransportError>;
+}
+
+/// What a worker's outbox carries.
+pub(crate) enum Outgoing {
+    /// To another worker; acknowledged to the sender when taken.
+    Worker { to: String, message: WorkerMessage },
+    /// To the controller.
+    Report {
+        controller: String,
+        job: String,
+        report: Report,
+    },
+}
+
+impl Outgoing {
+    pub(crate) fn report(spec: &JobSpec, report: Report) -> Self {
+        Self::Report {
+            controller: spec.controller.clone(),
+            job: spec.id.clone(),
+            report,
+        }
+    }
+}
+
+/// Sends what the worker's executors put in its outbox, each message on its own task so one
+/// slow peer delays nobody else.
+pub(crate) fn drain_outbox(
+    worker: Arc<Worker>,
+    mut outbox: mpsc::UnboundedReceiver<Outgoing>,
+    transport: Arc<dyn Transport>,
+) {
+    tokio::spawn(async move {
+        while let Some(out) = outbox.recv().await {
+            let (worker, transport) = (worker.clone(), transport.clone());
+            tokio::spawn(async move {
+                let job = worker.spec().id.clone();
+                match out {
+                    Outgoing::Worker { to, message } => {
+                        match retry(|| transport.message(&to, &job, &message)).await {
+                            Ok(()) => worker.acknowledged(),
+                            Err(e) => worker.fail(format!("cannot reach a worker of the job: {e}")),
+                        }
+                    }
+                    Outgoing::Report {
+                        controller,
+                        job,
+                        report,
+                    } => {
+                        if let Err(e) = retry(|| transport.report(&controller, &job, &report)).await
+                        {
+                            tracing::warn!(job, error = %e, "cannot report to the job's controller");
+                            worker.stop();
+                        }
+                    }
+                }
+            });
+        }
+    });
+}
+
+/// Tells the controller how far the worker is, four times a second, until it ends.
+pub(crate) fn report_progress(worker: Arc<Worker>, transport: Arc<dyn Transport>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            if worker.ended() {
+                return;
+            }
+            let spec = worker.spec();
+            let report = Report::Progress(worker.progress());
+            if let Err(e) = transport.report(&spec.controller, &spec.id, &report).await {
+                tracing::debug!(job = spec.id, error = %e, "a progress report was not taken");
+            }
+        }
+    });
+}
+
+/// Runs `send` until it succeeds, the peer refuses, or the attempts run out.
+pub(crate) async fn retry<F, Fut>(mut send: F) -> Result<(), TransportError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), TransportError>>,
+{
+    let mut wait = Duration::from_millis(20);
+    let mut attempt = 1;
+    loop {
+        match send().await {
+            Ok(()) => return Ok(()),
+            Err(e) if e.refused || attempt == ATTEMPTS => return Err(e),
+            Err(_) => {
+                tokio::time::sleep(wait).await;
+                wait *= 3;
+                attempt += 1;
+            }
+        }
+    }
+}
+
+/// [`Transport`] over HTTP/1.1 with kept-alive connections.
+pub struct HttpTransport {
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl Default for HttpTransport {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl HttpTransport {
+    /// A client with its own connection pool.
+    pub fn new() -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(Duration::from_secs(2)));
+        Self {
+            client: Client::builder(TokioExecutor::new()).build(connector),
+        }
+    }
+
+    async fn request(
+        &self,
+        method: hyper::Method,
+        url: String,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> Result<Bytes, TransportError> {
+        let error = |detail: String, refused| TransportError {
+            url: url.clone(),
+            detail,
+            refused,
+        };
+        let request = hyper::Request::builder()
+            .method(method)
+            .uri(&url)
+            .header(hyper::header::CONTENT_TYPE, content_type)
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| error(e.to_string(), true))?;
+        let response = tokio::time::timeout(Duration::from_secs(30), self.client.request(request))
+            .await
+            .map_err(|_| error("no answer in 30 s".into(), false))?
+            .map_err(|e| error(format!("{e}"), false))?;
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| error(format!("reading the answer: {e}"), false))?
+            .to_bytes();
+        if !status.is_success() {
+            let text = String::from_utf8_lossy(&body).trim().to_owned();
+            return Err(error(format!("{status}: {text}"), status.is_client_error()));
+        }
+        Ok(body)
+    }
+}
+
+#[async_trait]
+impl Transport for HttpTransport {
+    async fn start(&self, url: &str, spec: &JobSpec) -> Result<(), TransportError> {
+        let body = serde_json::to_vec(spec).expect("a spec serializes");
+        let url = format!("{url}{INTERNAL_JOBS}/{}", spec.id);
+        self.request(hyper::Method::PUT, url, "application/json", body)
+            .await
+            .map(drop)
+    }
+
+    async fn stop(&self, url: &str, job: &str) -> Result<(), TransportError> {
+        let url = format!("{url}{INTERNAL_JOBS}/{job}");
+        self.request(hyper::Method::DELETE, url, "text/plain", Vec::new())
+            .await
+            .map(drop)
+    }
+
+    async fn message(&self, url: &str, job: &str, m: &WorkerMessage) -> Result<(), TransportError> {
+        let body = postcard::to_stdvec(m).expect("a message serializes");
+        let url = format!("{url}{INTERNAL_JOBS}/{job}/messages");
+        self.request(hyper::Method::POST, url, "application/octet-stream", body)
+            .await
+            .map(drop)
+    }
+
+    async fn report(&self, url: &str, job: &str, r: &Report) -> Result<(), TransportError> {
+        let body = serde_json::to_vec(r).expect("a report serializes");
+        let url = format!("{url}{INTERNAL_JOBS}/{job}/reports");
+        self.request(hyper::Method::POST, url, "application/json", body)
+            .await
+            .map(drop)
+    }
+
+    async fn module(&self, url: &str, sha256: &str) -> Result<Vec<u8>, TransportError> {
+        let url = format!("{url}/v1/internal/modules/{sha256}");
+        self.request(hyper::Method::GET, url, "text/plain", Vec::new())
+            .await
+            .map(|b| b.to_vec())
+    }
+}
+
+/// Decodes a worker message from its wire form.
+pub fn decode_message(body: &[u8]) -> Result<WorkerMessage, String> {
+    postcard::from_bytes(body).map_err(|e| format!("not a job worker message: {e}"))
+}

@@ -1,0 +1,532 @@
+//! A job's worker on this node (section 4): its copy of the program, the instances holding its
+//! partitions, and the executor threads that spawn and run their tasks.
+//!
+//! Every decision is taken under one mutex over [`Local`]: the cursor (where this worker is in
+//! the program), the task graph, the partition map's copy and the instances not running. An
+//! executor thread takes the lock, declares stages until enough tasks are live, pops a ready
+//! task and takes its instance out, releases the lock while the guest runs, and takes it again to
+//! settle the task. Nothing is said to the controller per task: scatter pieces and signals go
+//! straight to the workers that need them, through the outbox that the node's async runtime
+//! drains; loads and stores go to the object I/O task. So the only cost a task adds to the
+//! guest's is two lock round trips and the graph's bookkeeping (`mote bench jobs` measures it).
+//!
+//! Invariants: an instance is either in `Local::instances` or owned by the one executor running
+//! a task on it (the graph never hands out two tasks of one instance at once); the worker is
+//! finished when its cursor is done, no task is live and nothing it sent or stored is
+//! outstanding.
+
+use crate::input;
+use crate::transport::{Outgoing, Transport};
+use bytes::Bytes;
+use mote_jobs::message::{JobSpec, Piece, Progress, Report, WorkerMessage};
+use mote_jobs::{
+    Cursor, Exchange, GroupId, Next, PartitionKey, Program, Routed, StageKind, TaskGraph, TaskKind,
+    TaskRef, WorkerId,
+};
+use mote_objects::Objects;
+use mote_runtime::{JobContext, JobEngine, JobInstance, JobModule};
+use rustc_hash::FxHashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// Live tasks a worker keeps declared ahead of the ones running: enough that every core finds
+/// work while a stage's last tasks finish, few enough that the graph stays small.
+const WINDOW: usize = 4096;
+
+/// Data in flight between workers, as the exchange holds it.
+type PieceItem = (u64, u32, Option<Vec<u8>>);
+
+/// A job's worker on this node.
+pub struct Worker {
+    spec: JobSpec,
+    program: Arc<Program>,
+    engine: Arc<JobEngine>,
+    local: Mutex<Local>,
+    wake: Condvar,
+    stopped: AtomicBool,
+    outbox: mpsc::UnboundedSender<Outgoing>,
+    io: mpsc::UnboundedSender<IoRequest>,
+    started: Instant,
+}
+
+struct Local {
+    cursor: Cursor,
+    graph: TaskGraph,
+    exchange: Exchange<PieceItem>,
+    /// By group, then index: the instances of the partitions held, when no task runs on them.
+    instances: Vec<Vec<Option<JobInstance>>>,
+    /// Signal stages declared, by sequence number: their signal's number.
+    signals: FxHashMap<u64, u64>,
+    /// Pieces, stores and broadcasts sent and not yet acknowledged.
+    outstanding: usize,
+    loads: Vec<TaskRef>,
+    tasks: u64,
+    task_us: u64,
+    busy_us: u64,
+    failed: Option<String>,
+    finished: bool,
+}
+
+/// Object I/O the executors hand to the async side.
+pub(crate) enum IoRequest {
+    Load {
+        arg: String,
+        value: Option<String>,
+        tasks: Vec<(TaskRef, u32)>,
+        partitions: u32,
+    },
+    Store {
+        value: Option<String>,
+        arg: String,
+        index: u32,
+        bytes: Vec<u8>,
+    },
+}
+
+impl Worker {
+    /// Instantiates the partitions `spec` gives this worker and starts `cores` executor
+    /// threads (confined by `confine` when given) and the I/O tasks on the current Tokio
+    /// runtime.
+    pub fn start(
+        spec: JobSpec,
+        program: Arc<Program>,
+        engine: Arc<JobEngine>,
+        module: Arc<JobModule>,
+        ctx: JobContext,
+        cores: usize,
+        transport: Arc<dyn Transport>,
+        objects: Option<Arc<Objects>>,
+        confine: Option<Arc<mote_node::confine::ExecutorFilter>>,
+    ) -> Result<Arc<Self>, String> {
+        let me = spec.me;
+        let graph = TaskGraph::new(&program, &spec.map, me);
+        let mut instances = Vec::with_capacity(program.groups.sizes().len());
+        for (g, &size) in program.groups.sizes().iter().enumerate() {
+            let mut row: Vec<Option<JobInstance>> = (0..size).map(|_| None).collect();
+            for &index in graph.held(GroupId(g as u16)) {
+                let instance = engine.instance(&module, &ctx).map_err(|e| {
+                    format!("worker {} cannot create the instance of partition {index} of group {g}: {e}", me.0)
+                })?;
+                row[index as usize] = Some(instance);
+            }
+            instances.push(row);
+        }
+        let (outbox, outbox_rx) = mpsc::unbounded_channel();
+        let (io, io_rx) = mpsc::unbounded_channel();
+        let worker = Arc::new(Self {
+            spec: spec.clone(),
+            program,
+            engine,
+            local: Mutex::new(Local {
+                cursor: Cursor::new(),
+                graph,
+                exchange: Exchange::new(me, spec.map.clone()),
+                instances,
+                signals: FxHashMap::default(),
+                outstanding: 0,
+                loads: Vec::new(),
+                tasks: 0,
+                task_us: 0,
+                busy_us: 0,
+                failed: None,
+                finished: false,
+            }),
+            wake: Condvar::new(),
+            stopped: AtomicBool::new(false),
+            outbox,
+            io,
+            started: Instant::now(),
+        });
+        crate::transport::drain_outbox(worker.clone(), outbox_rx, transport.clone());
+        input::serve_io(worker.clone(), io_rx, objects);
+        crate::transport::report_progress(worker.clone(), transport);
+        for n in 0..cores.max(1) {
+            let w = worker.clone();
+            let confine = confine.clone();
+            std::thread::Builder::new()
+                .name(format!("mote-job-{n}"))
+                .spawn(move || {
+                    if let Some(filter) = confine
+                        && let Err(e) = filter.confine_this_thread()
+                    {
+                        w.fail(format!("cannot confine the job's executor thread: {e}"));
+                        return;
+                    }
+                    w.execute();
+                })
+                .map_err(|e| format!("cannot start the job's executor threads: {e}"))?;
+        }
+        Ok(worker)
+    }
+
+    /// The job's spec as the controller sent it.
+    pub fn spec(&self) -> &JobSpec {
+        &self.spec
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Local> {
+        self.local.lock().expect("a job's lock is never poisoned")
+    }
+
+    /// One executor thread: declare, run, settle, until the worker is finished or stopped.
+    fn execute(self: &Arc<Self>) {
+        let mut local = self.lock();
+        loop {
+            if self.stopped.load(Ordering::Relaxed) || local.failed.is_some() || local.finished {
+                self.wake.notify_all();
+                return;
+            }
+            self.declare(&mut local);
+            let Some(task) = local.graph.pop() else {
+                if local.cursor_done() && local.graph.live() == 0 && local.outstanding == 0 {
+                    local.finished = true;
+                    drop(local);
+                    self.send_report(true);
+                    self.wake.notify_all();
+                    return;
+                }
+                local = self
+                    .wake
+                    .wait_timeout(local, Duration::from_millis(100))
+                    .expect("a job's lock is never poisoned")
+                    .0;
+                continue;
+            };
+            let busy = Instant::now();
+            let view = local.graph.view(task);
+            let inputs = local.graph.take_inputs(task);
+            let mut instance = local.instances[view.group.0 as usize][view.index as usize]
+                .take()
+                .expect("the graph runs one task per instance at a time");
+            let emit_to = match view.kind {
+                TaskKind::Scatter => {
+                    let stage = self.program.stage(view.stage);
+                    self.program
+                        .groups
+                        .size(self.program.gather_group_of(stage))
+                }
+                TaskKind::Store => 1,
+                _ => 0,
+            };
+            if local.graph.ready() > 0 {
+                self.wake.notify_one();
+            }
+            drop(local);
+            let ran = Instant::now();
+            let result = instance.run(&self.engine, view.func, view.index, inputs, emit_to);
+            let task_time = ran.elapsed();
+            local = self.lock();
+            local.instances[view.group.0 as usize][view.index as usize] = Some(instance);
+            match result {
+                Ok((output, inputs)) => {
+                    local.graph.return_inputs(task, inputs);
+                    self.settle(&mut local, task, view, output);
+                }
+                Err(e) => {
+                    let stage = self.program.stage(view.stage);
+                    let datasets: Vec<&str> = stage
+                        .reads
+                        .iter()
+                        .chain(&stage.writes)
+                        .map(|d| self.program.dataset_name(*d))
+                        .collect();
+                    let kind = match view.kind {
+                        TaskKind::Gather => "gather",
+                        _ => stage.kind.name(),
+                    };
+                    let error = format!(
+                        "{kind} stage {} (function {}) on partition {} of [{}] failed: {e}",
+                        view.stage.0,
+                        view.func,
+                        view.index,
+                        datasets.join(", ")
+                    );
+                    local.failed = Some(error.clone());
+                    drop(local);
+                    self.send_failure(error);
+                    self.wake.notify_all();
+                    return;
+                }
+            }
+            local.graph.complete(task);
+            local.tasks += 1;
+            local.task_us += task_time.as_micros() as u64;
+            local.busy_us += busy.elapsed().as_micros() as u64;
+        }
+    }
+
+    /// Declares stages until the window is full or the program waits at a signal.
+    fn declare(&self, local: &mut Local) {
+        while local.graph.live() < WINDOW {
+            let Local {
+                cursor,
+                graph,
+                loads,
+                signals,
+                ..
+            } = local;
+            match cursor.next(&self.program) {
+                Next::Stage { seq, stage } => {
+                    graph.declare(&self.program, seq, stage, loads);
+                    if !loads.is_empty() {
+                        let stage = self.program.stage(stage);
+                        let StageKind::Load { arg } = &stage.kind else {
+                            unreachable!("only load stages wait for input")
+                        };
+                        let tasks = loads.drain(..).map(|t| (t, graph.view(t).index)).collect();
+                        let _ = self.io.send(IoRequest::Load {
+                            value: self.arg(arg),
+                            arg: arg.clone(),
+                            tasks,
+                            partitions: self.program.groups.size(self.program.group_of(stage)),
+                        });
+                    }
+                }
+                Next::Signal { seq, stage, signal } => {
+                    signals.insert(seq, signal);
+                    graph.declare(&self.program, seq, stage, loads);
+                }
+                Next::Wait | Next::Done => return,
+            }
+        }
+    }
+
+    /// A task's outputs go where they belong.
+    fn settle(
+        &self,
+        local: &mut Local,
+        task: TaskRef,
+        view: mote_jobs::TaskView,
+        output: mote_runtime::TaskOutput,
+    ) {
+        let _ = task;
+        match view.kind {
+            TaskKind::Scatter => {
+                let stage = self.program.stage(view.stage);
+                let to = self.program.gather_group_of(stage);
+                let mut emitted = output.emitted;
+                emitted.sort_unstable_by_key(|(dest, _)| *dest);
+                let mut emitted = emitted.into_iter().peekable();
+                let mut batches: FxHashMap<WorkerId, Vec<Piece>> = FxHashMap::default();
+                for dest in 0..self.program.groups.size(to) {
+                    let data = match emitted.peek() {
+                        Some((d, _)) if *d == dest => emitted.next().map(|(_, b)| b),
+                        _ => None,
+                    };
+                    let key = PartitionKey {
+                        group: to,
+                        index: dest,
+                    };
+                    let entry = local.exchange.route(key);
+                    if entry.worker == self.spec.me {
+                        local
+                            .graph
+                            .piece(view.seq, dest, view.index, data.map(Bytes::from));
+                    } else {
+                        batches.entry(entry.worker).or_default().push(Piece {
+                            index: dest,
+                            source: view.index,
+                            version: entry.version,
+                            data,
+                        });
+                    }
+                }
+                for (worker, pieces) in batches {
+                    self.send(
+                        local,
+                        worker,
+                        WorkerMessage::Pieces {
+                            seq: view.seq,
+                            group: to,
+                            pieces,
+                        },
+                    );
+                }
+            }
+            TaskKind::Signal => {
+                let value = output.value != 0;
+                let signal = local
+                    .signals
+                    .remove(&view.seq)
+                    .expect("signal stages are recorded when declared");
+                local.cursor.resolve(signal, value);
+                for w in 0..self.spec.workers.len() as u16 {
+                    if WorkerId(w) != self.spec.me {
+                        self.send(local, WorkerId(w), WorkerMessage::Signal { signal, value });
+                    }
+                }
+            }
+            TaskKind::Store => {
+                let StageKind::Store { arg } = &self.program.stage(view.stage).kind else {
+                    unreachable!("store tasks belong to store stages")
+                };
+                let bytes = output
+                    .emitted
+                    .into_iter()
+                    .flat_map(|(_, b)| b)
+                    .collect::<Vec<u8>>();
+                local.outstanding += 1;
+                let _ = self.io.send(IoRequest::Store {
+                    value: self.arg(arg),
+                    arg: arg.clone(),
+                    index: view.index,
+                    bytes,
+                });
+            }
+            TaskKind::Compute | TaskKind::Gather | TaskKind::Load => {}
+        }
+    }
+
+    fn send(&self, local: &mut Local, to: WorkerId, message: WorkerMessage) {
+        local.outstanding += 1;
+        let url = self.spec.workers[to.0 as usize].clone();
+        let _ = self.outbox.send(Outgoing::Worker { to: url, message });
+    }
+
+    fn arg(&self, key: &str) -> Option<String> {
+        self.spec
+            .args
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    }
+
+    /// Takes a message from another worker.
+    pub fn deliver(&self, message: WorkerMessage) {
+        let mut local = self.lock();
+        match message {
+            WorkerMessage::Pieces { seq, group, pieces } => {
+                for p in pieces {
+                    let key = PartitionKey {
+                        group,
+                        index: p.index,
+                    };
+                    let routed = local
+                        .exchange
+                        .receive(key, p.version, (seq, p.source, p.data));
+                    self.take(&mut local, routed);
+                }
+            }
+            WorkerMessage::MapUpdate { entries } => {
+                for (key, entry) in entries {
+                    for routed in local.exchange.update(key, entry) {
+                        self.take(&mut local, Some(routed));
+                    }
+                }
+            }
+            WorkerMessage::Signal { signal, value } => local.cursor.resolve(signal, value),
+        }
+        drop(local);
+        self.wake.notify_all();
+    }
+
+    /// Uses a piece this worker holds the partition of, or sends it on to the holder.
+    fn take(&self, local: &mut Local, routed: Option<Routed<PieceItem>>) {
+        match routed {
+            Some(Routed::Accept(key, (seq, source, data))) => {
+                local
+                    .graph
+                    .piece(seq, key.index, source, data.map(Bytes::from))
+            }
+            Some(Routed::Forward(key, entry, (seq, source, data))) => {
+                let piece = Piece {
+                    index: key.index,
+                    source,
+                    version: entry.version,
+                    data,
+                };
+                self.send(
+                    local,
+                    entry.worker,
+                    WorkerMessage::Pieces {
+                        seq,
+                        group: key.group,
+                        pieces: vec![piece],
+                    },
+                );
+            }
+            None => {}
+        }
+    }
+
+    /// Something this worker sent or stored was taken.
+    pub(crate) fn acknowledged(&self) {
+        let mut local = self.lock();
+        local.outstanding -= 1;
+        drop(local);
+        self.wake.notify_all();
+    }
+
+    /// A load's input arrived.
+    pub(crate) fn input(&self, task: TaskRef, data: Bytes) {
+        self.lock().graph.input(task, data);
+        self.wake.notify_all();
+    }
+
+    /// The job cannot go on here: stop, and tell the controller why.
+    pub(crate) fn fail(&self, error: String) {
+        let mut local = self.lock();
+        if local.failed.is_some() || local.finished {
+            return;
+        }
+        local.failed = Some(error.clone());
+        drop(local);
+        self.wake.notify_all();
+        self.send_failure(error);
+    }
+
+    /// Stops the executors; the instances are dropped with the worker.
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
+        self.wake.notify_all();
+    }
+
+    /// Whether it stopped, failed or finished.
+    pub fn ended(&self) -> bool {
+        let local = self.lock();
+        self.stopped.load(Ordering::Relaxed) || local.failed.is_some() || local.finished
+    }
+
+    /// How far it is.
+    pub fn progress(&self) -> Progress {
+        let local = self.lock();
+        Progress {
+            worker: self.spec.me,
+            tasks: local.tasks,
+            signals: local.cursor.signals(),
+            stages: local.cursor.seq(),
+            task_us: local.task_us,
+            scheduling_us: local.busy_us.saturating_sub(local.task_us),
+        }
+    }
+
+    /// Time since it started.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    fn send_report(&self, done: bool) {
+        let report = match done {
+            true => Report::Done(self.progress()),
+            false => Report::Progress(self.progress()),
+        };
+        let _ = self.outbox.send(Outgoing::report(&self.spec, report));
+    }
+
+    fn send_failure(&self, error: String) {
+        let report = Report::Failed {
+            progress: self.progress(),
+            error,
+        };
+        let _ = self.outbox.send(Outgoing::report(&self.spec, report));
+    }
+}
+
+impl Local {
+    fn cursor_done(&self) -> bool {
+        self.cursor.is_done()
+    }
+}

@@ -1,0 +1,605 @@
+//! One worker's task graph (sections 4.1 and 4.3): tasks for the partitions this worker holds,
+//! spawned as soon as their stage is declared and released when their inputs are ready.
+//!
+//! For each partition of each dataset it holds, the graph remembers the last task to write it
+//! and the tasks that read it since. A new task waits for the last writer of everything it reads
+//! or writes, and for the readers of everything it writes, so stages run out of program order
+//! wherever the datasets allow. A gather task also waits for one piece from every partition its
+//! scatter reads (empty pieces count but carry nothing), and a load task for its input.
+//!
+//! Invariants:
+//! - A task is *live* from its stage's declaration until [`TaskGraph::complete`]; references to
+//!   it ([`TaskRef`]) carry a generation, so a reference to a finished task is recognised as
+//!   such after its slot is reused, and never needs to be removed from the partitions' records.
+//! - All partitions of one index of one group live in one guest instance, which runs one task
+//!   at a time: a ready task whose instance is busy is parked on it and released when the
+//!   running task completes.
+//! - The graph allocates only when a record outgrows what it held before: slots, dependent
+//!   lists and input lists of finished tasks are reused.
+
+use crate::map::{PartitionMap, WorkerId};
+use crate::program::{GroupId, Program, StageId, StageKind};
+use bytes::Bytes;
+use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
+
+/// A task, by its slot and generation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TaskRef {
+    slot: u32,
+    generation: u32,
+}
+
+/// What a task does, which decides what the worker does with its outputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskKind {
+    /// Reads and writes its partitions.
+    Compute,
+    /// Emits pieces for a gather.
+    Scatter,
+    /// Merges the pieces addressed to its partition.
+    Gather,
+    /// Parses its share of the input.
+    Load,
+    /// Renders its partition for the output.
+    Store,
+    /// Computes a signal's value.
+    Signal,
+}
+
+/// A piece of data a task reads: a gather's piece, by the partition that emitted it, or a
+/// load's input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Input {
+    /// The partition index that emitted it (0 for a load's input).
+    pub source: u32,
+    /// The bytes.
+    pub data: Bytes,
+}
+
+/// What the worker needs to run a task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskView {
+    /// The occurrence of the stage it belongs to.
+    pub seq: u64,
+    /// The stage.
+    pub stage: StageId,
+    /// What it does.
+    pub kind: TaskKind,
+    /// The guest function to run.
+    pub func: u32,
+    /// The group of the partitions it runs on.
+    pub group: GroupId,
+    /// Their index.
+    pub index: u32,
+}
+
+#[derive(Debug)]
+struct Task {
+    generation: u32,
+    live: bool,
+    view: TaskView,
+    /// Unfinished tasks, pieces and inputs it still waits for.
+    waiting: u32,
+    dependents: Vec<TaskRef>,
+    inputs: Vec<Input>,
+}
+
+#[derive(Debug, Default)]
+struct Part {
+    last_write: Option<TaskRef>,
+    readers: Vec<TaskRef>,
+}
+
+#[derive(Debug, Default)]
+struct Instance {
+    busy: bool,
+    parked: VecDeque<TaskRef>,
+}
+
+/// Pieces that arrived for a gather this worker has not declared yet.
+#[derive(Debug, Default)]
+struct Early {
+    arrived: u32,
+    inputs: Vec<Input>,
+}
+
+/// One worker's tasks.
+#[derive(Debug)]
+pub struct TaskGraph {
+    tasks: Vec<Task>,
+    free: Vec<u32>,
+    /// By dataset, then partition index.
+    parts: Vec<Vec<Part>>,
+    /// By group, then partition index.
+    instances: Vec<Vec<Instance>>,
+    /// By group: the indices this worker holds.
+    held: Vec<Vec<u32>>,
+    ready: VecDeque<TaskRef>,
+    gathers: FxHashMap<(u64, u32), TaskRef>,
+    early: FxHashMap<(u64, u32), Early>,
+    live: usize,
+    /// Scratch space for the writers and readers a new task waits for.
+    deps: Vec<TaskRef>,
+}
+
+impl TaskGraph {
+    /// The graph of worker `me`, which holds the partitions `map` gives it.
+    pub fn new(program: &Program, map: &PartitionMap, me: WorkerId) -> Self {
+        let groups = program.groups.sizes();
+        let parts = program
+            .datasets
+            .iter()
+            .enumerate()
+            .map(|(d, _)| {
+                let size = groups[program.groups.of(crate::DatasetId(d as u32)).0 as usize];
+                (0..size).map(|_| Part::default()).collect()
+            })
+            .collect();
+        let instances = groups
+            .iter()
+            .map(|&size| (0..size).map(|_| Instance::default()).collect())
+            .collect();
+        let held = (0..groups.len())
+            .map(|g| map.held_by(me, GroupId(g as u16)).collect())
+            .collect();
+        Self {
+            tasks: Vec::new(),
+            free: Vec::new(),
+            parts,
+            instances,
+            held,
+            ready: VecDeque::new(),
+            gathers: FxHashMap::default(),
+            early: FxHashMap::default(),
+            live: 0,
+            deps: Vec::new(),
+        }
+    }
+
+    /// The indices of `group` this worker holds.
+    pub fn held(&self, group: GroupId) -> &[u32] {
+        &self.held[group.0 as usize]
+    }
+
+    /// Unfinished tasks.
+    pub fn live(&self) -> usize {
+        self.live
+    }
+
+    /// Tasks ready to run, parked ones included.
+    pub fn ready(&self) -> usize {
+        self.ready.len()
+    }
+
+    /// Declares occurrence `seq` of `stage`: spawns its tasks on the partitions this worker
+    /// holds. Load tasks, which wait for their input, are appended to `loads`.
+    pub fn declare(
+        &mut self,
+        program: &Program,
+        seq: u64,
+        stage_id: StageId,
+        loads: &mut Vec<TaskRef>,
+    ) {
+        let stage = program.stage(stage_id);
+        let group = program.group_of(stage);
+        let view = |kind, func, group, index| TaskView {
+            seq,
+            stage: stage_id,
+            kind,
+            func,
+            group,
+            index,
+        };
+        match &stage.kind {
+            StageKind::Compute | StageKind::Store { .. } | StageKind::Signal => {
+                let kind = match stage.kind {
+                    StageKind::Compute => TaskKind::Compute,
+                    StageKind::Store { .. } => TaskKind::Store,
+                    _ => TaskKind::Signal,
+                };
+                for n in 0..self.held[group.0 as usize].len() {
+                    let index = self.held[group.0 as usize][n];
+                    let task = self.spawn(view(kind, stage.func, group, index), 0);
+                    self.link(task, &stage.reads, &stage.writes, index);
+                    self.settle(task);
+                }
+            }
+            StageKind::Load { .. } => {
+                for n in 0..self.held[group.0 as usize].len() {
+                    let index = self.held[group.0 as usize][n];
+                    let task = self.spawn(view(TaskKind::Load, stage.func, group, index), 1);
+                    self.link(task, &[], &stage.writes, index);
+                    loads.push(task);
+                }
+            }
+            StageKind::Scatter { gather } => {
+                for n in 0..self.held[group.0 as usize].len() {
+                    let index = self.held[group.0 as usize][n];
+                    let task = self.spawn(view(TaskKind::Scatter, stage.func, group, index), 0);
+                    self.link(task, &stage.reads, &[], index);
+                    self.settle(task);
+                }
+                let to = program.gather_group_of(stage);
+                let sources = program.groups.size(group);
+                for n in 0..self.held[to.0 as usize].len() {
+                    let index = self.held[to.0 as usize][n];
+                    let task = self.spawn(view(TaskKind::Gather, *gather, to, index), sources);
+                    self.link(task, &[], &stage.writes, index);
+                    if let Some(early) = self.early.remove(&(seq, index)) {
+                        let t = &mut self.tasks[task.slot as usize];
+                        t.waiting -= early.arrived;
+                        t.inputs.extend(early.inputs);
+                    }
+                    let t = &self.tasks[task.slot as usize];
+                    if t.waiting == 0 {
+                        self.ready.push_back(task);
+                    } else {
+                        self.gathers.insert((seq, index), task);
+                    }
+                }
+            }
+        }
+    }
+
+    fn spawn(&mut self, view: TaskView, waiting: u32) -> TaskRef {
+        self.live += 1;
+        match self.free.pop() {
+            Some(slot) => {
+                let t = &mut self.tasks[slot as usize];
+                t.live = true;
+                t.view = view;
+                t.waiting = waiting;
+                t.dependents.clear();
+                t.inputs.clear();
+                TaskRef {
+                    slot,
+                    generation: t.generation,
+                }
+            }
+            None => {
+                self.tasks.push(Task {
+                    generation: 0,
+                    live: true,
+                    view,
+                    waiting,
+                    dependents: Vec::new(),
+                    inputs: Vec::new(),
+                });
+                TaskRef {
+                    slot: self.tasks.len() as u32 - 1,
+                    generation: 0,
+                }
+            }
+        }
+    }
+
+    fn is_live(&self, r: TaskRef) -> bool {
+        let t = &self.tasks[r.slot as usize];
+        t.live && t.generation == r.generation
+    }
+
+    /// Makes `task` wait for the accesses before it to the partitions at `index` it reads and
+    /// writes, and records its own.
+    fn link(
+        &mut self,
+        task: TaskRef,
+        reads: &[crate::DatasetId],
+        writes: &[crate::DatasetId],
+        index: u32,
+    ) {
+        let mut deps = std::mem::take(&mut self.deps);
+        deps.clear();
+        for d in reads {
+            let part = &self.parts[d.0 as usize][index as usize];
+            deps.extend(part.last_write);
+        }
+        for d in writes {
+            let part = &self.parts[d.0 as usize][index as usize];
+            deps.extend(part.last_write);
+            deps.extend(part.readers.iter().copied());
+        }
+        for &dep in &deps {
+            if dep != task && self.is_live(dep) {
+                let t = &mut self.tasks[dep.slot as usize];
+                if t.dependents.last() != Some(&task) {
+                    t.dependents.push(task);
+                    self.tasks[task.slot as usize].waiting += 1;
+                }
+            }
+        }
+        self.deps = deps;
+        for d in reads {
+            let tasks = &self.tasks;
+            let part = &mut self.parts[d.0 as usize][index as usize];
+            part.readers.retain(|r| {
+                let t = &tasks[r.slot as usize];
+                t.live && t.generation == r.generation
+            });
+            part.readers.push(task);
+        }
+        for d in writes {
+            let part = &mut self.parts[d.0 as usize][index as usize];
+            part.last_write = Some(task);
+            part.readers.clear();
+        }
+    }
+
+    fn settle(&mut self, task: TaskRef) {
+        if self.tasks[task.slot as usize].waiting == 0 {
+            self.ready.push_back(task);
+        }
+    }
+
+    /// A piece for partition `index` of the gather of occurrence `seq`, from partition
+    /// `source`; `None` says that partition emitted nothing for this one.
+    pub fn piece(&mut self, seq: u64, index: u32, source: u32, data: Option<Bytes>) {
+        let input = data.map(|data| Input { source, data });
+        match self.gathers.get(&(seq, index)) {
+            Some(&task) => {
+                let t = &mut self.tasks[task.slot as usize];
+                t.inputs.extend(input);
+                t.waiting -= 1;
+                if t.waiting == 0 {
+                    self.gathers.remove(&(seq, index));
+                    self.ready.push_back(task);
+                }
+            }
+            None => {
+                let early = self.early.entry((seq, index)).or_default();
+                early.arrived += 1;
+                early.inputs.extend(input);
+            }
+        }
+    }
+
+    /// A load task's input.
+    pub fn input(&mut self, task: TaskRef, data: Bytes) {
+        let t = &mut self.tasks[task.slot as usize];
+        t.inputs.push(Input { source: 0, data });
+        t.waiting -= 1;
+        if t.waiting == 0 {
+            self.ready.push_back(task);
+        }
+    }
+
+    /// The next ready task whose instance is free, which is then marked busy.
+    pub fn pop(&mut self) -> Option<TaskRef> {
+        while let Some(task) = self.ready.pop_front() {
+            let v = self.tasks[task.slot as usize].view;
+            let instance = &mut self.instances[v.group.0 as usize][v.index as usize];
+            if instance.busy {
+                instance.parked.push_back(task);
+                continue;
+            }
+            instance.busy = true;
+            return Some(task);
+        }
+        None
+    }
+
+    /// What a task runs.
+    pub fn view(&self, task: TaskRef) -> TaskView {
+        self.tasks[task.slot as usize].view
+    }
+
+    /// Takes a task's inputs, sorted by the partition that emitted them.
+    pub fn take_inputs(&mut self, task: TaskRef) -> Vec<Input> {
+        let mut inputs = std::mem::take(&mut self.tasks[task.slot as usize].inputs);
+        inputs.sort_unstable_by_key(|i| i.source);
+        inputs
+    }
+
+    /// Gives back the input list [`TaskGraph::take_inputs`] took, so its allocation is reused.
+    pub fn return_inputs(&mut self, task: TaskRef, mut inputs: Vec<Input>) {
+        inputs.clear();
+        self.tasks[task.slot as usize].inputs = inputs;
+    }
+
+    /// A task finished: its instance is free, and the tasks waiting for it may be ready.
+    pub fn complete(&mut self, task: TaskRef) {
+        let t = &mut self.tasks[task.slot as usize];
+        debug_assert!(t.live && t.generation == task.generation);
+        t.live = false;
+        t.generation = t.generation.wrapping_add(1);
+        let v = t.view;
+        let mut dependents = std::mem::take(&mut t.dependents);
+        for d in dependents.drain(..) {
+            let dt = &mut self.tasks[d.slot as usize];
+            if dt.generation == d.generation && dt.live {
+                dt.waiting -= 1;
+                if dt.waiting == 0 {
+                    self.ready.push_back(d);
+                }
+            }
+        }
+        self.tasks[task.slot as usize].dependents = dependents;
+        self.free.push(task.slot);
+        self.live -= 1;
+        let instance = &mut self.instances[v.group.0 as usize][v.index as usize];
+        instance.busy = false;
+        if let Some(next) = instance.parked.pop_front() {
+            self.ready.push_front(next);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::program::tests::{compute, logistic_regression, scatter};
+    use crate::program::{DatasetId, ProgramBuilder};
+    use proptest::prelude::*;
+
+    fn drain(graph: &mut TaskGraph) -> Vec<TaskView> {
+        let mut ran = Vec::new();
+        while let Some(t) = graph.pop() {
+            ran.push(graph.view(t));
+            graph.complete(t);
+        }
+        ran
+    }
+
+    #[test]
+    fn a_task_waits_for_the_last_writer_and_a_writer_for_the_readers() {
+        let mut b = ProgramBuilder::new(1);
+        let x = b.dataset("x", true);
+        let y = b.dataset("y", true);
+        b.stage(compute(1, &[], &[x])).unwrap(); // writes x
+        b.stage(compute(2, &[x], &[y])).unwrap(); // reads x
+        b.stage(compute(3, &[], &[x])).unwrap(); // writes x again: after the read
+        let p = b.finish().unwrap();
+        let map = PartitionMap::assign(p.groups.sizes(), &[1]);
+        let mut g = TaskGraph::new(&p, &map, WorkerId(0));
+        let mut loads = Vec::new();
+        for s in 0..3 {
+            g.declare(&p, s, StageId(s as u32), &mut loads);
+        }
+        let first = g.pop().unwrap();
+        assert_eq!(g.view(first).func, 1);
+        assert_eq!(g.pop(), None, "the read waits for the write");
+        g.complete(first);
+        let read = g.pop().unwrap();
+        assert_eq!(g.view(read).func, 2);
+        assert_eq!(g.pop(), None, "the second write waits for the read");
+        g.complete(read);
+        assert_eq!(
+            drain(&mut g).iter().map(|v| v.func).collect::<Vec<_>>(),
+            [3]
+        );
+        assert_eq!(g.live(), 0);
+    }
+
+    #[test]
+    fn independent_stages_run_out_of_program_order() {
+        let mut b = ProgramBuilder::new(2);
+        let a = b.dataset("a", true);
+        let c = b.dataset("c", true);
+        let total = b.dataset("total", false);
+        b.stage(scatter(1, &[a], 2, &[total])).unwrap(); // seq 0: gather waits on the network
+        b.stage(compute(3, &[c], &[c])).unwrap(); // seq 1: independent of it
+        let p = b.finish().unwrap();
+        // Two workers; this one holds a[0], c[0] and total; worker 1 holds a[1] and c[1].
+        let map = PartitionMap::assign(p.groups.sizes(), &[1, 1]);
+        let mut g = TaskGraph::new(&p, &map, WorkerId(0));
+        let mut loads = Vec::new();
+        g.declare(&p, 0, StageId(0), &mut loads);
+        g.declare(&p, 1, StageId(1), &mut loads);
+        let ran = drain(&mut g);
+        assert_eq!(
+            ran.iter().map(|v| (v.kind, v.func)).collect::<Vec<_>>(),
+            [(TaskKind::Scatter, 1), (TaskKind::Compute, 3)],
+            "stage 1 ran while stage 0's gather waits for worker 1's piece"
+        );
+        g.piece(0, 0, 0, Some(Bytes::from_static(b"mine")));
+        assert_eq!(g.pop(), None, "one of two pieces");
+        g.piece(0, 0, 1, None);
+        let gather = g.pop().unwrap();
+        assert_eq!(g.view(gather).kind, TaskKind::Gather);
+        let inputs = g.take_inputs(gather);
+        assert_eq!(inputs.len(), 1, "an empty piece counts but carries nothing");
+        g.complete(gather);
+        assert_eq!(g.live(), 0);
+    }
+
+    #[test]
+    fn pieces_that_arrive_before_their_gather_is_declared_are_kept() {
+        let p = logistic_regression(4, 1);
+        let map = PartitionMap::assign(p.groups.sizes(), &[1, 1]);
+        // Worker 0 holds the one-partition group, and partitions 0 and 1 of the others.
+        let mut g = TaskGraph::new(&p, &map, WorkerId(0));
+        for source in [3, 0, 1, 2] {
+            g.piece(2, 0, source, Some(Bytes::from(vec![source as u8])));
+        }
+        let mut loads = Vec::new();
+        g.declare(&p, 0, StageId(0), &mut loads);
+        for l in loads.drain(..) {
+            g.input(l, Bytes::new());
+        }
+        g.declare(&p, 1, StageId(1), &mut loads);
+        g.declare(&p, 2, StageId(2), &mut loads);
+        let mut gathered = None;
+        while let Some(t) = g.pop() {
+            if g.view(t).kind == TaskKind::Gather {
+                let sources: Vec<u32> = g.take_inputs(t).iter().map(|i| i.source).collect();
+                gathered = Some(sources);
+            }
+            g.complete(t);
+        }
+        assert_eq!(gathered, Some(vec![0, 1, 2, 3]), "in source order");
+    }
+
+    #[test]
+    fn tasks_of_one_instance_never_run_at_once() {
+        let mut b = ProgramBuilder::new(1);
+        let x = b.dataset("x", true);
+        let y = b.dataset("y", true);
+        b.stage(compute(1, &[x], &[])).unwrap();
+        b.stage(compute(2, &[x, y], &[])).unwrap();
+        let p = b.finish().unwrap();
+        let map = PartitionMap::assign(p.groups.sizes(), &[1]);
+        let mut g = TaskGraph::new(&p, &map, WorkerId(0));
+        let mut loads = Vec::new();
+        g.declare(&p, 0, StageId(0), &mut loads);
+        g.declare(&p, 1, StageId(1), &mut loads);
+        let first = g.pop().unwrap();
+        assert_eq!(g.pop(), None, "both read only, but share one instance");
+        g.complete(first);
+        assert!(g.pop().is_some());
+    }
+
+    proptest! {
+        /// Under any order of completions, a random program's tasks run in an order that
+        /// respects every read-after-write, write-after-read and write-after-write on each
+        /// partition, and every task runs exactly once.
+        #[test]
+        fn any_completion_order_respects_every_dependency(
+            stages in proptest::collection::vec(
+                (proptest::collection::vec(0u32..4, 0..3), proptest::collection::vec(0u32..4, 1..3)),
+                1..25,
+            ),
+            picks in proptest::collection::vec(0usize..100, 200),
+        ) {
+            let mut b = ProgramBuilder::new(3);
+            let ds: Vec<DatasetId> = (0..4).map(|i| b.dataset(&format!("d{i}"), true)).collect();
+            for (n, (reads, writes)) in stages.iter().enumerate() {
+                let r: Vec<_> = reads.iter().map(|&i| ds[i as usize]).collect();
+                let w: Vec<_> = writes.iter().map(|&i| ds[i as usize]).collect();
+                b.stage(compute(n as u32, &r, &w)).unwrap();
+            }
+            let p = b.finish().unwrap();
+            let map = PartitionMap::assign(p.groups.sizes(), &[1]);
+            let mut g = TaskGraph::new(&p, &map, WorkerId(0));
+            let mut loads = Vec::new();
+            for s in 0..stages.len() {
+                g.declare(&p, s as u64, StageId(s as u32), &mut loads);
+            }
+            let mut running: Vec<TaskRef> = Vec::new();
+            let mut finished: Vec<(u32, u32)> = Vec::new(); // (stage, index) in completion order
+            let mut picks = picks.into_iter().cycle();
+            while g.live() > 0 {
+                while let Some(t) = g.pop() {
+                    running.push(t);
+                }
+                prop_assert!(!running.is_empty(), "live tasks but none ready: a lost wake-up");
+                let t = running.swap_remove(picks.next().unwrap() % running.len());
+                let v = g.view(t);
+                // Everything before it in program order that conflicts on its partitions has
+                // finished.
+                for earlier in 0..v.func {
+                    let (er, ew) = &stages[earlier as usize];
+                    let (r, w) = &stages[v.func as usize];
+                    let conflict = ew.iter().any(|d| r.contains(d) || w.contains(d))
+                        || er.iter().any(|d| w.contains(d));
+                    if conflict {
+                        prop_assert!(finished.contains(&(earlier, v.index)),
+                            "stage {} ran on partition {} before stage {}", v.func, v.index, earlier);
+                    }
+                }
+                finished.push((v.func, v.index));
+                g.complete(t);
+            }
+            prop_assert_eq!(finished.len(), stages.len() * 3);
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! `mote job`: run a Canary job and watch it, list jobs, show one, cancel one. Each is an HTTP
+//! request to the node that controls the job (`docs/jobs.md`).
+
+use super::client::{Server, agent, base, request};
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use mote_job_service::{JobState, JobStatus, RunRequest, WorkerChoice};
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+/// `mote job ...`.
+#[derive(Subcommand)]
+pub enum JobCommand {
+    /// Run a deployed job and wait for it to end, showing its progress on a terminal.
+    Run(RunArgs),
+    /// List the jobs the server started.
+    Ls(ServerOnly),
+    /// Show one job: its state, progress and workers.
+    Status(IdArgs),
+    /// Cancel a running job on every worker.
+    Cancel(IdArgs),
+}
+
+/// Options of `mote job run`.
+#[derive(Args)]
+pub struct RunArgs {
+    /// The deployed job function (`mote deploy NAME FILE`; `mote up --examples` deploys `lr`,
+    /// `kmeans` and `pagerank`).
+    job: String,
+    /// The workers: a number (the first N nodes, this one first) or a comma-separated list of
+    /// node names or URLs [default: every node of the cluster].
+    #[arg(long)]
+    workers: Option<String>,
+    /// Partitions per worker core.
+    #[arg(long, default_value_t = 10)]
+    partitions_per_core: u32,
+    /// An argument for the job, `K=V` (repeatable), such as `input=BUCKET/PREFIX`.
+    #[arg(long = "arg", value_name = "K=V")]
+    args: Vec<String>,
+    /// Start the job and print its id without waiting for it.
+    #[arg(long)]
+    detach: bool,
+    #[command(flatten)]
+    server: Server,
+}
+
+/// Options of `mote job ls`.
+#[derive(Args)]
+pub struct ServerOnly {
+    #[command(flatten)]
+    server: Server,
+}
+
+/// Options of `mote job status` and `cancel`.
+#[derive(Args)]
+pub struct IdArgs {
+    /// The job's id, as `mote job run` or `mote job ls` printed it.
+    id: String,
+    #[command(flatten)]
+    server: Server,
+}
+
+/// Runs a `mote job` command.
+pub fn run(command: JobCommand) -> anyhow::Result<()> {
+    match command {
+        JobCommand::Run(args) => run_job(args),
+        JobCommand::Ls(args) => ls(args),
+        JobCommand::Status(args) => {
+            let status = fetch(&args.server, &args.id)?;
+            print_status(&status);
+            Ok(())
+        }
+        JobCommand::Cancel(args) => {
+            let url = format!("{}/v1/jobs/{}", base(&args.server), args.id);
+            let body = request(&args.server, agent().delete(&url).call())?;
+            let status: JobStatus = serde_json::from_slice(&body).context("unexpected answer")?;
+            println!("job {} is {}", status.id, state_name(status.state));
+            Ok(())
+        }
+    }
+}
+
+fn parse_workers(workers: Option<String>) -> Option<WorkerChoice> {
+    let workers = workers?;
+    Some(match workers.parse::<usize>() {
+        Ok(n) => WorkerChoice::Count(n),
+        Err(_) => WorkerChoice::List(workers.split(',').map(|s| s.trim().to_owned()).collect()),
+    })
+}
+
+fn run_job(args: RunArgs) -> anyhow::Result<()> {
+    let mut pairs = Vec::new();
+    for a in &args.args {
+        let Some((k, v)) = a.split_once('=') else {
+            bail!("--arg {a}: write arguments as K=V");
+        };
+        pairs.push((k.to_owned(), v.to_owned()));
+    }
+    let request_body = RunRequest {
+        function: args.job.clone(),
+        workers: parse_workers(args.workers),
+        partitions_per_core: Some(args.partitions_per_core),
+        args: pairs,
+    };
+    let url = format!("{}/v1/jobs", base(&args.server));
+    let body = request(
+        &args.server,
+        agent()
+            .post(&url)
+            .header("content-type", "application/json")
+            .send(serde_json::to_vec(&request_body)?),
+    )?;
+    let mut status: JobStatus = serde_json::from_slice(&body).context("unexpected answer")?;
+    if args.detach {
+        println!("{}", status.id);
+        return Ok(());
+    }
+    let terminal = std::io::stderr().is_terminal();
+    eprintln!(
+        "job {} started: {} partitions on {} workers",
+        status.id,
+        status.partitions,
+        status.workers.len()
+    );
+    while status.state == JobState::Running {
+        std::thread::sleep(Duration::from_millis(200));
+        status = fetch(&args.server, &status.id)?;
+        if terminal {
+            eprint!(
+                "\r\x1b[2Kiteration {}  tasks {}  {:.0} tasks/s  {:.1} s",
+                status.iteration,
+                status.tasks,
+                status.tasks_per_s,
+                status.elapsed_ms as f64 / 1000.0
+            );
+            let _ = std::io::stderr().flush();
+        }
+    }
+    if terminal {
+        eprintln!();
+    }
+    match status.state {
+        JobState::Succeeded => {
+            println!(
+                "job {} succeeded: {} tasks in {:.3} s ({:.0} tasks/s), {} iterations",
+                status.id,
+                status.tasks,
+                status.elapsed_ms as f64 / 1000.0,
+                status.tasks_per_s,
+                status.iteration
+            );
+            Ok(())
+        }
+        state => bail!(
+            "job {} {}: {}",
+            status.id,
+            state_name(state),
+            status.error.unwrap_or_default()
+        ),
+    }
+}
+
+fn fetch(server: &Server, id: &str) -> anyhow::Result<JobStatus> {
+    let url = format!("{}/v1/jobs/{id}", base(server));
+    let body = request(server, agent().get(&url).call())?;
+    serde_json::from_slice(&body).context("unexpected job status")
+}
+
+fn ls(args: ServerOnly) -> anyhow::Result<()> {
+    let url = format!("{}/v1/jobs", base(&args.server));
+    let body = request(&args.server, agent().get(&url).call())?;
+    let jobs: Vec<JobStatus> = serde_json::from_slice(&body).context("unexpected job list")?;
+    if jobs.is_empty() {
+        println!("no jobs; start one with `mote job run JOB`");
+        return Ok(());
+    }
+    println!(
+        "{:<16} {:<14} {:<10} {:>9} {:>10} {:>9} {:>8}",
+        "ID", "JOB", "STATE", "WORKERS", "TASKS", "TASKS/S", "SECONDS"
+    );
+    for j in jobs {
+        println!(
+            "{:<16} {:<14} {:<10} {:>9} {:>10} {:>9.0} {:>8.1}",
+            j.id,
+            j.function,
+            state_name(j.state),
+            j.workers.len(),
+            j.tasks,
+            j.tasks_per_s,
+            j.elapsed_ms as f64 / 1000.0
+        );
+    }
+    Ok(())
+}
+
+fn state_name(state: JobState) -> &'static str {
+    match state {
+        JobState::Running => "running",
+        JobState::Succeeded => "succeeded",
+        JobState::Failed => "failed",
+        JobState::Cancelled => "cancelled",
+    }
+}
+
+fn print_status(s: &JobStatus) {
+    println!("job {} ({}): {}", s.id, s.function, state_name(s.state));
+    if let Some(e) = &s.error {
+        println!("error: {e}");
+    }
+    println!(
+        "{} partitions, iteration {}, {} tasks, {:.0} tasks/s, {:.1} s; scheduling {:.1}% of busy time",
+        s.partitions,
+        s.iteration,
+        s.tasks,
+        s.tasks_per_s,
+        s.elapsed_ms as f64 / 1000.0,
+        100.0 * s.scheduling_us as f64 / (s.task_us + s.scheduling_us).max(1) as f64
+    );
+    println!(
+        "{:<16} {:<28} {:>5} {:>10} {:>10} {:>6}",
+        "WORKER", "URL", "CORES", "PARTITIONS", "TASKS", "DONE"
+    );
+    for w in &s.workers {
+        println!(
+            "{:<16} {:<28} {:>5} {:>10} {:>10} {:>6}",
+            w.name, w.url, w.cores, w.partitions, w.tasks, w.done
+        );
+    }
+}
