@@ -3,8 +3,8 @@
 //! reports four times a second from each worker, and the end. It schedules no task.
 
 use crate::transport::Transport;
+use mote_jobs::PartitionMap;
 use mote_jobs::message::{Progress, Report};
-use mote_jobs::{PartitionMap, WorkerId};
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -269,14 +269,5 @@ impl Controller {
                 }
             }
         });
-    }
-
-    /// Which worker has which id, for logs.
-    pub fn worker_name(&self, id: WorkerId) -> Option<String> {
-        self.lock()
-            .status
-            .workers
-            .get(id.0 as usize)
-            .map(|w| w.name.clone())
     }
 }

@@ -19,7 +19,7 @@ mod worker;
 
 pub use controller::{Controller, JobState, JobStatus, WorkerStatus};
 pub use transport::{HttpTransport, INTERNAL_JOBS, Transport, TransportError, decode_message};
-pub use worker::Worker;
+pub use worker::{JobCode, Worker, WorkerEnv};
 
 use mote_jobs::message::{JobSpec, Report, WorkerMessage};
 use mote_jobs::{PartitionMap, Program, StageKind, WorkerId};
@@ -99,12 +99,8 @@ pub enum JobServiceError {
 /// This node's jobs: the controllers it runs and its workers of any job.
 pub struct JobService {
     node: Arc<Node>,
-    engine: Arc<JobEngine>,
-    objects: Option<Arc<Objects>>,
-    transport: Arc<dyn Transport>,
+    env: WorkerEnv,
     cluster: Arc<dyn ClusterNodes>,
-    cores: usize,
-    confine: Option<Arc<ExecutorFilter>>,
     workers: Mutex<HashMap<String, Arc<Worker>>>,
     jobs: Mutex<Vec<Arc<Controller>>>,
     next: AtomicU64,
@@ -122,12 +118,14 @@ impl JobService {
     ) -> Result<Arc<Self>, mote_runtime::RuntimeError> {
         Ok(Arc::new(Self {
             node,
-            engine: Arc::new(JobEngine::new()?),
-            objects,
-            transport: Arc::new(HttpTransport::new()),
+            env: WorkerEnv {
+                engine: Arc::new(JobEngine::new()?),
+                cores,
+                transport: Arc::new(HttpTransport::new()),
+                objects,
+                confine,
+            },
             cluster,
-            cores,
-            confine,
             workers: Mutex::new(HashMap::new()),
             jobs: Mutex::new(Vec::new()),
             next: AtomicU64::new(1),
@@ -156,7 +154,7 @@ impl JobService {
         }
         let mut last = format!("no node holds module {sha256}");
         for url in from {
-            match self.transport.module(url, sha256).await {
+            match self.env.transport.module(url, sha256).await {
                 Ok(wasm) => return Ok(wasm),
                 Err(e) => last = e.to_string(),
             }
@@ -171,7 +169,7 @@ impl JobService {
         args: Vec<(String, String)>,
         partitions: u32,
     ) -> Result<(Arc<JobModule>, JobContext, Program), String> {
-        let engine = self.engine.clone();
+        let engine = self.env.engine.clone();
         let ctx = JobContext {
             function: Arc::from(record.name.as_str()),
             args: Arc::from(args),
@@ -252,7 +250,7 @@ impl JobService {
                     "--arg {arg}={value}: expected BUCKET/PREFIX"
                 )));
             };
-            let Some(objects) = &self.objects else {
+            let Some(objects) = &self.env.objects else {
                 return Err(JobServiceError::BadRequest(
                     "this node has no object storage for the job's input and output".into(),
                 ));
@@ -327,7 +325,7 @@ impl JobService {
             partitions,
             &workers,
             &map,
-            self.transport.clone(),
+            self.env.transport.clone(),
         );
         {
             let mut jobs = self.jobs.lock().expect("never poisoned");
@@ -351,7 +349,7 @@ impl JobService {
                 map: map.clone(),
                 controller: me.clone(),
             };
-            let transport = self.transport.clone();
+            let transport = self.env.transport.clone();
             let url = node.url.clone();
             let name = node.name.clone();
             async move {
@@ -361,7 +359,9 @@ impl JobService {
                     .map_err(|e| format!("worker {name} could not start the job: {e}"))
             }
         });
-        let started = futures_join(starts).await;
+        // Each node compiles the module and instantiates its partitions as it starts: start
+        // them all at once rather than add their start times up.
+        let started = futures_util::future::join_all(starts).await;
         if let Some(error) = started.into_iter().find_map(Result::err) {
             controller.end(JobState::Failed, Some(error.clone())).await;
             return Err(JobServiceError::Unavailable(error));
@@ -445,24 +445,17 @@ impl JobService {
                 spec.map.groups()
             )));
         }
-        let engine = self.engine.clone();
-        let (transport, objects) = (self.transport.clone(), self.objects.clone());
-        let (cores, confine) = (self.cores, self.confine.clone());
+        let env = self.env.clone();
         let id = spec.id.clone();
         let handle = tokio::runtime::Handle::current();
+        let code = JobCode {
+            program: Arc::new(program),
+            module,
+            ctx,
+        };
         let worker = tokio::task::spawn_blocking(move || {
             let _runtime = handle.enter();
-            Worker::start(
-                spec,
-                Arc::new(program),
-                engine,
-                module,
-                ctx,
-                cores,
-                transport,
-                objects,
-                confine,
-            )
+            Worker::start(spec, code, &env)
         })
         .await
         .map_err(|e| JobServiceError::Unavailable(format!("the worker's start failed: {e}")))?
@@ -510,17 +503,4 @@ impl JobService {
     pub fn running_workers(&self) -> usize {
         self.workers.lock().expect("never poisoned").len()
     }
-}
-
-/// Runs the futures concurrently and collects their results in order.
-async fn futures_join<F: std::future::Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
-    let handles: Vec<_> = futures.collect();
-    let mut out = Vec::with_capacity(handles.len());
-    // Starting a worker compiles and instantiates on a blocking thread there; doing the nodes
-    // one after another would add their start times up, so start all before awaiting any.
-    let mut pinned: Vec<_> = handles.into_iter().map(Box::pin).collect();
-    for f in pinned.iter_mut() {
-        out.push(f.as_mut().await);
-    }
-    out
 }

@@ -38,6 +38,32 @@ const WINDOW: usize = 4096;
 /// Data in flight between workers, as the exchange holds it.
 type PieceItem = (u64, u32, Option<Vec<u8>>);
 
+/// What a worker runs: its copy of the program, the compiled module and the instances' context.
+pub struct JobCode {
+    /// The program its driver declared.
+    pub program: Arc<Program>,
+    /// The module, compiled for the job engine.
+    pub module: Arc<JobModule>,
+    /// The arguments, partition count and limits every instance shares.
+    pub ctx: JobContext,
+}
+
+/// What a node gives its workers: the engine, its cores, the transport to other nodes, object
+/// storage and the executor threads' confinement.
+#[derive(Clone)]
+pub struct WorkerEnv {
+    /// The job engine.
+    pub engine: Arc<JobEngine>,
+    /// Executor threads per worker.
+    pub cores: usize,
+    /// How to reach other workers and the controller.
+    pub transport: Arc<dyn Transport>,
+    /// Where loads read and stores write.
+    pub objects: Option<Arc<Objects>>,
+    /// The seccomp allow-list for executor threads, when confined.
+    pub confine: Option<Arc<mote_node::confine::ExecutorFilter>>,
+}
+
 /// A job's worker on this node.
 pub struct Worker {
     spec: JobSpec,
@@ -63,8 +89,11 @@ struct Local {
     outstanding: usize,
     loads: Vec<TaskRef>,
     tasks: u64,
-    task_us: u64,
-    busy_us: u64,
+    /// Time executors spent inside guest tasks.
+    task_ns: u64,
+    /// Time executors spent awake: in guest tasks, declaring, spawning, settling and waiting
+    /// for the lock; not waiting for work.
+    busy_ns: u64,
     failed: Option<String>,
     finished: bool,
 }
@@ -86,20 +115,15 @@ pub(crate) enum IoRequest {
 }
 
 impl Worker {
-    /// Instantiates the partitions `spec` gives this worker and starts `cores` executor
-    /// threads (confined by `confine` when given) and the I/O tasks on the current Tokio
-    /// runtime.
-    pub fn start(
-        spec: JobSpec,
-        program: Arc<Program>,
-        engine: Arc<JobEngine>,
-        module: Arc<JobModule>,
-        ctx: JobContext,
-        cores: usize,
-        transport: Arc<dyn Transport>,
-        objects: Option<Arc<Objects>>,
-        confine: Option<Arc<mote_node::confine::ExecutorFilter>>,
-    ) -> Result<Arc<Self>, String> {
+    /// Instantiates the partitions `spec` gives this worker and starts its executor threads
+    /// and its I/O tasks, which must be on a Tokio runtime.
+    pub fn start(spec: JobSpec, code: JobCode, env: &WorkerEnv) -> Result<Arc<Self>, String> {
+        let JobCode {
+            program,
+            module,
+            ctx,
+        } = code;
+        let engine = env.engine.clone();
         let me = spec.me;
         let graph = TaskGraph::new(&program, &spec.map, me);
         let mut instances = Vec::with_capacity(program.groups.sizes().len());
@@ -128,8 +152,8 @@ impl Worker {
                 outstanding: 0,
                 loads: Vec::new(),
                 tasks: 0,
-                task_us: 0,
-                busy_us: 0,
+                task_ns: 0,
+                busy_ns: 0,
                 failed: None,
                 finished: false,
             }),
@@ -139,12 +163,12 @@ impl Worker {
             io,
             started: Instant::now(),
         });
-        crate::transport::drain_outbox(worker.clone(), outbox_rx, transport.clone());
-        input::serve_io(worker.clone(), io_rx, objects);
-        crate::transport::report_progress(worker.clone(), transport);
-        for n in 0..cores.max(1) {
+        crate::transport::drain_outbox(worker.clone(), outbox_rx, env.transport.clone());
+        input::serve_io(worker.clone(), io_rx, env.objects.clone());
+        crate::transport::report_progress(worker.clone(), env.transport.clone());
+        for n in 0..env.cores.max(1) {
             let w = worker.clone();
-            let confine = confine.clone();
+            let confine = env.confine.clone();
             std::thread::Builder::new()
                 .name(format!("mote-job-{n}"))
                 .spawn(move || {
@@ -172,6 +196,7 @@ impl Worker {
 
     /// One executor thread: declare, run, settle, until the worker is finished or stopped.
     fn execute(self: &Arc<Self>) {
+        let mut awake = Instant::now();
         let mut local = self.lock();
         loop {
             if self.stopped.load(Ordering::Relaxed) || local.failed.is_some() || local.finished {
@@ -180,6 +205,7 @@ impl Worker {
             }
             self.declare(&mut local);
             let Some(task) = local.graph.pop() else {
+                local.busy_ns += awake.elapsed().as_nanos() as u64;
                 if local.cursor_done() && local.graph.live() == 0 && local.outstanding == 0 {
                     local.finished = true;
                     drop(local);
@@ -192,9 +218,9 @@ impl Worker {
                     .wait_timeout(local, Duration::from_millis(100))
                     .expect("a job's lock is never poisoned")
                     .0;
+                awake = Instant::now();
                 continue;
             };
-            let busy = Instant::now();
             let view = local.graph.view(task);
             let inputs = local.graph.take_inputs(task);
             let mut instance = local.instances[view.group.0 as usize][view.index as usize]
@@ -222,7 +248,7 @@ impl Worker {
             match result {
                 Ok((output, inputs)) => {
                     local.graph.return_inputs(task, inputs);
-                    self.settle(&mut local, task, view, output);
+                    self.settle(&mut local, view, output);
                 }
                 Err(e) => {
                     let stage = self.program.stage(view.stage);
@@ -252,8 +278,10 @@ impl Worker {
             }
             local.graph.complete(task);
             local.tasks += 1;
-            local.task_us += task_time.as_micros() as u64;
-            local.busy_us += busy.elapsed().as_micros() as u64;
+            local.task_ns += task_time.as_nanos() as u64;
+            let now = Instant::now();
+            local.busy_ns += (now - awake).as_nanos() as u64;
+            awake = now;
         }
     }
 
@@ -297,11 +325,9 @@ impl Worker {
     fn settle(
         &self,
         local: &mut Local,
-        task: TaskRef,
         view: mote_jobs::TaskView,
         output: mote_runtime::TaskOutput,
     ) {
-        let _ = task;
         match view.kind {
             TaskKind::Scatter => {
                 let stage = self.program.stage(view.stage);
@@ -498,8 +524,8 @@ impl Worker {
             tasks: local.tasks,
             signals: local.cursor.signals(),
             stages: local.cursor.seq(),
-            task_us: local.task_us,
-            scheduling_us: local.busy_us.saturating_sub(local.task_us),
+            task_us: local.task_ns / 1000,
+            scheduling_us: local.busy_ns.saturating_sub(local.task_ns) / 1000,
         }
     }
 
