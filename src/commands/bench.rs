@@ -6,6 +6,7 @@ use clap::{Args, Subcommand};
 use mote_bench::burst::{self, BurstOptions, PaperLoad};
 use mote_bench::call_path::{self, CallPathConfig, CallPathReport};
 use mote_bench::cluster::{self, ClusterBenchConfig, ClusterBurstConfig};
+use mote_bench::jobs::{self, JobsBenchConfig};
 use mote_bench::micro::{self, MicroConfig, MicroReport};
 use mote_bench::results::ResultsDir;
 use mote_bench::simulate::{self, SimOptions};
@@ -42,6 +43,11 @@ pub enum BenchCommand {
     /// them, against calls sent straight there, side by side (a store and two nodes on
     /// loopback). See docs/benchmarks/cluster.md.
     Cluster(ClusterArgs),
+    /// Canary jobs (docs/benchmarks/jobs.md): the paper's Figure 4 (what scheduling a task costs
+    /// on one core) and Figure 8 (LR against partitions per core), two workers against one, and
+    /// the task rate and LR iteration beside Ray, Dask and Spark; real `mote up` processes on
+    /// loopback. Writes results.json, report.md, figure4.png and figure8.png.
+    Jobs(JobsArgs),
     /// The process baseline's worker: answers requests on stdin (used by `bench micro`).
     #[command(hide = true)]
     ProcessWorker {
@@ -202,6 +208,31 @@ pub struct ClusterArgs {
     burst_seed: u64,
 }
 
+/// Options of `mote bench jobs`.
+#[derive(Args)]
+pub struct JobsArgs {
+    /// Print one JSON object instead of the tables.
+    #[arg(long)]
+    json: bool,
+    /// Skip Ray, Dask and Spark (scripts/bench-jobs-peers installs them and runs for minutes).
+    #[arg(long)]
+    no_peers: bool,
+    /// A short run of every part (small sizes, one repetition); its figures are not the
+    /// benchmark's. Writes to a temporary directory unless --out is given.
+    #[arg(long)]
+    quick: bool,
+    /// LR training points (20 features each) [default: 400000; 20000 with --quick].
+    #[arg(long)]
+    points: Option<u64>,
+    /// Repetitions of each measurement, whose median is reported [default: 3; 1 with --quick].
+    #[arg(long)]
+    reps: Option<usize>,
+    /// Directory for the results [default: docs/benchmarks/jobs; with --quick, a temporary
+    /// directory removed at exit].
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
 /// Options of `mote bench store`.
 #[derive(Args)]
 pub struct StoreArgs {
@@ -324,6 +355,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Store(args) => run_store(args),
         BenchCommand::Sort(args) => run_sort(args),
         BenchCommand::Cluster(args) => run_cluster(args),
+        BenchCommand::Jobs(args) => run_jobs(args),
         BenchCommand::ProcessWorker { once } => Ok(micro::process_worker(once)?),
     }
 }
@@ -383,6 +415,23 @@ fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
         false => print!("{}", report.table()),
     }
     Ok(())
+}
+
+fn run_jobs(args: JobsArgs) -> anyhow::Result<()> {
+    let mote = std::env::current_exe().context("finding the mote binary")?;
+    let peers = match args.no_peers {
+        true => None,
+        false => Some(jobs::find_peers_script()?),
+    };
+    let mut config = match args.quick {
+        true => JobsBenchConfig::quick(mote, peers, command_line()),
+        false => JobsBenchConfig::full(mote, peers, command_line()),
+    };
+    config.points = args.points.unwrap_or(config.points).max(1);
+    config.reps = args.reps.unwrap_or(config.reps).max(1);
+    let out = ResultsDir::create(args.out, args.quick, "jobs")?;
+    let report = jobs::run(&config, out.path(), &mut progress)?;
+    print_report(&report, args.json, |r| r.table())
 }
 
 /// Where a benchmark's progress goes, a line at a time.

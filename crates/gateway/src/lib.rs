@@ -17,8 +17,9 @@
 //! - `POST /v1/jobs` (`{"function", "workers", "partitions_per_core", "args"}`) starts a job
 //!   with this node as its controller (201 with its status); `GET /v1/jobs`, `GET
 //!   /v1/jobs/{id}`; `DELETE /v1/jobs/{id}` cancels it.
-//! - `PUT /v1/internal/jobs/{id}` starts this node's worker of a job (a controller's
-//!   `JobSpec`), `POST /v1/internal/jobs/{id}/messages` takes another worker's message,
+//! - `PUT /v1/internal/jobs/{id}` prepares this node's worker of a job (a controller's
+//!   `JobSpec`), `POST /v1/internal/jobs/{id}/run` runs it once every worker is prepared,
+//!   `POST /v1/internal/jobs/{id}/messages` takes another worker's message,
 //!   `POST /v1/internal/jobs/{id}/reports` a worker's report, `DELETE /v1/internal/jobs/{id}`
 //!   stops the worker.
 //! - `GET /healthz`, `GET /metrics` (Prometheus text format).
@@ -113,6 +114,7 @@ pub fn router(
             // Scatter pieces can be large (a PageRank step's contributions to one worker).
             post(job_message).layer(DefaultBodyLimit::max(1 << 30)),
         )
+        .route("/v1/internal/jobs/{id}/run", post(run_worker))
         .route("/v1/internal/jobs/{id}/reports", post(job_report))
         .fallback(not_found)
         .with_state(Gateway {
@@ -415,6 +417,14 @@ async fn start_worker(
     }
     gw.jobs.start_worker(spec).await?;
     Ok(StatusCode::CREATED)
+}
+
+async fn run_worker(
+    State(gw): State<Gateway>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    gw.jobs.run_worker(&id)?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 async fn stop_worker(

@@ -59,13 +59,13 @@ pub struct JobStatus {
     pub error: Option<String>,
     /// The job's partition count.
     pub partitions: u32,
-    /// Loop iterations so far (signals resolved).
+    /// Iterations of the program's top-level loops every worker has reached.
     pub iteration: u64,
     /// Tasks run so far, on every worker.
     pub tasks: u64,
     /// Tasks per second over the last second (over the whole run once it ended).
     pub tasks_per_s: f64,
-    /// Time since it started, until it ended, in ms.
+    /// Time from when every worker ran until it ended, in ms.
     pub elapsed_ms: u64,
     /// When it started, in ms since the Unix epoch.
     pub started_ms: u64,
@@ -171,6 +171,16 @@ impl Controller {
         inner.status.clone()
     }
 
+    /// Every worker runs: the job's clock starts now, after each compiled the module and
+    /// instantiated its partitions.
+    pub fn running(&self) {
+        let mut inner = self.lock();
+        let now = Instant::now();
+        inner.started = now;
+        inner.sample = (now, 0);
+        inner.heard.iter_mut().for_each(|h| *h = now);
+    }
+
     /// Whether it ended.
     pub fn ended(&self) -> bool {
         self.lock().status.state != JobState::Running
@@ -200,7 +210,12 @@ impl Controller {
             inner.status.tasks = sum(&inner.progress, |p| p.tasks);
             inner.status.task_us = sum(&inner.progress, |p| p.task_us);
             inner.status.scheduling_us = sum(&inner.progress, |p| p.scheduling_us);
-            inner.status.iteration = inner.progress.iter().map(|p| p.signals).max().unwrap_or(0);
+            inner.status.iteration = inner
+                .progress
+                .iter()
+                .map(|p| p.iterations)
+                .min()
+                .unwrap_or(0);
             match error {
                 Some(error) => {
                     let name = inner.status.workers[w].name.clone();

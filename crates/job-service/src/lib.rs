@@ -366,6 +366,22 @@ impl JobService {
             controller.end(JobState::Failed, Some(error.clone())).await;
             return Err(JobServiceError::Unavailable(error));
         }
+        controller.running();
+        let runs = nodes.iter().map(|node| {
+            let transport = self.env.transport.clone();
+            let (url, name, id) = (node.url.clone(), node.name.clone(), id.clone());
+            async move {
+                transport
+                    .run(&url, &id)
+                    .await
+                    .map_err(|e| format!("worker {name} could not run the job: {e}"))
+            }
+        });
+        let ran = futures_util::future::join_all(runs).await;
+        if let Some(error) = ran.into_iter().find_map(Result::err) {
+            controller.end(JobState::Failed, Some(error.clone())).await;
+            return Err(JobServiceError::Unavailable(error));
+        }
         controller.watch();
         Ok(controller.status())
     }
@@ -410,7 +426,8 @@ impl JobService {
         Ok(())
     }
 
-    /// Starts this node's worker of a job, at its controller's request.
+    /// Prepares this node's worker of a job, at its controller's request: its copy of the
+    /// program and the instances of its partitions.
     pub async fn start_worker(&self, spec: JobSpec) -> Result<(), JobServiceError> {
         if self
             .workers
@@ -455,7 +472,7 @@ impl JobService {
         };
         let worker = tokio::task::spawn_blocking(move || {
             let _runtime = handle.enter();
-            Worker::start(spec, code, &env)
+            Worker::prepare(spec, code, &env)
         })
         .await
         .map_err(|e| JobServiceError::Unavailable(format!("the worker's start failed: {e}")))?
@@ -465,6 +482,22 @@ impl JobService {
             .expect("never poisoned")
             .insert(id, worker);
         Ok(())
+    }
+
+    /// Runs this node's prepared worker of `id`, once every worker of the job is prepared.
+    pub fn run_worker(&self, id: &str) -> Result<(), JobServiceError> {
+        let worker = self
+            .workers
+            .lock()
+            .expect("never poisoned")
+            .get(id)
+            .cloned();
+        match worker {
+            Some(w) => w.run().map_err(JobServiceError::Unavailable),
+            None => Err(JobServiceError::NotFound(format!(
+                "this node has no worker of job {id} to run; it was never prepared here"
+            ))),
+        }
     }
 
     /// Another worker's message for this node's worker of `id`.

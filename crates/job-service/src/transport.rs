@@ -42,6 +42,8 @@ pub struct TransportError {
 pub trait Transport: Send + Sync + 'static {
     /// Starts a worker on the node at `url`.
     async fn start(&self, url: &str, spec: &JobSpec) -> Result<(), TransportError>;
+    /// Runs the prepared worker of `job` at `url`.
+    async fn run(&self, url: &str, job: &str) -> Result<(), TransportError>;
     /// Stops the worker of `job` at `url`.
     async fn stop(&self, url: &str, job: &str) -> Result<(), TransportError>;
     /// A message for the worker of `job` at `url`.
@@ -215,6 +217,13 @@ impl Transport for HttpTransport {
         let body = serde_json::to_vec(spec).expect("a spec serializes");
         let url = format!("{url}{INTERNAL_JOBS}/{}", spec.id);
         self.request(hyper::Method::PUT, url, "application/json", body)
+            .await
+            .map(drop)
+    }
+
+    async fn run(&self, url: &str, job: &str) -> Result<(), TransportError> {
+        let url = format!("{url}{INTERNAL_JOBS}/{job}/run");
+        self.request(hyper::Method::POST, url, "text/plain", Vec::new())
             .await
             .map(drop)
     }

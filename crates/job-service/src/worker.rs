@@ -72,6 +72,8 @@ pub struct Worker {
     local: Mutex<Local>,
     wake: Condvar,
     stopped: AtomicBool,
+    running: AtomicBool,
+    env: WorkerEnv,
     outbox: mpsc::UnboundedSender<Outgoing>,
     io: mpsc::UnboundedSender<IoRequest>,
     started: Instant,
@@ -85,6 +87,11 @@ struct Local {
     instances: Vec<Vec<Option<JobInstance>>>,
     /// Signal stages declared, by sequence number: their signal's number.
     signals: FxHashMap<u64, u64>,
+    /// Scatter stages declared, by sequence number: their tasks here still to finish.
+    scatters_left: FxHashMap<u64, u32>,
+    /// Pieces for other workers, by scatter stage and worker, until the stage's tasks here
+    /// are all done.
+    outgoing: FxHashMap<(u64, WorkerId), Vec<Piece>>,
     /// Pieces, stores and broadcasts sent and not yet acknowledged.
     outstanding: usize,
     loads: Vec<TaskRef>,
@@ -115,9 +122,10 @@ pub(crate) enum IoRequest {
 }
 
 impl Worker {
-    /// Instantiates the partitions `spec` gives this worker and starts its executor threads
-    /// and its I/O tasks, which must be on a Tokio runtime.
-    pub fn start(spec: JobSpec, code: JobCode, env: &WorkerEnv) -> Result<Arc<Self>, String> {
+    /// Instantiates the partitions `spec` gives this worker and starts its I/O tasks (on the
+    /// current Tokio runtime); it takes messages from now on, and runs tasks after
+    /// [`Worker::run`].
+    pub fn prepare(spec: JobSpec, code: JobCode, env: &WorkerEnv) -> Result<Arc<Self>, String> {
         let JobCode {
             program,
             module,
@@ -149,6 +157,8 @@ impl Worker {
                 exchange: Exchange::new(me, spec.map.clone()),
                 instances,
                 signals: FxHashMap::default(),
+                scatters_left: FxHashMap::default(),
+                outgoing: FxHashMap::default(),
                 outstanding: 0,
                 loads: Vec::new(),
                 tasks: 0,
@@ -159,16 +169,27 @@ impl Worker {
             }),
             wake: Condvar::new(),
             stopped: AtomicBool::new(false),
+            running: AtomicBool::new(false),
+            env: env.clone(),
             outbox,
             io,
             started: Instant::now(),
         });
         crate::transport::drain_outbox(worker.clone(), outbox_rx, env.transport.clone());
         input::serve_io(worker.clone(), io_rx, env.objects.clone());
-        crate::transport::report_progress(worker.clone(), env.transport.clone());
-        for n in 0..env.cores.max(1) {
-            let w = worker.clone();
-            let confine = env.confine.clone();
+        Ok(worker)
+    }
+
+    /// Starts the executor threads, once every worker of the job is prepared: a worker that
+    /// ran before the others were would send them pieces they could not take yet.
+    pub fn run(self: &Arc<Self>) -> Result<(), String> {
+        if self.running.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        crate::transport::report_progress(self.clone(), self.env.transport.clone());
+        for n in 0..self.env.cores.max(1) {
+            let w = self.clone();
+            let confine = self.env.confine.clone();
             std::thread::Builder::new()
                 .name(format!("mote-job-{n}"))
                 .spawn(move || {
@@ -182,7 +203,7 @@ impl Worker {
                 })
                 .map_err(|e| format!("cannot start the job's executor threads: {e}"))?;
         }
-        Ok(worker)
+        Ok(())
     }
 
     /// The job's spec as the controller sent it.
@@ -293,13 +314,20 @@ impl Worker {
                 graph,
                 loads,
                 signals,
+                scatters_left,
                 ..
             } = local;
             match cursor.next(&self.program) {
                 Next::Stage { seq, stage } => {
                     graph.declare(&self.program, seq, stage, loads);
+                    let stage = self.program.stage(stage);
+                    if let StageKind::Scatter { .. } = stage.kind {
+                        let tasks = graph.held(self.program.group_of(stage)).len() as u32;
+                        if tasks > 0 {
+                            scatters_left.insert(seq, tasks);
+                        }
+                    }
                     if !loads.is_empty() {
-                        let stage = self.program.stage(stage);
                         let StageKind::Load { arg } = &stage.kind else {
                             unreachable!("only load stages wait for input")
                         };
@@ -335,7 +363,6 @@ impl Worker {
                 let mut emitted = output.emitted;
                 emitted.sort_unstable_by_key(|(dest, _)| *dest);
                 let mut emitted = emitted.into_iter().peekable();
-                let mut batches: FxHashMap<WorkerId, Vec<Piece>> = FxHashMap::default();
                 for dest in 0..self.program.groups.size(to) {
                     let data = match emitted.peek() {
                         Some((d, _)) if *d == dest => emitted.next().map(|(_, b)| b),
@@ -351,24 +378,37 @@ impl Worker {
                             .graph
                             .piece(view.seq, dest, view.index, data.map(Bytes::from));
                     } else {
-                        batches.entry(entry.worker).or_default().push(Piece {
-                            index: dest,
-                            source: view.index,
-                            version: entry.version,
-                            data,
-                        });
+                        local
+                            .outgoing
+                            .entry((view.seq, entry.worker))
+                            .or_default()
+                            .push(Piece {
+                                index: dest,
+                                source: view.index,
+                                version: entry.version,
+                                data,
+                            });
                     }
                 }
-                for (worker, pieces) in batches {
-                    self.send(
-                        local,
-                        worker,
-                        WorkerMessage::Pieces {
-                            seq: view.seq,
-                            group: to,
-                            pieces,
-                        },
-                    );
+                // One message per stage and worker, sent when this worker's last scatter task
+                // of the stage is done: a message per task would cost a request per partition.
+                let left = local
+                    .scatters_left
+                    .get_mut(&view.seq)
+                    .expect("scatter stages are counted when declared");
+                *left -= 1;
+                if *left == 0 {
+                    local.scatters_left.remove(&view.seq);
+                    for w in 0..self.spec.workers.len() as u16 {
+                        if let Some(pieces) = local.outgoing.remove(&(view.seq, WorkerId(w))) {
+                            let message = WorkerMessage::Pieces {
+                                seq: view.seq,
+                                group: to,
+                                pieces,
+                            };
+                            self.send(local, WorkerId(w), message);
+                        }
+                    }
                 }
             }
             TaskKind::Signal => {
@@ -522,7 +562,7 @@ impl Worker {
         Progress {
             worker: self.spec.me,
             tasks: local.tasks,
-            signals: local.cursor.signals(),
+            iterations: local.cursor.iterations(),
             stages: local.cursor.seq(),
             task_us: local.task_ns / 1000,
             scheduling_us: local.busy_ns.saturating_sub(local.task_ns) / 1000,

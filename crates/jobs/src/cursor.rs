@@ -43,6 +43,8 @@ pub struct Cursor {
     repeats: Vec<u64>,
     /// Signals reached so far.
     signals: u64,
+    /// Iterations of the program's top-level loops finished so far.
+    iterations: u64,
     /// The signal the cursor waits at, once its stage was declared.
     waiting: Option<u64>,
     /// The cursor passed the program's last op.
@@ -66,6 +68,7 @@ impl Cursor {
             seq: 0,
             repeats: Vec::new(),
             signals: 0,
+            iterations: 0,
             waiting: None,
             done: false,
             heard: FxHashMap::default(),
@@ -77,9 +80,9 @@ impl Cursor {
         self.seq
     }
 
-    /// Signals resolved so far: the iteration of a job whose loop is a `while`.
-    pub fn signals(&self) -> u64 {
-        self.signals - u64::from(self.waiting.is_some())
+    /// Iterations of the program's top-level loops this cursor finished declaring.
+    pub fn iterations(&self) -> u64 {
+        self.iterations
     }
 
     /// Whether [`Cursor::next`] reached the program's end.
@@ -128,23 +131,35 @@ impl Cursor {
                 },
                 Op::Else { end } => self.pc = end + 1,
                 Op::End { start } => match program.ops[start] {
-                    Op::Repeat { .. } => {
-                        let left = self
-                            .repeats
-                            .last_mut()
-                            .expect("a repeat pushed its counter");
-                        *left -= 1;
-                        if *left == 0 {
-                            self.repeats.pop();
-                            self.pc += 1;
-                        } else {
-                            self.pc = start + 1;
-                        }
+                    Op::Repeat { .. } | Op::While { .. } if program.depth[start] == 0 => {
+                        self.iterations += 1;
+                        self.end_loop(program, start)
                     }
-                    Op::While { .. } => self.pc = start,
+                    Op::Repeat { .. } | Op::While { .. } => self.end_loop(program, start),
                     _ => self.pc += 1,
                 },
             }
+        }
+    }
+
+    /// At the `End` of the loop opened at `start`: back to its head, or past its end.
+    fn end_loop(&mut self, program: &Program, start: usize) {
+        match program.ops[start] {
+            Op::Repeat { .. } => {
+                let left = self
+                    .repeats
+                    .last_mut()
+                    .expect("a repeat pushed its counter");
+                *left -= 1;
+                if *left == 0 {
+                    self.repeats.pop();
+                    self.pc += 1;
+                } else {
+                    self.pc = start + 1;
+                }
+            }
+            Op::While { .. } => self.pc = start,
+            _ => unreachable!("only loops are ended here"),
         }
     }
 
@@ -234,6 +249,22 @@ mod tests {
     }
 
     #[test]
+    fn iterations_count_the_top_level_loop_only() {
+        let mut b = ProgramBuilder::new(1);
+        let d = b.dataset("d", true);
+        b.repeat(3);
+        b.repeat(4);
+        b.stage(compute(1, &[d], &[d])).unwrap();
+        b.end().unwrap();
+        b.end().unwrap();
+        let p = b.finish().unwrap();
+        let mut cursor = Cursor::new();
+        while cursor.next(&p) != Next::Done {}
+        assert_eq!(cursor.iterations(), 3);
+        assert_eq!(cursor.seq(), 12);
+    }
+
+    #[test]
     fn a_value_heard_before_the_cursor_arrives_is_kept() {
         let mut b = ProgramBuilder::new(1);
         let flag = b.dataset("flag", false);
@@ -246,6 +277,5 @@ mod tests {
         assert!(matches!(cursor.next(&p), Next::Signal { signal: 0, .. }));
         assert!(matches!(cursor.next(&p), Next::Stage { seq: 1, .. }));
         assert_eq!(cursor.next(&p), Next::Done);
-        assert_eq!(cursor.signals(), 1);
     }
 }

@@ -92,8 +92,8 @@ pub struct Progress {
     pub worker: WorkerId,
     /// Tasks run so far.
     pub tasks: u64,
-    /// Signals resolved so far (a `while` loop's iterations).
-    pub signals: u64,
+    /// Iterations of the program's top-level loops declared so far.
+    pub iterations: u64,
     /// Stages declared so far.
     pub stages: u64,
     /// Time its executors spent inside guest tasks, in µs.

@@ -127,6 +127,8 @@ pub struct Program {
     pub ops: Vec<Op>,
     /// Which group each dataset belongs to.
     pub groups: Groups,
+    /// By op: how many blocks enclose it (0 for the program's top level).
+    pub depth: Vec<u16>,
 }
 
 /// The placement constraints: each dataset's group, and each group's partition count.
@@ -249,6 +251,7 @@ pub struct ProgramBuilder {
     datasets: Vec<DatasetInfo>,
     stages: Vec<Stage>,
     ops: Vec<Op>,
+    depth: Vec<u16>,
     /// Indices of the ops that opened the blocks still open.
     open: Vec<usize>,
 }
@@ -261,6 +264,7 @@ impl ProgramBuilder {
             datasets: Vec::new(),
             stages: Vec::new(),
             ops: Vec::new(),
+            depth: Vec::new(),
             open: Vec::new(),
         }
     }
@@ -282,8 +286,20 @@ impl ProgramBuilder {
     /// Appends a stage run where the program is.
     pub fn stage(&mut self, stage: Stage) -> Result<StageId, ProgramError> {
         let id = self.push_stage(stage)?;
-        self.ops.push(Op::Stage(id));
+        self.push_op(Op::Stage(id));
         Ok(id)
+    }
+
+    fn push_op(&mut self, op: Op) {
+        // A block's ops sit at the depth outside it: `open` already holds the block when its
+        // opener or `Else` is pushed, and no longer holds it when its `End` is.
+        let depth = match op {
+            Op::Stage(_) => self.open.len() as u16,
+            Op::End { start } => self.depth[start],
+            _ => self.open.len().saturating_sub(1) as u16,
+        };
+        self.ops.push(op);
+        self.depth.push(depth);
     }
 
     fn push_stage(&mut self, stage: Stage) -> Result<StageId, ProgramError> {
@@ -331,14 +347,14 @@ impl ProgramBuilder {
     /// Opens a loop of `times` iterations.
     pub fn repeat(&mut self, times: u64) {
         self.open.push(self.ops.len());
-        self.ops.push(Op::Repeat { times, end: 0 });
+        self.push_op(Op::Repeat { times, end: 0 });
     }
 
     /// Opens a loop that runs while the signal `func` over `dataset` is true.
     pub fn while_signal(&mut self, func: u32, dataset: DatasetId) -> Result<(), ProgramError> {
         let signal = self.signal(func, dataset)?;
         self.open.push(self.ops.len());
-        self.ops.push(Op::While { signal, end: 0 });
+        self.push_op(Op::While { signal, end: 0 });
         Ok(())
     }
 
@@ -346,7 +362,7 @@ impl ProgramBuilder {
     pub fn if_signal(&mut self, func: u32, dataset: DatasetId) -> Result<(), ProgramError> {
         let signal = self.signal(func, dataset)?;
         self.open.push(self.ops.len());
-        self.ops.push(Op::If {
+        self.push_op(Op::If {
             signal,
             otherwise: 0,
             end: 0,
@@ -378,7 +394,7 @@ impl ProgramBuilder {
                 ));
             }
         }
-        self.ops.push(Op::Else { end: 0 });
+        self.push_op(Op::Else { end: 0 });
         Ok(())
     }
 
@@ -404,7 +420,7 @@ impl ProgramBuilder {
         if let Some(Op::Else { end }) = else_at.map(|at| &mut self.ops[at]) {
             *end = here;
         }
-        self.ops.push(Op::End { start });
+        self.push_op(Op::End { start });
         Ok(())
     }
 
@@ -483,6 +499,7 @@ impl ProgramBuilder {
             stages: self.stages,
             ops: self.ops,
             groups,
+            depth: self.depth,
         })
     }
 }
