@@ -11,7 +11,7 @@
 use crate::worker::{IoRequest, Worker};
 use bytes::Bytes;
 use mote_objects::Objects;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use tokio::sync::mpsc;
 
 /// The largest input object read.
@@ -120,15 +120,19 @@ pub async fn read_shares(
     Ok(outputs.into_iter().map(Bytes::from).collect())
 }
 
-/// Serves a worker's loads and stores until the worker is dropped.
+/// Serves a worker's loads and stores until the worker, which owns the requests' sender, is
+/// dropped.
 pub(crate) fn serve_io(
-    worker: Arc<Worker>,
+    worker: Weak<Worker>,
     mut requests: mpsc::UnboundedReceiver<IoRequest>,
     objects: Option<Arc<Objects>>,
 ) {
     tokio::spawn(async move {
         while let Some(request) = requests.recv().await {
-            let (worker, objects) = (worker.clone(), objects.clone());
+            let Some(worker) = worker.upgrade() else {
+                return;
+            };
+            let objects = objects.clone();
             tokio::spawn(async move {
                 let Some(objects) = objects else {
                     worker.fail(

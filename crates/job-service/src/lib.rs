@@ -429,6 +429,11 @@ impl JobService {
     /// Prepares this node's worker of a job, at its controller's request: its copy of the
     /// program and the instances of its partitions.
     pub async fn start_worker(&self, spec: JobSpec) -> Result<(), JobServiceError> {
+        // Workers that stopped themselves (their controller vanished) leave now.
+        self.workers
+            .lock()
+            .expect("never poisoned")
+            .retain(|_, w| !w.stopped());
         if self
             .workers
             .lock()

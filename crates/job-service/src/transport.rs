@@ -15,7 +15,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use mote_jobs::message::{JobSpec, Report, WorkerMessage};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -77,15 +77,19 @@ impl Outgoing {
 }
 
 /// Sends what the worker's executors put in its outbox, each message on its own task so one
-/// slow peer delays nobody else.
+/// slow peer delays nobody else. It holds the worker weakly: the worker owns the outbox's
+/// sender, so the loop ends when the worker is dropped.
 pub(crate) fn drain_outbox(
-    worker: Arc<Worker>,
+    worker: Weak<Worker>,
     mut outbox: mpsc::UnboundedReceiver<Outgoing>,
     transport: Arc<dyn Transport>,
 ) {
     tokio::spawn(async move {
         while let Some(out) = outbox.recv().await {
-            let (worker, transport) = (worker.clone(), transport.clone());
+            let Some(worker) = worker.upgrade() else {
+                return;
+            };
+            let transport = transport.clone();
             tokio::spawn(async move {
                 let job = worker.spec().id.clone();
                 match out {
@@ -112,24 +116,41 @@ pub(crate) fn drain_outbox(
     });
 }
 
-/// Tells the controller how far the worker is, four times a second, until it ends.
-pub(crate) fn report_progress(worker: Arc<Worker>, transport: Arc<dyn Transport>) {
+/// Tells the controller how far the worker is, four times a second, until it ends. A worker
+/// whose controller has not taken a report for [`CONTROLLER_SILENCE`] stops: its job is over
+/// or lost, and nobody else would stop it.
+pub(crate) fn report_progress(worker: Weak<Worker>, transport: Arc<dyn Transport>) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         tick.tick().await;
+        let mut taken = tokio::time::Instant::now();
         loop {
             tick.tick().await;
+            let Some(worker) = worker.upgrade() else {
+                return;
+            };
             if worker.ended() {
                 return;
             }
             let spec = worker.spec();
             let report = Report::Progress(worker.progress());
-            if let Err(e) = transport.report(&spec.controller, &spec.id, &report).await {
-                tracing::debug!(job = spec.id, error = %e, "a progress report was not taken");
+            match transport.report(&spec.controller, &spec.id, &report).await {
+                Ok(()) => taken = tokio::time::Instant::now(),
+                Err(e) if taken.elapsed() > CONTROLLER_SILENCE => {
+                    tracing::warn!(job = spec.id, error = %e, "the job's controller is gone; stopping its worker here");
+                    worker.stop();
+                    return;
+                }
+                Err(e) => {
+                    tracing::debug!(job = spec.id, error = %e, "a progress report was not taken")
+                }
             }
         }
     });
 }
+
+/// How long a worker goes on without its controller taking a report.
+const CONTROLLER_SILENCE: Duration = Duration::from_secs(10);
 
 /// Runs `send` until it succeeds, the peer refuses, or the attempts run out.
 pub(crate) async fn retry<F, Fut>(mut send: F) -> Result<(), TransportError>

@@ -175,8 +175,8 @@ impl Worker {
             io,
             started: Instant::now(),
         });
-        crate::transport::drain_outbox(worker.clone(), outbox_rx, env.transport.clone());
-        input::serve_io(worker.clone(), io_rx, env.objects.clone());
+        crate::transport::drain_outbox(Arc::downgrade(&worker), outbox_rx, env.transport.clone());
+        input::serve_io(Arc::downgrade(&worker), io_rx, env.objects.clone());
         Ok(worker)
     }
 
@@ -186,7 +186,7 @@ impl Worker {
         if self.running.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        crate::transport::report_progress(self.clone(), self.env.transport.clone());
+        crate::transport::report_progress(Arc::downgrade(self), self.env.transport.clone());
         for n in 0..self.env.cores.max(1) {
             let w = self.clone();
             let confine = self.env.confine.clone();
@@ -548,6 +548,11 @@ impl Worker {
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::Relaxed);
         self.wake.notify_all();
+    }
+
+    /// Whether it was stopped (the job ended, or its controller is gone).
+    pub fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::Relaxed)
     }
 
     /// Whether it stopped, failed or finished.
