@@ -19,6 +19,8 @@
 //!   a real S3 server, task-based against microtask-based scheduling.
 //! - [`cluster`]: several nodes as real processes: what forwarding a call costs, against the
 //!   same call sent to its node; the burst sent to one node of two, against one node alone.
+//! - [`jobs`]: the Canary paper's Figures 4 and 8 on `mote up` processes: what scheduling a job's
+//!   task costs, LR iterations against partitions per core and workers, beside Ray, Dask and Spark.
 //! - [`simulate`]: the call-scheduling paper's cluster experiment (section VIII) and 100 nodes,
 //!   in virtual time, driving the real placement and policies.
 //! - [`stats`]: the median every report takes, `None` where there is no data.
@@ -31,6 +33,7 @@
 pub mod burst;
 pub mod call_path;
 pub mod cluster;
+pub mod jobs;
 pub mod micro;
 pub mod plot;
 pub mod results;

@@ -20,11 +20,11 @@ use crate::transport::{Outgoing, Transport};
 use bytes::Bytes;
 use mote_jobs::message::{JobSpec, Piece, Progress, Report, WorkerMessage};
 use mote_jobs::{
-    Cursor, Exchange, GroupId, Next, PartitionKey, Program, Routed, StageKind, TaskGraph, TaskKind,
-    TaskRef, WorkerId,
+    Cursor, Exchange, GroupId, Input, Next, PartitionKey, Program, Routed, StageKind, TaskGraph,
+    TaskKind, TaskRef, TaskView, WorkerId,
 };
 use mote_objects::Objects;
-use mote_runtime::{JobContext, JobEngine, JobInstance, JobModule};
+use mote_runtime::{JobContext, JobEngine, JobError, JobInstance, JobModule, TaskOutput};
 use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -34,6 +34,18 @@ use tokio::sync::mpsc;
 /// Live tasks a worker keeps declared ahead of the ones running: enough that every core finds
 /// work while a stage's last tasks finish, few enough that the graph stays small.
 const WINDOW: usize = 4096;
+
+/// The most tasks an executor takes per lock acquisition.
+const BATCH: usize = 8;
+
+/// A task taken out of the shared state to run: its instance travels with it.
+struct Taken {
+    task: TaskRef,
+    view: TaskView,
+    inputs: Vec<Input>,
+    instance: JobInstance,
+    emit_to: u32,
+}
 
 /// Data in flight between workers, as the exchange holds it.
 type PieceItem = (u64, u32, Option<Vec<u8>>);
@@ -215,9 +227,14 @@ impl Worker {
         self.local.lock().expect("a job's lock is never poisoned")
     }
 
-    /// One executor thread: declare, run, settle, until the worker is finished or stopped.
+    /// One executor thread: declare, take a batch of ready tasks, run them, settle them, until
+    /// the worker is finished or stopped.
     fn execute(self: &Arc<Self>) {
         let mut awake = Instant::now();
+        let mut batch: Vec<Taken> = Vec::with_capacity(BATCH);
+        let mut done: Vec<(Taken, Result<TaskOutput, JobError>, Vec<Input>)> =
+            Vec::with_capacity(BATCH);
+        let threads = self.env.cores.max(1);
         let mut local = self.lock();
         loop {
             if self.stopped.load(Ordering::Relaxed) || local.failed.is_some() || local.finished {
@@ -225,7 +242,16 @@ impl Worker {
                 return;
             }
             self.declare(&mut local);
-            let Some(task) = local.graph.pop() else {
+            // Several tasks a lock when there are plenty, so that executors of short tasks do
+            // not queue for the lock; one when the others would be left without work.
+            let take = (local.graph.ready() / threads).clamp(1, BATCH);
+            while batch.len() < take {
+                let Some(task) = local.graph.pop() else {
+                    break;
+                };
+                batch.push(self.take_task(&mut local, task));
+            }
+            if batch.is_empty() {
                 local.busy_ns += awake.elapsed().as_nanos() as u64;
                 if local.cursor_done() && local.graph.live() == 0 && local.outstanding == 0 {
                     local.finished = true;
@@ -241,69 +267,108 @@ impl Worker {
                     .0;
                 awake = Instant::now();
                 continue;
-            };
-            let view = local.graph.view(task);
-            let inputs = local.graph.take_inputs(task);
-            let mut instance = local.instances[view.group.0 as usize][view.index as usize]
-                .take()
-                .expect("the graph runs one task per instance at a time");
-            let emit_to = match view.kind {
-                TaskKind::Scatter => {
-                    let stage = self.program.stage(view.stage);
-                    self.program
-                        .groups
-                        .size(self.program.gather_group_of(stage))
-                }
-                TaskKind::Store => 1,
-                _ => 0,
-            };
+            }
             if local.graph.ready() > 0 {
                 self.wake.notify_one();
             }
             drop(local);
-            let ran = Instant::now();
-            let result = instance.run(&self.engine, view.func, view.index, inputs, emit_to);
-            let task_time = ran.elapsed();
+            let mut guest_ns = 0;
+            for mut t in batch.drain(..) {
+                let inputs = std::mem::take(&mut t.inputs);
+                let ran = Instant::now();
+                let result =
+                    t.instance
+                        .run(&self.engine, t.view.func, t.view.index, inputs, t.emit_to);
+                guest_ns += ran.elapsed().as_nanos() as u64;
+                let (result, inputs) = match result {
+                    Ok((output, inputs)) => (Ok(output), inputs),
+                    Err(e) => (Err(e), Vec::new()),
+                };
+                done.push((t, result, inputs));
+            }
             local = self.lock();
-            local.instances[view.group.0 as usize][view.index as usize] = Some(instance);
-            match result {
-                Ok((output, inputs)) => {
-                    local.graph.return_inputs(task, inputs);
-                    self.settle(&mut local, view, output);
-                }
-                Err(e) => {
-                    let stage = self.program.stage(view.stage);
-                    let datasets: Vec<&str> = stage
-                        .reads
-                        .iter()
-                        .chain(&stage.writes)
-                        .map(|d| self.program.dataset_name(*d))
-                        .collect();
-                    let kind = match view.kind {
-                        TaskKind::Gather => "gather",
-                        _ => stage.kind.name(),
-                    };
-                    let error = format!(
-                        "{kind} stage {} (function {}) on partition {} of [{}] failed: {e}",
-                        view.stage.0,
-                        view.func,
-                        view.index,
-                        datasets.join(", ")
-                    );
-                    local.failed = Some(error.clone());
-                    drop(local);
-                    self.send_failure(error);
-                    self.wake.notify_all();
-                    return;
+            let mut failure = None;
+            for (t, result, inputs) in done.drain(..) {
+                let Taken {
+                    task,
+                    view,
+                    instance,
+                    ..
+                } = t;
+                local.instances[view.group.0 as usize][view.index as usize] = Some(instance);
+                match result {
+                    Ok(output) if failure.is_none() => {
+                        local.graph.return_inputs(task, inputs);
+                        self.settle(&mut local, view, output);
+                        local.graph.complete(task);
+                        local.tasks += 1;
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        failure.get_or_insert_with(|| self.describe(view, e));
+                    }
                 }
             }
-            local.graph.complete(task);
-            local.tasks += 1;
-            local.task_ns += task_time.as_nanos() as u64;
+            local.task_ns += guest_ns;
             let now = Instant::now();
             local.busy_ns += (now - awake).as_nanos() as u64;
             awake = now;
+            if let Some(error) = failure {
+                local.failed = Some(error.clone());
+                drop(local);
+                self.send_failure(error);
+                self.wake.notify_all();
+                return;
+            }
         }
+    }
+
+    /// Takes a popped task's instance and inputs out of the shared state.
+    fn take_task(&self, local: &mut Local, task: TaskRef) -> Taken {
+        let view = local.graph.view(task);
+        let inputs = local.graph.take_inputs(task);
+        let instance = local.instances[view.group.0 as usize][view.index as usize]
+            .take()
+            .expect("the graph runs one task per instance at a time");
+        let emit_to = match view.kind {
+            TaskKind::Scatter => {
+                let stage = self.program.stage(view.stage);
+                self.program
+                    .groups
+                    .size(self.program.gather_group_of(stage))
+            }
+            TaskKind::Store => 1,
+            _ => 0,
+        };
+        Taken {
+            task,
+            view,
+            inputs,
+            instance,
+            emit_to,
+        }
+    }
+
+    /// A failed task's error, naming its stage, function, partition and datasets.
+    fn describe(&self, view: TaskView, e: JobError) -> String {
+        let stage = self.program.stage(view.stage);
+        let datasets: Vec<&str> = stage
+            .reads
+            .iter()
+            .chain(&stage.writes)
+            .map(|d| self.program.dataset_name(*d))
+            .collect();
+        let kind = match view.kind {
+            TaskKind::Gather => "gather",
+            _ => stage.kind.name(),
+        };
+        format!(
+            "{kind} stage {} (function {}) on partition {} of [{}] failed: {e}",
+            view.stage.0,
+            view.func,
+            view.index,
+            datasets.join(", ")
+        )
     }
 
     /// Declares stages until the window is full or the program waits at a signal.
@@ -350,12 +415,7 @@ impl Worker {
     }
 
     /// A task's outputs go where they belong.
-    fn settle(
-        &self,
-        local: &mut Local,
-        view: mote_jobs::TaskView,
-        output: mote_runtime::TaskOutput,
-    ) {
+    fn settle(&self, local: &mut Local, view: TaskView, output: TaskOutput) {
         match view.kind {
             TaskKind::Scatter => {
                 let stage = self.program.stage(view.stage);

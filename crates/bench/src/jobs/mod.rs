@@ -1,0 +1,663 @@
+//! `mote bench jobs`: Canary jobs (docs/benchmarks/jobs.md), on real `mote up` processes on
+//! loopback, each in a temporary data directory, killed when the benchmark ends.
+//!
+//! 1. The paper's Figure 4 on one core (`--cores 1`, 10 partitions): `busy` with many stages at
+//!    several task lengths (`work`). A run's wall time per task is measured by differencing a
+//!    short and a long run (so start-up and the end's report drop out). The cost of scheduling a
+//!    task is the wall time per task of empty tasks (`work=0`), which counts entering and leaving
+//!    the guest as scheduling, an upper bound; the paper's figure, the task rate one core sustains
+//!    while the scheduler takes at most 10% of it, is `0.1e9 / that`. It is checked directly by
+//!    running tasks 9 times that long. The executors' own counters (`scheduling_us`, `task_us`
+//!    of the job's status) are reported beside it.
+//! 2. Beside Ray, Dask and Spark (`scripts/bench-jobs-peers`, on the same machine and the same
+//!    points file): the 2-core task rate of empty tasks, and one logistic-regression iteration.
+//! 3. The LR iteration time: runs of 1 and 1 + K iterations, differenced, median of the
+//!    repetitions; the input read from the node's object storage.
+//! 4. The paper's Figure 8: LR iteration time and task rate against partitions per core.
+//! 5. Two 1-core workers sharing a store against one: LR iteration time and `busy` task rate.
+
+mod nodes;
+pub mod points;
+mod report;
+
+use anyhow::{Context, bail};
+use nodes::{JobSpec, Status, run_job, up};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime};
+
+/// The paper's floor: tasks one core schedules per second with the scheduler at most 10% of it.
+pub const FLOOR_TASKS_PER_S_PER_CORE: f64 = 136_000.0;
+/// The floor on mote's task rate over the best peer's.
+pub const FLOOR_OVER_PEERS: f64 = 50.0;
+/// The floor on Spark's LR iteration time over mote's.
+pub const FLOOR_SPARK_LR: f64 = 4.0;
+
+/// How the benchmark runs.
+#[derive(Clone, Debug)]
+pub struct JobsBenchConfig {
+    /// The `mote` binary whose `mote up` is measured.
+    pub mote: PathBuf,
+    /// LR training points.
+    pub points: u64,
+    /// `scripts/bench-jobs-peers`, or `None` to skip the peers.
+    pub peers: Option<PathBuf>,
+    /// Repetitions of each measurement (the median is reported).
+    pub reps: usize,
+    /// LR iterations differenced (runs of 1 and 1 + this many).
+    pub iterations: u64,
+    /// `busy`'s `work` values of Figure 4.
+    pub works: Vec<u64>,
+    /// Partitions per core of Figure 8.
+    pub partitions_per_core: Vec<u32>,
+    /// How long the long run of a `busy` measurement lasts.
+    pub busy_long: Duration,
+    /// The peers' task-rate target (`--tasks`).
+    pub peer_tasks: u64,
+    /// A smoke run: small sizes, one repetition.
+    pub quick: bool,
+    /// The command line, for the report.
+    pub command: String,
+}
+
+impl JobsBenchConfig {
+    /// The full benchmark.
+    pub fn full(mote: PathBuf, peers: Option<PathBuf>, command: String) -> Self {
+        Self {
+            mote,
+            points: 400_000,
+            peers,
+            reps: 3,
+            iterations: 10,
+            works: vec![0, 250, 500, 1000, 2000, 4000, 8000, 32_000, 128_000],
+            partitions_per_core: vec![1, 2, 4, 8, 16],
+            busy_long: Duration::from_millis(1500),
+            peer_tasks: 20_000,
+            quick: false,
+            command,
+        }
+    }
+
+    /// A short run of every part.
+    pub fn quick(mote: PathBuf, peers: Option<PathBuf>, command: String) -> Self {
+        Self {
+            points: 20_000,
+            reps: 1,
+            iterations: 3,
+            works: vec![0, 2000],
+            partitions_per_core: vec![1, 4],
+            busy_long: Duration::from_millis(200),
+            peer_tasks: 2000,
+            quick: true,
+            ..Self::full(mote, peers, command)
+        }
+    }
+}
+
+/// The machine and the moment.
+#[derive(Clone, Debug, Serialize)]
+pub struct Machine {
+    /// Cores this process may run on.
+    pub nproc: usize,
+    /// The CPU's model name.
+    pub cpu: String,
+    /// `/proc/loadavg`'s 1, 5 and 15 minute load when the run started.
+    pub load_at_start: String,
+    /// And when it ended.
+    pub load_at_end: String,
+}
+
+/// One `work` value of Figure 4, on one core with 10 partitions.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkPoint {
+    /// `busy`'s xorshift steps per task.
+    pub work: u64,
+    /// Wall time per task, ns: the median over the repetitions.
+    pub ns_per_task: f64,
+    /// Every repetition's.
+    pub ns_per_task_runs: Vec<f64>,
+    /// Tasks per second on the core: `1e9 / ns_per_task`.
+    pub tasks_per_s: f64,
+    /// The task's own length: its wall time per task less that of an empty task, µs.
+    pub task_us: f64,
+    /// The scheduler's share of the core: an empty task's wall time over this task's.
+    pub scheduler_share: f64,
+    /// The executors' counters (long runs, median): time in the guest per task, ns.
+    pub counter_task_ns: f64,
+    /// The executors' counters: busy time outside the guest per task, ns.
+    pub counter_scheduling_ns: f64,
+    /// The executors' counters: `scheduling / (task + scheduling)`.
+    pub counter_scheduler_share: f64,
+}
+
+/// Tasks 9 times the scheduling cost, run to check the figure directly.
+#[derive(Clone, Debug, Serialize)]
+pub struct Validation {
+    /// The `work` chosen: the steps whose wall time is 9 times an empty task's, from the
+    /// longest Figure-4 point's time per step.
+    pub work: u64,
+    /// Its wall time per task, ns.
+    pub ns_per_task: f64,
+    /// Tasks per second measured on the core.
+    pub tasks_per_s: f64,
+    /// The task's own length, µs.
+    pub task_us: f64,
+    /// The scheduler's share from the wall times.
+    pub scheduler_share: f64,
+    /// The scheduler's share from the executors' counters.
+    pub counter_scheduler_share: f64,
+}
+
+/// LR iterations of one configuration.
+#[derive(Clone, Debug, Serialize)]
+pub struct LrPoint {
+    /// Partitions per core.
+    pub partitions_per_core: u32,
+    /// The job's partitions.
+    pub partitions: u32,
+    /// Iteration time, ms: the median over the repetitions.
+    pub iteration_ms: f64,
+    /// Every repetition's.
+    pub iteration_ms_runs: Vec<f64>,
+    /// Tasks per second over the iterations, median.
+    pub tasks_per_s: f64,
+    /// Every repetition's.
+    pub tasks_per_s_runs: Vec<f64>,
+    /// Tasks per iteration.
+    pub tasks_per_iteration: f64,
+}
+
+/// Two 1-core workers against one, the same jobs run against node 1.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScaleOut {
+    /// LR on one worker.
+    pub lr_one: LrPoint,
+    /// LR on two.
+    pub lr_two: LrPoint,
+    /// One worker's iteration time over two workers'.
+    pub lr_speedup: f64,
+    /// Empty `busy` tasks per second on one worker.
+    pub busy_one_tasks_per_s: f64,
+    /// On two.
+    pub busy_two_tasks_per_s: f64,
+    /// Two workers' rate over one's.
+    pub busy_speedup: f64,
+    /// `busy` tasks of the validation's length per second on one worker.
+    pub busy_work_one_tasks_per_s: f64,
+    /// On two.
+    pub busy_work_two_tasks_per_s: f64,
+    /// The `work` of those tasks.
+    pub busy_work: u64,
+}
+
+/// What the benchmark measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobsReport {
+    /// The command line.
+    pub command: String,
+    /// When it started (UTC).
+    pub date: String,
+    /// The machine.
+    pub machine: Machine,
+    /// A smoke run.
+    pub quick: bool,
+    /// LR training points.
+    pub points: u64,
+    /// Repetitions of each measurement.
+    pub reps: usize,
+    /// LR iterations differenced.
+    pub iterations: u64,
+    /// The paper's figure: `0.1e9 / scheduling_ns_per_task`.
+    pub tasks_per_s_per_core: f64,
+    /// Wall time per empty task on one core (Figure 4's `work=0`): the cost of scheduling a task
+    /// with entering and leaving the guest counted in.
+    pub scheduling_ns_per_task: f64,
+    /// The executors' `scheduling_us` per task, median over every Figure-4 long run.
+    pub scheduling_ns_per_task_counters: f64,
+    /// Whether `tasks_per_s_per_core` reaches 136,000.
+    pub meets_floor_tasks_per_s_per_core: bool,
+    /// Figure 4.
+    pub figure4: Vec<WorkPoint>,
+    /// Tasks 9 times the scheduling cost.
+    pub validation: Validation,
+    /// Empty tasks per second on the 2-core node, 10 partitions per core (the comparison's
+    /// task rate).
+    pub tasks_per_s_2core: f64,
+    /// LR iteration on the 2-core node, 10 partitions per core, from the points file.
+    pub lr_iteration_ms: f64,
+    /// Its task rate.
+    pub lr_tasks_per_s: f64,
+    /// Its details.
+    pub lr: LrPoint,
+    /// Figure 8 on the 2-core node, generated points.
+    pub figure8: Vec<LrPoint>,
+    /// Two workers against one.
+    pub scale_out: ScaleOut,
+    /// Ray's task rate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ray_tasks_per_s: Option<f64>,
+    /// Dask's task rate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dask_tasks_per_s: Option<f64>,
+    /// Spark's task rate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spark_tasks_per_s: Option<f64>,
+    /// Spark's LR iteration, ms (median).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spark_lr_iteration_ms: Option<f64>,
+    /// Ray's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ray_lr_iteration_ms: Option<f64>,
+    /// Dask's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dask_lr_iteration_ms: Option<f64>,
+    /// The fastest peer's task rate, and which.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub best_peer: Option<String>,
+    /// `tasks_per_s_2core` over the best peer's task rate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tasks_over_best_peer: Option<f64>,
+    /// Spark's LR iteration over mote's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spark_lr_over_mote: Option<f64>,
+    /// Everything the peers script printed, or why it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peers: Option<serde_json::Value>,
+    /// Wall time of the whole benchmark, s.
+    pub bench_s: f64,
+}
+
+/// The median of `values`; NaN if there are none.
+fn median(values: &[f64]) -> f64 {
+    crate::stats::median(values).unwrap_or(f64::NAN)
+}
+
+/// Steady-state wall time per task of `job` (whose `stages` argument is appended), by
+/// differencing a short and a long run, `reps` times; and the long runs' statuses.
+fn per_task(
+    url: &str,
+    job: &JobSpec<'_>,
+    long: Duration,
+    reps: usize,
+) -> anyhow::Result<(Vec<f64>, Vec<Status>)> {
+    let with_stages = |stages: u64| JobSpec {
+        function: job.function,
+        workers: job.workers,
+        partitions_per_core: job.partitions_per_core,
+        args: job
+            .args
+            .iter()
+            .cloned()
+            .chain([("stages".into(), stages.to_string())])
+            .collect(),
+    };
+    // A probe sizes the runs; its start-up makes it overestimate, so the runs come out shorter.
+    let probe = run_job(url, &with_stages(200))?;
+    let per_stage_ms = probe.elapsed_ms.max(1) as f64 / 200.0;
+    let long_stages = ((long.as_secs_f64() * 1e3 / per_stage_ms) as u64).max(1000);
+    let short_stages = long_stages / 5;
+    let (mut ns, mut statuses) = (Vec::new(), Vec::new());
+    for _ in 0..reps {
+        let short = run_job(url, &with_stages(short_stages))?;
+        let long = run_job(url, &with_stages(long_stages))?;
+        let tasks = long.tasks.saturating_sub(short.tasks).max(1) as f64;
+        let ms = long.elapsed_ms.saturating_sub(short.elapsed_ms) as f64;
+        ns.push(ms * 1e6 / tasks);
+        statuses.push(long);
+    }
+    Ok((ns, statuses))
+}
+
+fn busy(workers: Option<usize>, work: u64) -> JobSpec<'static> {
+    JobSpec {
+        function: "busy",
+        workers,
+        partitions_per_core: 10,
+        args: vec![("work".into(), work.to_string())],
+    }
+}
+
+/// LR iterations: runs of 1 and `1 + iterations` iterations, differenced, `reps` times.
+fn lr(
+    url: &str,
+    workers: Option<usize>,
+    partitions_per_core: u32,
+    data: &[(&str, String)],
+    iterations: u64,
+    reps: usize,
+) -> anyhow::Result<LrPoint> {
+    let job = |k: u64| JobSpec {
+        function: "lr",
+        workers,
+        partitions_per_core,
+        args: data
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .chain([("iterations".into(), k.to_string())])
+            .collect(),
+    };
+    let (mut times, mut rates, mut per_iteration, mut partitions) = (vec![], vec![], 0.0, 0);
+    for _ in 0..reps {
+        let short = run_job(url, &job(1))?;
+        let long = run_job(url, &job(1 + iterations))?;
+        let ms = long.elapsed_ms.saturating_sub(short.elapsed_ms) as f64;
+        let tasks = long.tasks.saturating_sub(short.tasks) as f64;
+        times.push(ms / iterations as f64);
+        rates.push(tasks / (ms.max(1.0) / 1e3));
+        per_iteration = tasks / iterations as f64;
+        partitions = long.partitions;
+    }
+    Ok(LrPoint {
+        partitions_per_core,
+        partitions,
+        iteration_ms: median(&times),
+        iteration_ms_runs: times,
+        tasks_per_s: median(&rates),
+        tasks_per_s_runs: rates,
+        tasks_per_iteration: per_iteration,
+    })
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Runs the benchmark, writes `results.json`, `report.md` and the plots to `out`, and returns
+/// the report.
+pub fn run(
+    config: &JobsBenchConfig,
+    out: &std::path::Path,
+    progress: &mut dyn FnMut(&str),
+) -> anyhow::Result<JobsReport> {
+    let started = Instant::now();
+    let date = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    let load_at_start = load_average();
+    let nproc = std::thread::available_parallelism().map_or(1, |n| n.get());
+    progress(&format!(
+        "mote bench jobs: {nproc} cores, load {load_at_start}, {} points",
+        config.points
+    ));
+    let dir = tempfile::tempdir()?;
+    let points_file = dir.path().join("points.csv");
+    points::write(&points_file, config.points, 1)?;
+    let reps = config.reps.max(1);
+
+    // 1. Figure 4 on one core.
+    let node = up(&config.mote, dir.path(), "one", 1, None)?;
+    let mut runs: Vec<(u64, Vec<f64>, Vec<Status>)> = Vec::new();
+    for &work in &config.works {
+        let (ns, long) = per_task(&node.url, &busy(None, work), config.busy_long, reps)
+            .with_context(|| format!("busy work={work}: {}", node.log_tail()))?;
+        progress(&format!(
+            "figure 4: work={work}: {:.0} ns per task ({:?})",
+            median(&ns),
+            ns.iter().map(|n| n.round()).collect::<Vec<_>>()
+        ));
+        runs.push((work, ns, long));
+    }
+    let Some((0, empty, _)) = runs.first() else {
+        bail!("Figure 4 needs work=0 first");
+    };
+    let empty_ns = median(empty);
+    let counters = |s: &Status| {
+        let t = s.tasks.max(1) as f64;
+        (s.task_us as f64 * 1e3 / t, s.scheduling_us as f64 * 1e3 / t)
+    };
+    let figure4: Vec<WorkPoint> = runs
+        .iter()
+        .map(|(work, ns, long)| {
+            let ns_per_task = median(ns);
+            let (task, sched): (Vec<f64>, Vec<f64>) = long.iter().map(counters).unzip();
+            let (task, sched) = (median(&task), median(&sched));
+            WorkPoint {
+                work: *work,
+                ns_per_task,
+                ns_per_task_runs: ns.clone(),
+                tasks_per_s: 1e9 / ns_per_task,
+                task_us: (ns_per_task - empty_ns) / 1e3,
+                scheduler_share: empty_ns / ns_per_task,
+                counter_task_ns: task,
+                counter_scheduling_ns: sched,
+                counter_scheduler_share: sched / (task + sched),
+            }
+        })
+        .collect();
+    let all_sched: Vec<f64> = runs
+        .iter()
+        .flat_map(|(_, _, long)| long.iter().map(|s| counters(s).1))
+        .collect();
+    let longest = figure4.last().expect("work=0 at least");
+    let step_ns = match longest.work {
+        0 => 1.7, // no longer point: about what a step takes on a current core
+        w => (longest.ns_per_task - empty_ns) / w as f64,
+    };
+    let validation_work = ((9.0 * empty_ns / step_ns.max(1e-3)).round() as u64).max(1);
+    let (ns, long) = per_task(
+        &node.url,
+        &busy(None, validation_work),
+        config.busy_long,
+        reps,
+    )?;
+    let ns_per_task = median(&ns);
+    let counter_shares: Vec<f64> = long
+        .iter()
+        .map(|s| {
+            let (t, s) = counters(s);
+            s / (t + s)
+        })
+        .collect();
+    let validation = Validation {
+        work: validation_work,
+        ns_per_task,
+        tasks_per_s: 1e9 / ns_per_task,
+        task_us: (ns_per_task - empty_ns) / 1e3,
+        scheduler_share: empty_ns / ns_per_task,
+        counter_scheduler_share: median(&counter_shares),
+    };
+    progress(&format!(
+        "validation: work={validation_work}: {:.0} tasks/s, tasks of {:.2} µs",
+        validation.tasks_per_s, validation.task_us
+    ));
+    drop(node);
+
+    // 2-4. The 2-core node: the comparison's task rate, LR from the file, Figure 8.
+    let node = up(&config.mote, dir.path(), "two", 2, None)?;
+    let bucket = node.data.join("objects/bench/lr");
+    std::fs::create_dir_all(&bucket)?;
+    std::fs::copy(&points_file, bucket.join("points.csv"))?;
+    let (ns, _) = per_task(&node.url, &busy(None, 0), config.busy_long, reps)
+        .with_context(|| format!("busy on 2 cores: {}", node.log_tail()))?;
+    let tasks_per_s_2core = 1e9 / median(&ns);
+    progress(&format!("2 cores: {tasks_per_s_2core:.0} empty tasks/s"));
+    let from_file = [("input", "bench/lr".to_owned())];
+    let lr_file = lr(&node.url, None, 10, &from_file, config.iterations, reps)
+        .with_context(|| format!("lr from the file: {}", node.log_tail()))?;
+    progress(&format!(
+        "lr from the file: {:.2} ms per iteration, {:.0} tasks/s",
+        lr_file.iteration_ms, lr_file.tasks_per_s
+    ));
+    let generated = [
+        ("generate", config.points.to_string()),
+        ("seed", "1".to_owned()),
+    ];
+    let mut figure8 = Vec::new();
+    for &ppc in &config.partitions_per_core {
+        let point = lr(&node.url, None, ppc, &generated, config.iterations, reps)
+            .with_context(|| format!("lr at {ppc} partitions per core: {}", node.log_tail()))?;
+        progress(&format!(
+            "figure 8: {ppc} partitions per core: {:.2} ms per iteration, {:.0} tasks/s",
+            point.iteration_ms, point.tasks_per_s
+        ));
+        figure8.push(point);
+    }
+    drop(node);
+
+    // 5. Two 1-core workers sharing a store, against one.
+    let store = crate::cluster::store(&config.mote)?;
+    let n1 = up(&config.mote, dir.path(), "n1", 1, Some(&store.url))?;
+    let n2 = up(&config.mote, dir.path(), "n2", 1, Some(&store.url))?;
+    n1.wait_for_nodes(2)?;
+    let scale = |workers: usize| -> anyhow::Result<(LrPoint, f64, f64)> {
+        let lr = lr(
+            &n1.url,
+            Some(workers),
+            10,
+            &generated,
+            config.iterations,
+            reps,
+        )?;
+        let (empty, _) = per_task(&n1.url, &busy(Some(workers), 0), config.busy_long, reps)?;
+        let (work, _) = per_task(
+            &n1.url,
+            &busy(Some(workers), validation_work),
+            config.busy_long,
+            reps,
+        )?;
+        Ok((lr, 1e9 / median(&empty), 1e9 / median(&work)))
+    };
+    let (lr_one, busy_one, work_one) =
+        scale(1).with_context(|| format!("one worker: {} | {}", n1.log_tail(), n2.log_tail()))?;
+    let (lr_two, busy_two, work_two) =
+        scale(2).with_context(|| format!("two workers: {} | {}", n1.log_tail(), n2.log_tail()))?;
+    let scale_out = ScaleOut {
+        lr_speedup: lr_one.iteration_ms / lr_two.iteration_ms,
+        lr_one,
+        lr_two,
+        busy_one_tasks_per_s: busy_one,
+        busy_two_tasks_per_s: busy_two,
+        busy_speedup: busy_two / busy_one,
+        busy_work_one_tasks_per_s: work_one,
+        busy_work_two_tasks_per_s: work_two,
+        busy_work: validation_work,
+    };
+    progress(&format!(
+        "two workers: lr {:.2} vs {:.2} ms, busy {busy_two:.0} vs {busy_one:.0} tasks/s",
+        scale_out.lr_two.iteration_ms, scale_out.lr_one.iteration_ms
+    ));
+    drop((n1, n2, store));
+
+    // The peers, last, with mote stopped.
+    let peers = match &config.peers {
+        None => None,
+        Some(script) => {
+            progress(&format!("peers: {} (minutes)", script.display()));
+            Some(run_peers(script, &points_file, config).unwrap_or_else(|e| {
+                progress(&format!("peers failed: {e:#}"));
+                serde_json::json!({ "error": format!("{e:#}") })
+            }))
+        }
+    };
+    let peer = |key: &str| peers.as_ref().and_then(|p| p[key].as_f64());
+    let (ray, dask, spark) = (
+        peer("ray_tasks_per_s"),
+        peer("dask_tasks_per_s"),
+        peer("spark_tasks_per_s"),
+    );
+    let best = [("ray", ray), ("dask", dask), ("spark", spark)]
+        .into_iter()
+        .filter_map(|(n, r)| Some((n, r?)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    let spark_lr = peer("spark_lr_iteration_ms");
+    let scheduling_ns_per_task = empty_ns;
+    let tasks_per_s_per_core = 0.1e9 / scheduling_ns_per_task;
+    let report = JobsReport {
+        command: config.command.clone(),
+        date,
+        machine: Machine {
+            nproc,
+            cpu: cpu_model(),
+            load_at_start,
+            load_at_end: load_average(),
+        },
+        quick: config.quick,
+        points: config.points,
+        reps,
+        iterations: config.iterations,
+        tasks_per_s_per_core,
+        scheduling_ns_per_task,
+        scheduling_ns_per_task_counters: median(&all_sched),
+        meets_floor_tasks_per_s_per_core: tasks_per_s_per_core >= FLOOR_TASKS_PER_S_PER_CORE,
+        figure4,
+        validation,
+        tasks_per_s_2core,
+        lr_iteration_ms: lr_file.iteration_ms,
+        lr_tasks_per_s: lr_file.tasks_per_s,
+        lr: lr_file.clone(),
+        figure8,
+        scale_out,
+        ray_tasks_per_s: ray,
+        dask_tasks_per_s: dask,
+        spark_tasks_per_s: spark,
+        spark_lr_iteration_ms: spark_lr,
+        ray_lr_iteration_ms: peer("ray_lr_iteration_ms"),
+        dask_lr_iteration_ms: peer("dask_lr_iteration_ms"),
+        best_peer: best.map(|(n, _)| n.to_owned()),
+        tasks_over_best_peer: best.map(|(_, r)| tasks_per_s_2core / r),
+        spark_lr_over_mote: spark_lr.map(|s| s / lr_file.iteration_ms),
+        peers,
+        bench_s: started.elapsed().as_secs_f64(),
+    };
+    report::write(&report, out)?;
+    Ok(report)
+}
+
+/// Runs the peers script on the points file and returns the JSON object it printed.
+fn run_peers(
+    script: &std::path::Path,
+    points: &std::path::Path,
+    config: &JobsBenchConfig,
+) -> anyhow::Result<serde_json::Value> {
+    let output = std::process::Command::new(script)
+        .arg("--points")
+        .arg(points)
+        .args(["--partitions", "20", "--iterations"])
+        .arg(config.iterations.to_string())
+        .arg("--tasks")
+        .arg(config.peer_tasks.to_string())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .with_context(|| format!("{} printed no JSON ({})", script.display(), output.status))?;
+    let value: serde_json::Value = serde_json::from_str(line)?;
+    if !output.status.success() {
+        bail!("{} exited with {}: {line}", script.display(), output.status);
+    }
+    Ok(value)
+}
+
+/// `scripts/bench-jobs-peers` of the repository: from the current directory, else from where
+/// this crate was built.
+pub fn find_peers_script() -> anyhow::Result<PathBuf> {
+    let relative = "scripts/bench-jobs-peers";
+    let candidates = [
+        PathBuf::from(relative),
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(relative),
+    ];
+    candidates
+        .into_iter()
+        .find(|p| p.is_file())
+        .with_context(|| {
+            format!("{relative} not found: run `mote bench jobs` from the repository's root, or pass --no-peers")
+        })
+}
