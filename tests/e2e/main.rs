@@ -7,6 +7,7 @@ mod burst;
 mod cli;
 mod cluster;
 mod fixtures;
+mod jobs;
 mod limits;
 mod microtasks;
 mod platform;

@@ -44,7 +44,9 @@ pub fn generate_labelled_points(points: u64, seed: u64) -> Vec<(f64, Vec<f64>)> 
 
 /// `kmeans`' points for `generate=points seed=seed`.
 pub fn generate_clustered_points(points: u64, seed: u64) -> Vec<Vec<f64>> {
-    (0..points).map(|p| data::clustered_point(seed, p)).collect()
+    (0..points)
+        .map(|p| data::clustered_point(seed, p))
+        .collect()
 }
 
 /// `pagerank`'s edges for `generate=vertices seed=seed`, repeats included, as the job generates
@@ -85,15 +87,18 @@ pub fn logistic_regression(points: &[(f64, Vec<f64>)], iterations: u32, step: f6
 ///
 /// If there are fewer than `k` points.
 pub fn kmeans(points: &[Vec<f64>], k: usize, iterations: u32) -> Vec<Vec<f64>> {
-    assert!(points.len() >= k, "kmeans of {} points into {k}", points.len());
+    assert!(
+        points.len() >= k,
+        "kmeans of {} points into {k}",
+        points.len()
+    );
     let mut centroids = points[..k].to_vec();
     for _ in 0..iterations {
         let mut sums = vec![vec![0.0; centroids[0].len()]; k];
         let mut counts = vec![0u64; k];
         for point in points {
-            let distance = |c: &Vec<f64>| -> f64 {
-                c.iter().zip(point).map(|(c, x)| (c - x).powi(2)).sum()
-            };
+            let distance =
+                |c: &Vec<f64>| -> f64 { c.iter().zip(point).map(|(c, x)| (c - x).powi(2)).sum() };
             let mut nearest = 0;
             for i in 1..k {
                 if distance(&centroids[i]) < distance(&centroids[nearest]) {

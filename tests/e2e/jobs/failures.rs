@@ -1,0 +1,290 @@
+//! Jobs that fail and job requests that are refused. A failing task fails its job with a message
+//! naming the stage, the partition and the cause; a cancel ends a job that would run for hours;
+//! and after each the node keeps serving calls and runs the next job.
+
+use super::{node, objects_of, put_objects, request, run_failing, run_ok, start, wait_ended};
+use crate::fixtures::wasm;
+use crate::platform::Platform;
+use std::time::{Duration, Instant};
+
+/// A job module whose driver declares one partitioned dataset, `blocks`, and one compute stage
+/// (function 1) over it; `task` is the body of `mote_job_task(func, index)`, which answers 0.
+pub(super) fn compute_job(task: &str) -> Vec<u8> {
+    wasm(&format!(
+        r#"(module
+            (import "mote_job" "dataset" (func $dataset (param i32 i32 i32) (result i32)))
+            (import "mote_job" "compute" (func $compute (param i32 i32 i32 i32 i32)))
+            (memory (export "memory") 1)
+            (data (i32.const 0) "blocks")
+            (func (export "mote_job_driver")
+              (i32.store (i32.const 64) (call $dataset (i32.const 0) (i32.const 6) (i32.const 1)))
+              (call $compute (i32.const 1) (i32.const 64) (i32.const 1) (i32.const 64) (i32.const 1)))
+            (func (export "mote_job_task") (param $func i32) (param $index i32) (result i32)
+              {task}
+              i32.const 0))"#
+    ))
+}
+
+/// A job module whose driver is `driver`, with the `mote_job` imports it may call, and whose
+/// task does nothing.
+fn driver_job(driver: &str) -> Vec<u8> {
+    wasm(&format!(
+        r#"(module
+            (import "mote_job" "dataset" (func $dataset (param i32 i32 i32) (result i32)))
+            (import "mote_job" "compute" (func $compute (param i32 i32 i32 i32 i32)))
+            (import "mote_job" "load" (func $load (param i32 i32 i32 i32)))
+            (import "mote_job" "end" (func $end))
+            (memory (export "memory") 1)
+            (data (i32.const 0) "points")
+            (data (i32.const 16) "total")
+            (data (i32.const 32) "input")
+            (func (export "mote_job_driver") {driver})
+            (func (export "mote_job_task") (param i32 i32) (result i32) i32.const 0))"#
+    ))
+}
+
+/// Asserts `hello` still answers.
+fn assert_serving(p: &Platform, after: &str) {
+    let r = p.invoke("hello", after.as_bytes());
+    assert_eq!(r.status, 200, "after {after}: {}", r.text());
+    assert_eq!(r.text(), format!("Hello, {after}!\n"));
+}
+
+fn assert_mentions(error: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(error.contains(part), "{part:?} is not in: {error}");
+    }
+}
+
+#[test]
+fn failing_tasks_fail_their_job_and_the_node_keeps_serving() {
+    let p = node();
+    p.deploy("hello", mote_guests::HELLO.wasm, "");
+    p.deploy("lr", mote_guests::LR.wasm, "");
+
+    // A trap on partition 3 of 4.
+    p.deploy(
+        "trap",
+        &compute_job("(if (i32.eq (local.get $index) (i32.const 3)) (then unreachable))"),
+        "",
+    );
+    let error = run_failing(&p, &request("trap", None, 2, &[]));
+    assert_mentions(
+        &error,
+        &["compute stage 0", "partition 3 of [blocks", "unreachable"],
+    );
+    assert_serving(&p, "trap");
+
+    // A task that never returns, under a 100 ms budget.
+    p.deploy(
+        "spin",
+        &compute_job("(if (i32.eq (local.get $index) (i32.const 1)) (then (loop $l (br $l))))"),
+        "?timeout_ms=100",
+    );
+    let started = Instant::now();
+    let error = run_failing(&p, &request("spin", None, 2, &[]));
+    assert_mentions(
+        &error,
+        &[
+            "compute stage 0",
+            "partition 1 of",
+            "exceeded the function's budget of 100 ms",
+        ],
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the spinning task was stopped after {:?}",
+        started.elapsed()
+    );
+    assert_serving(&p, "spin");
+
+    // A task that asks for 64 MiB more under a limit of 16 MiB, and traps when it is refused,
+    // as a guest whose allocation fails does.
+    p.deploy(
+        "hog",
+        &compute_job(
+            "(if (i32.eq (local.get $index) (i32.const 2))
+               (then (if (i32.eq (memory.grow (i32.const 1024)) (i32.const -1)) (then unreachable))))",
+        ),
+        "?memory_mb=16",
+    );
+    let error = run_failing(&p, &request("hog", None, 2, &[]));
+    assert_mentions(
+        &error,
+        &[
+            "compute stage 0",
+            "partition 2 of",
+            "memory limit of 16 MiB",
+        ],
+    );
+    assert_serving(&p, "hog");
+
+    // A job of a hundred million stages, cancelled.
+    p.deploy("busy", mote_guests::BUSY.wasm, "");
+    let status = start(&p, &request("busy", None, 2, &[("stages", "100000000")]));
+    let id = status["id"].as_str().unwrap().to_owned();
+    let begun = Instant::now();
+    loop {
+        let status = p.get(&format!("/v1/jobs/{id}")).json();
+        assert_eq!(status["state"], "running", "{status}");
+        if status["tasks"].as_u64().unwrap() > 0 {
+            break;
+        }
+        assert!(
+            begun.elapsed() < super::DEADLINE,
+            "the busy job ran no task: {status}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let r = p.delete(&format!("/v1/jobs/{id}"));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let cancelled = r.json();
+    assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
+    assert_mentions(cancelled["error"].as_str().unwrap(), &["cancelled"]);
+    let status = wait_ended(&p, &id);
+    assert_eq!(status["state"], "cancelled", "{status}");
+    // Cancelling again leaves it as it ended.
+    let again = p.delete(&format!("/v1/jobs/{id}"));
+    assert_eq!(again.status, 200, "{}", again.text());
+    assert_eq!(again.json()["state"], "cancelled");
+    assert_serving(&p, "cancel");
+
+    // And the node still runs jobs.
+    let status = run_ok(
+        &p,
+        &request("lr", None, 1, &[("generate", "100"), ("iterations", "2")]),
+    );
+    assert_eq!(status["iteration"], 2, "{status}");
+    let list = p.get("/v1/jobs").json();
+    let states: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        states,
+        ["failed", "failed", "failed", "cancelled", "succeeded"]
+    );
+}
+
+#[test]
+fn bad_job_requests_are_refused_with_the_reason() {
+    let p = node();
+    p.deploy("lr", mote_guests::LR.wasm, "");
+    let post = |body: &serde_json::Value| p.post("/v1/jobs", body.to_string().as_bytes());
+
+    // A driver that closes a block it never opened.
+    p.deploy("unnested", &driver_job("(call $end)"), "");
+    let r = post(&request("unnested", None, 1, &[]));
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_mentions(&r.error(), &["an `end` with no block open"]);
+
+    // A compute stage over a partitioned and a one-partition dataset.
+    p.deploy(
+        "mixed",
+        &driver_job(
+            "(i32.store (i32.const 64) (call $dataset (i32.const 0) (i32.const 6) (i32.const 1)))
+             (i32.store (i32.const 68) (call $dataset (i32.const 16) (i32.const 5) (i32.const 0)))
+             (call $compute (i32.const 1) (i32.const 64) (i32.const 1) (i32.const 68) (i32.const 1))",
+        ),
+        "",
+    );
+    let r = post(&request("mixed", None, 1, &[]));
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_mentions(
+        &r.error(),
+        &["`points`", "`total`", "must have the same partitioning"],
+    );
+
+    // A load from an argument the job was not given.
+    p.deploy(
+        "loader",
+        &driver_job(
+            "(i32.store (i32.const 64) (call $dataset (i32.const 0) (i32.const 6) (i32.const 1)))
+             (call $load (i32.const 1) (i32.load (i32.const 64)) (i32.const 32) (i32.const 5))",
+        ),
+        "",
+    );
+    let r = post(&request("loader", None, 1, &[]));
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_mentions(&r.error(), &["`input`", "was not given"]);
+    // lr without input or generated points says what to give it.
+    let r = post(&request("lr", None, 1, &[]));
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_mentions(&r.error(), &["input=BUCKET/PREFIX"]);
+    // An input prefix with nothing under it.
+    put_objects(&objects_of(&p), "data", "", &[]);
+    let r = post(&request("lr", None, 1, &[("input", "data/none")]));
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_mentions(&r.error(), &["data/none", "no objects"]);
+
+    // No such function, or not a job.
+    let r = post(&request("nothing", None, 1, &[]));
+    assert_eq!(r.status, 404, "{}", r.text());
+    assert_mentions(&r.error(), &["`nothing`"]);
+    p.deploy("hello", mote_guests::HELLO.wasm, "");
+    let r = post(&request("hello", None, 1, &[]));
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_mentions(&r.error(), &["not a job"]);
+    // A job is not invoked.
+    let r = p.invoke("lr", b"");
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_mentions(&r.error(), &["this function is a job", "mote job run"]);
+
+    // An output prefix that holds objects already, and one in a bucket that does not exist.
+    let objects = objects_of(&p);
+    put_objects(
+        &objects,
+        "results",
+        "lr",
+        &[("part-00000", "0.5\n".to_owned())],
+    );
+    let generated = [("generate", "50")];
+    let r = post(&request(
+        "lr",
+        None,
+        1,
+        &[generated[0], ("output", "results/lr")],
+    ));
+    assert_eq!(r.status, 409, "{}", r.text());
+    assert_mentions(&r.error(), &["results/lr", "already holds 1 objects"]);
+    assert_eq!(
+        std::fs::read_to_string(objects.join("results/lr/part-00000")).unwrap(),
+        "0.5\n",
+        "the refused job wrote nothing"
+    );
+    let r = post(&request(
+        "lr",
+        None,
+        1,
+        &[generated[0], ("output", "nobucket/lr")],
+    ));
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_mentions(&r.error(), &["nobucket"]);
+
+    // Workers the cluster does not have, and partition counts out of range.
+    let r = post(&request("lr", Some(serde_json::json!(2)), 1, &generated));
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_mentions(&r.error(), &["--workers 2"]);
+    let r = post(&request(
+        "lr",
+        Some(serde_json::json!(["n9"])),
+        1,
+        &generated,
+    ));
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_mentions(&r.error(), &["`n9`"]);
+    let r = post(&request("lr", None, 0, &generated));
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_mentions(&r.error(), &["--partitions-per-core 0"]);
+    // A body that is not a job request.
+    let r = p.post("/v1/jobs", b"{\"workers\": 1}");
+    assert_eq!(r.status, 400, "{}", r.text());
+
+    // Unknown jobs.
+    assert_eq!(p.get("/v1/jobs/nope").status, 404);
+    assert_eq!(p.delete("/v1/jobs/nope").status, 404);
+    // None of the refused requests started a job.
+    assert_eq!(p.get("/v1/jobs").json(), serde_json::json!([]));
+}

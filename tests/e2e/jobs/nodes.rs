@@ -1,0 +1,248 @@
+//! Jobs across nodes: three `mote up` processes with `--cores 1` each, sharing one state store
+//! (a `mote store` process) and one object directory. A job with `--workers 2` or `3` splits
+//! its partitions over that many nodes, so its scatters cross nodes and its signals are
+//! broadcast, and its result is still the reference's.
+
+use super::failures::compute_job;
+use super::{
+    DEADLINE, assert_all_close, assert_ranks, edge_objects, edges_of, kmeans_lines, lr_lines,
+    output, parse_centroids, parse_ranks, parse_weights, put_objects, reference, request, run_ok,
+    split_objects, start, wait_ended,
+};
+use crate::platform::Platform;
+use crate::store::Store;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// A store, the nodes sharing it, and their object directory. Fields drop in order: the nodes
+/// go before the store they use.
+struct Cluster {
+    nodes: Vec<Platform>,
+    objects: PathBuf,
+    _store: Store,
+    _runtime: tokio::runtime::Runtime,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// `n` nodes, `n1` to `nN`, each with `--cores 1`, once every one sees all of them.
+    fn start(n: usize) -> Cluster {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store = runtime.block_on(Store::start("jobs", &dir.path().join("store"), &[]));
+        let objects = dir.path().join("objects");
+        let nodes: Vec<Platform> = (1..=n)
+            .map(|i| {
+                let name = format!("n{i}");
+                let args = [
+                    "--node",
+                    &name,
+                    "--store",
+                    &store.url,
+                    "--cores",
+                    "1",
+                    "--objects-dir",
+                    objects.to_str().unwrap(),
+                ];
+                Platform::start_in(&dir.path().join(&name), &args)
+            })
+            .collect();
+        for node in &nodes {
+            wait_until(&format!("{} sees {n} nodes", node.url), || {
+                let view = node.get("/v1/cluster").json();
+                view["nodes"].as_array().map(Vec::len) == Some(n)
+            });
+        }
+        Cluster {
+            nodes,
+            objects,
+            _store: store,
+            _runtime: runtime,
+            _dir: dir,
+        }
+    }
+
+    /// Deploys `wasm` as `name` on the first node and waits until every node lists it.
+    fn deploy(&self, name: &str, wasm: &[u8]) {
+        self.nodes[0].deploy(name, wasm, "");
+        for node in &self.nodes {
+            wait_until(&format!("{} lists {name}", node.url), || {
+                node.function_names().iter().any(|f| f == name)
+            });
+        }
+    }
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "waited {DEADLINE:?} for: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Asserts the job ran on the nodes named `names`, in that order, each holding some of its
+/// `partitions` (every group's, summed), each done.
+fn assert_spread(status: &Value, names: &[&str], partitions: u64) {
+    let workers = status["workers"].as_array().expect("`workers` is a list");
+    let listed: Vec<&str> = workers
+        .iter()
+        .map(|w| w["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, names, "{status}");
+    for w in workers {
+        assert_eq!(w["cores"], 1, "{w}");
+        assert!(w["partitions"].as_u64().unwrap() > 0, "{status}");
+        assert!(w["tasks"].as_u64().unwrap() > 0, "{status}");
+        assert_eq!(w["done"], true, "{status}");
+    }
+    let held: u64 = workers
+        .iter()
+        .map(|w| w["partitions"].as_u64().unwrap())
+        .sum();
+    assert_eq!(held, partitions, "{status}");
+    let tasks: u64 = workers.iter().map(|w| w["tasks"].as_u64().unwrap()).sum();
+    assert_eq!(status["tasks"].as_u64(), Some(tasks), "{status}");
+}
+
+#[test]
+fn jobs_across_two_and_three_nodes_match_the_reference() {
+    let cluster = Cluster::start(3);
+    cluster.deploy("lr", mote_guests::LR.wasm);
+    cluster.deploy("pagerank", mote_guests::PAGERANK.wasm);
+    cluster.deploy("kmeans", mote_guests::KMEANS.wasm);
+    let objects = &cluster.objects;
+    let (lines, points) = lr_lines(120, 5);
+    put_objects(objects, "data", "train", &split_objects(&lines, &[50, 40]));
+    let graph = edge_objects();
+    put_objects(objects, "data", "graph", &graph);
+    let (lines, clustered) = kmeans_lines(90, 8);
+    put_objects(objects, "data", "points", &split_objects(&lines, &[45]));
+    put_objects(objects, "results", "", &[]);
+
+    // lr on n1 and n2 (`--workers 2`: this node first, then the others by name), from n1.
+    // P = 2 partitions per core * 2 cores; lr's groups are the training data's (P) and the
+    // weights' (1).
+    let status = run_ok(
+        &cluster.nodes[0],
+        &request(
+            "lr",
+            Some(json!(2)),
+            2,
+            &[("input", "data/train"), ("output", "results/lr")],
+        ),
+    );
+    assert_eq!(status["partitions"], 4, "{status}");
+    assert_spread(&status, &["n1", "n2"], 4 + 1);
+    let weights = parse_weights(&output(objects, "results", "lr"));
+    assert_all_close(
+        "weights",
+        &weights,
+        &reference::logistic_regression(&points, 10, 1.0),
+    );
+
+    // pagerank on all three, started from n2 (which lists itself first). P = 6; its groups
+    // are the edges' (P), the graph's (P), the totals' (1) and the result's (1).
+    let status = run_ok(
+        &cluster.nodes[1],
+        &request(
+            "pagerank",
+            Some(json!(3)),
+            2,
+            &[("input", "data/graph"), ("output", "results/ranks")],
+        ),
+    );
+    assert_eq!(status["partitions"], 6, "{status}");
+    assert_spread(&status, &["n2", "n1", "n3"], 6 + 6 + 1 + 1);
+    let ranks = parse_ranks(&output(objects, "results", "ranks"));
+    assert_ranks(&ranks, &reference::pagerank(&edges_of(&graph), 10));
+
+    // kmeans on two nodes named in a list, neither of them the controller's.
+    let status = run_ok(
+        &cluster.nodes[0],
+        &request(
+            "kmeans",
+            Some(json!(["n3", "n2"])),
+            2,
+            &[
+                ("input", "data/points"),
+                ("k", "3"),
+                ("output", "results/kmeans"),
+            ],
+        ),
+    );
+    assert_spread(&status, &["n3", "n2"], 4 + 1);
+    let centroids = parse_centroids(&output(objects, "results", "kmeans"));
+    let want = reference::kmeans(&clustered, 3, 10);
+    assert_eq!(centroids.len(), 3, "{centroids:?}");
+    for (i, (got, want)) in centroids.iter().zip(&want).enumerate() {
+        assert_all_close(&format!("centroid {i}"), got, want);
+    }
+
+    // A task that traps on the third node fails the job on every node, and a cancel stops a
+    // job on all three; the nodes then run the next job.
+    cluster.deploy(
+        "trap",
+        &compute_job("(if (i32.eq (local.get $index) (i32.const 5)) (then unreachable))"),
+    );
+    cluster.deploy("busy", mote_guests::BUSY.wasm);
+    let failed = start(&cluster.nodes[0], &request("trap", Some(json!(3)), 2, &[]));
+    let status = wait_ended(&cluster.nodes[0], failed["id"].as_str().unwrap());
+    assert_eq!(status["state"], "failed", "{status}");
+    let error = status["error"].as_str().unwrap();
+    assert!(
+        error.contains("on worker n3: compute stage 0")
+            && error.contains("partition 5 of")
+            && error.contains("unreachable"),
+        "{error}"
+    );
+    let busy = start(
+        &cluster.nodes[2],
+        &request("busy", Some(json!(3)), 1, &[("stages", "100000000")]),
+    );
+    let id = busy["id"].as_str().unwrap();
+    wait_until("the busy job runs on every node", || {
+        let status = cluster.nodes[2].get(&format!("/v1/jobs/{id}")).json();
+        assert_eq!(status["state"], "running", "{status}");
+        status["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| w["tasks"].as_u64().unwrap() > 0)
+    });
+    let r = cluster.nodes[2].delete(&format!("/v1/jobs/{id}"));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["state"], "cancelled");
+    // Jobs are listed by the node that started them.
+    let on = |i: usize| -> Vec<String> {
+        let list = cluster.nodes[i].get("/v1/jobs").json();
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|j| {
+                format!(
+                    "{} {}",
+                    j["function"].as_str().unwrap(),
+                    j["state"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    assert_eq!(on(2), ["busy cancelled"]);
+    assert_eq!(on(0), ["lr succeeded", "kmeans succeeded", "trap failed"]);
+    assert_eq!(on(1), ["pagerank succeeded"]);
+    let status = run_ok(
+        &cluster.nodes[2],
+        &request(
+            "lr",
+            Some(json!(3)),
+            1,
+            &[("generate", "90"), ("iterations", "3")],
+        ),
+    );
+    assert_eq!(status["iteration"], 3, "{status}");
+}
