@@ -3,7 +3,7 @@
 use crate::platform::{Platform, mote_bin};
 use std::process::{Command, Output};
 
-fn mote(p: &Platform, args: &[&str]) -> Output {
+pub(crate) fn mote(p: &Platform, args: &[&str]) -> Output {
     Command::new(mote_bin())
         .args(args)
         .args(["--server", &p.url])
@@ -11,7 +11,7 @@ fn mote(p: &Platform, args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn stdout(o: &Output) -> String {
+pub(crate) fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 

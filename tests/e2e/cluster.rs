@@ -115,7 +115,7 @@ fn members(node: &Platform) -> BTreeSet<String> {
         .collect()
 }
 
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
     while !done() {
         assert!(

@@ -340,9 +340,17 @@ fn classify(e: wasmtime::Error, state: &CallState, limits: Limits, stderr: &[u8]
             ),
         };
     }
+    let mut message = format!("function {}", trap_message(&e));
+    message.push_str(&quote_tail(stderr));
+    CallError::Trap { message }
+}
+
+/// What trapped or failed, and the top of the wasm backtrace when there is one: "trapped:
+/// unreachable (wasm backtrace: f <- g)".
+pub(crate) fn trap_message(e: &wasmtime::Error) -> String {
     let mut message = match e.downcast_ref::<Trap>() {
-        Some(trap) => format!("function trapped: {trap}"),
-        None => format!("function failed: {}", e.root_cause()),
+        Some(trap) => format!("trapped: {trap}"),
+        None => format!("failed: {}", e.root_cause()),
     };
     if let Some(bt) = e.downcast_ref::<WasmBacktrace>() {
         let frames: Vec<String> = bt
@@ -358,8 +366,7 @@ fn classify(e: wasmtime::Error, state: &CallState, limits: Limits, stderr: &[u8]
             message.push_str(&format!(" (wasm backtrace: {})", frames.join(" <- ")));
         }
     }
-    message.push_str(&quote_tail(stderr));
-    CallError::Trap { message }
+    message
 }
 
 /// The last line or so of a guest's stderr, formatted to append to an error message.

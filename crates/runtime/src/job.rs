@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use wasmtime::{
     Caller, Config, Engine, Extern, InstancePre, Linker, Memory, Module, Store, Trap, TypedFunc,
-    UpdateDeadline, WasmBacktrace,
+    UpdateDeadline,
 };
 use wasmtime_wasi::p1::WasiP1Ctx;
 
@@ -299,24 +299,7 @@ fn classify(e: wasmtime::Error, state: &JobState) -> JobError {
             asked_mb: desired.div_ceil(1 << 20),
         };
     }
-    let mut message = match e.downcast_ref::<Trap>() {
-        Some(trap) => format!("trapped: {trap}"),
-        None => format!("failed: {}", e.root_cause()),
-    };
-    if let Some(bt) = e.downcast_ref::<WasmBacktrace>() {
-        let frames: Vec<String> = bt
-            .frames()
-            .iter()
-            .take(4)
-            .map(|f| match f.func_name() {
-                Some(n) => n.to_owned(),
-                None => format!("func[{}]", f.func_index()),
-            })
-            .collect();
-        if !frames.is_empty() {
-            message.push_str(&format!(" (wasm backtrace: {})", frames.join(" <- ")));
-        }
-    }
+    let mut message = crate::entry::trap_message(&e);
     if let Some(line) = &state.last_log {
         message.push_str(&format!("; its last log line: {line}"));
     }

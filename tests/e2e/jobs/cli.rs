@@ -2,20 +2,8 @@
 //! error), `ls` and `status` show jobs, `run --detach` and `cancel` end a long one.
 
 use super::{node, objects_of, put_objects, reference};
-use crate::platform::{Platform, mote_bin};
-use std::process::{Command, Output};
-
-fn mote(p: &Platform, args: &[&str]) -> Output {
-    Command::new(mote_bin())
-        .args(args)
-        .args(["--server", &p.url])
-        .output()
-        .unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use crate::cli::{mote, stdout};
+use std::process::Output;
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

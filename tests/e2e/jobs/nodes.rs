@@ -5,15 +5,15 @@
 
 use super::failures::compute_job;
 use super::{
-    DEADLINE, assert_all_close, assert_ranks, edge_objects, edges_of, kmeans_lines, lr_lines,
-    output, parse_centroids, parse_ranks, parse_weights, put_objects, reference, request, run_ok,
+    assert_all_close, assert_ranks, edge_objects, edges_of, kmeans_lines, lr_lines, output,
+    parse_centroids, parse_ranks, parse_weights, put_objects, reference, request, run_ok,
     split_objects, start, wait_ended,
 };
+use crate::cluster::wait_until;
 use crate::platform::Platform;
 use crate::store::Store;
 use serde_json::{Value, json};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 /// A store, the nodes sharing it, and their object directory. Fields drop in order: the nodes
 /// go before the store they use.
@@ -71,17 +71,6 @@ impl Cluster {
                 node.function_names().iter().any(|f| f == name)
             });
         }
-    }
-}
-
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(
-            start.elapsed() < DEADLINE,
-            "waited {DEADLINE:?} for: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
