@@ -19,6 +19,10 @@
 //!
 //! mote runs every call in a fresh instance and throws it away afterwards, so the SDK never frees
 //! the request or response buffers: the whole linear memory is discarded with the instance.
+//!
+//! A data-parallel job (`docs/jobs.md`) is written with [`mod@job`] instead: a driver that declares
+//! datasets and stages, and task functions that run on one partition at a time in instances that
+//! keep their partitions between tasks.
 
 /// Exports `f: fn(&[u8]) -> Vec<u8>` as this module's mote ABI v1 handler.
 #[macro_export]
