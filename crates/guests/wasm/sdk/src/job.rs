@@ -254,11 +254,7 @@ impl Job {
         dataset: &Dataset<T>,
         then: impl FnOnce(&mut Self),
     ) {
-        let func = signal_id(signal);
-        let id = self.id(dataset);
-        sys::if_signal(func, id);
-        then(self);
-        sys::end();
+        self.if_else(signal, dataset, then, |_| {});
     }
 
     /// The stages `then` declares run if `signal` on the one-partition `dataset` is true, those
