@@ -79,6 +79,7 @@ pub struct JobStatus {
 
 /// One job's controller.
 pub struct Controller {
+    id: String,
     status: Mutex<Inner>,
     transport: Arc<dyn Transport>,
 }
@@ -109,6 +110,7 @@ impl Controller {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         Arc::new(Self {
+            id: id.clone(),
             status: Mutex::new(Inner {
                 status: JobStatus {
                     id,
@@ -151,6 +153,11 @@ impl Controller {
         self.status
             .lock()
             .expect("a controller's lock is never poisoned")
+    }
+
+    /// The job's id.
+    pub fn id(&self) -> &str {
+        &self.id
     }
 
     /// The job's status now.
@@ -244,10 +251,9 @@ impl Controller {
             inner.ended = Some(Instant::now());
             inner.status.workers.iter().map(|w| w.url.clone()).collect()
         };
-        let id = self.lock().status.id.clone();
         for url in urls {
-            if let Err(e) = self.transport.stop(&url, &id).await {
-                tracing::debug!(job = id, error = %e, "a worker could not be told to stop");
+            if let Err(e) = self.transport.stop(&url, &self.id).await {
+                tracing::debug!(job = self.id, error = %e, "a worker could not be told to stop");
             }
         }
     }

@@ -147,19 +147,13 @@ impl JobService {
         Ok(record)
     }
 
-    /// The module's bytes: held here, or fetched from `from` (the controller's node).
-    async fn module_bytes(&self, sha256: &str, from: &[String]) -> Result<Vec<u8>, String> {
-        if let Some(wasm) = self.node.module(sha256) {
-            return Ok(wasm);
-        }
-        let mut last = format!("no node holds module {sha256}");
-        for url in from {
-            match self.env.transport.module(url, sha256).await {
-                Ok(wasm) => return Ok(wasm),
-                Err(e) => last = e.to_string(),
-            }
-        }
-        Err(last)
+    /// The module's bytes: this node's copy, or fetched and checked from where the node
+    /// fetches modules for cold loads (its peers, then object storage).
+    async fn module_bytes(&self, sha256: &str) -> Result<Vec<u8>, String> {
+        let (node, sha256) = (self.node.clone(), sha256.to_owned());
+        tokio::task::spawn_blocking(move || node.module_or_fetch(&sha256))
+            .await
+            .map_err(|e| format!("fetching the module failed: {e}"))?
     }
 
     async fn compile(
@@ -236,7 +230,7 @@ impl JobService {
                 StageKind::Store { arg } => (arg, true),
                 _ => continue,
             };
-            let Some((_, value)) = args.iter().rev().find(|(k, _)| k == arg) else {
+            let Some(value) = mote_jobs::arg(args, arg) else {
                 if output {
                     // A job may store only when asked to (its output argument is optional).
                     continue;
@@ -299,7 +293,7 @@ impl JobService {
             .unwrap_or_default();
         let peers: Vec<String> = nodes.iter().map(|n| n.url.clone()).collect();
         let wasm = self
-            .module_bytes(&record.sha256, &peers)
+            .module_bytes(&record.sha256)
             .await
             .map_err(JobServiceError::Unavailable)?;
         let (_, _, program) = self
@@ -395,7 +389,7 @@ impl JobService {
             .lock()
             .expect("never poisoned")
             .iter()
-            .find(|j| j.status().id == id)
+            .find(|j| j.id() == id)
             .cloned()
             .ok_or_else(|| {
                 JobServiceError::NotFound(format!(
@@ -457,7 +451,7 @@ impl JobService {
             )));
         }
         let wasm = self
-            .module_bytes(&spec.sha256, std::slice::from_ref(&spec.controller))
+            .module_bytes(&spec.sha256)
             .await
             .map_err(JobServiceError::Unavailable)?;
         let (module, ctx, program) = self

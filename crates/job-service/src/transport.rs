@@ -50,8 +50,6 @@ pub trait Transport: Send + Sync + 'static {
     async fn message(&self, url: &str, job: &str, m: &WorkerMessage) -> Result<(), TransportError>;
     /// A report for the controller of `job` at `url`.
     async fn report(&self, url: &str, job: &str, r: &Report) -> Result<(), TransportError>;
-    /// The bytes of a module from the node at `url`.
-    async fn module(&self, url: &str, sha256: &str) -> Result<Vec<u8>, TransportError>;
 }
 
 /// What a worker's outbox carries.
@@ -270,13 +268,6 @@ impl Transport for HttpTransport {
         self.request(hyper::Method::POST, url, "application/json", body)
             .await
             .map(drop)
-    }
-
-    async fn module(&self, url: &str, sha256: &str) -> Result<Vec<u8>, TransportError> {
-        let url = format!("{url}/v1/internal/modules/{sha256}");
-        self.request(hyper::Method::GET, url, "text/plain", Vec::new())
-            .await
-            .map(|b| b.to_vec())
     }
 }
 

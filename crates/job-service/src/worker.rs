@@ -263,7 +263,7 @@ impl Worker {
             }
             if batch.is_empty() {
                 local.busy_ns += awake.elapsed().as_nanos() as u64;
-                if local.cursor_done() && local.graph.live() == 0 && local.outstanding == 0 {
+                if local.cursor.is_done() && local.graph.live() == 0 && local.outstanding == 0 {
                     local.finished = true;
                     drop(local);
                     self.send_report(true);
@@ -538,12 +538,7 @@ impl Worker {
     }
 
     fn arg(&self, key: &str) -> Option<String> {
-        self.spec
-            .args
-            .iter()
-            .rev()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.clone())
+        mote_jobs::arg(&self.spec.args, key).map(str::to_owned)
     }
 
     /// Takes a message from another worker.
@@ -683,11 +678,5 @@ impl Worker {
             error,
         };
         let _ = self.outbox.send(Outgoing::report(&self.spec, report));
-    }
-}
-
-impl Local {
-    fn cursor_done(&self) -> bool {
-        self.cursor.is_done()
     }
 }

@@ -125,14 +125,6 @@ impl Transport for Wire {
         self.reported.notify_all();
         Ok(())
     }
-
-    async fn module(&self, url: &str, _: &str) -> Result<Vec<u8>, TransportError> {
-        Err(TransportError {
-            url: url.to_owned(),
-            detail: "the test compiles the module itself".into(),
-            refused: true,
-        })
-    }
 }
 
 /// The pieces for `group` that went to `url`: (source partition, version).

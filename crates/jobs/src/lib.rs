@@ -29,3 +29,11 @@ pub use program::{
     DatasetId, DatasetInfo, GroupId, Groups, Op, Program, ProgramBuilder, ProgramError, Stage,
     StageId, StageKind,
 };
+
+/// The value of job argument `key` among `args` (`--arg K=V`, in order): the last given wins.
+pub fn arg<'a>(args: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    args.iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}

@@ -412,6 +412,23 @@ impl Node {
         self.registry.module(sha256)
     }
 
+    /// The bytes of the module with this sha256: this node's copy, or else fetched from its
+    /// module source (its peers, then object storage; `Node::fetch_modules_from`) and checked
+    /// against the hash, as a cold load does. Blocks while it fetches.
+    pub fn module_or_fetch(&self, sha256: &str) -> Result<Vec<u8>, String> {
+        let bytes = self
+            .registry
+            .module_or_fetch(sha256)
+            .map_err(|e| format!("module {sha256}: {e}"))?;
+        let found = mote_runtime::ArtifactCache::digest(&bytes);
+        if found != sha256 {
+            return Err(format!(
+                "module {sha256} was fetched, but its bytes hash to {found}"
+            ));
+        }
+        Ok(bytes)
+    }
+
     /// Calls waiting for an executor core (a lock-free read, for callers on the call path).
     pub fn queued(&self) -> usize {
         self.pending.len()

@@ -454,6 +454,12 @@ impl Registry {
         self.blobs.get(sha256).ok()
     }
 
+    /// The bytes of the module with this sha256: the stored blob, or else what the module
+    /// source fetched (unchecked).
+    pub(crate) fn module_or_fetch(&self, sha256: &str) -> std::io::Result<Vec<u8>> {
+        self.residency.module_bytes(sha256).map(|(bytes, _)| bytes)
+    }
+
     /// Fetches modules this node does not hold from `source`.
     pub(crate) fn fetch_from(&self, source: Arc<dyn crate::ModuleSource>) {
         self.residency.fetch_from(source);

@@ -114,7 +114,7 @@ impl Residency {
 
     /// The bytes of the module with this sha256, from its blob or, failing that, from the
     /// source; the second element says whether they were fetched (and so are not stored yet).
-    fn module_bytes(&self, sha256: &str) -> std::io::Result<(Vec<u8>, bool)> {
+    pub(crate) fn module_bytes(&self, sha256: &str) -> std::io::Result<(Vec<u8>, bool)> {
         match (self.blobs.get(sha256), self.source.get()) {
             (Ok(bytes), _) => Ok((bytes, false)),
             (Err(e), Some(source)) if e.kind() == std::io::ErrorKind::NotFound => source

@@ -197,7 +197,6 @@ impl JobEngine {
             task,
             memory,
             budget: ctx.limits.timeout(),
-            fine: self.ticker.periods().needs_fine(ctx.limits.timeout()),
         })
     }
 
@@ -205,11 +204,6 @@ impl JobEngine {
         self.ticker.call_starting(ctx.limits.timeout());
         store.data_mut().deadline = Instant::now() + ctx.limits.timeout();
         store.set_epoch_deadline(1);
-    }
-
-    /// Tells the ticker a task with a short budget starts, so it ticks finely enough.
-    fn short_task_starting(&self, budget: Duration) {
-        self.ticker.call_starting(budget);
     }
 }
 
@@ -224,7 +218,6 @@ pub struct JobInstance {
     task: TypedFunc<(i32, i32), i32>,
     memory: Option<Memory>,
     budget: Duration,
-    fine: bool,
 }
 
 /// What a task produced.
@@ -247,9 +240,8 @@ impl JobInstance {
         inputs: Vec<Input>,
         emit_to: u32,
     ) -> Result<(TaskOutput, Vec<Input>), JobError> {
-        if self.fine {
-            engine.short_task_starting(self.budget);
-        }
+        // A short budget needs the ticker's fine ticks (it returns at once for others).
+        engine.ticker.call_starting(self.budget);
         let state = self.store.data_mut();
         state.deadline = Instant::now() + self.budget;
         let Mode::Task(io) = &mut state.mode else {
@@ -539,7 +531,7 @@ fn add_job_functions(linker: &mut Linker<JobState>) -> wasmtime::Result<()> {
         |mut c: Caller<'_, JobState>, kp: i32, kl: i32, out: i32, cap: i32| {
             let key = read_str(&mut c, kp, kl)?;
             let args = c.data().ctx.args.clone();
-            let Some((_, value)) = args.iter().rev().find(|(k, _)| *k == key) else {
+            let Some(value) = mote_jobs::arg(&args, &key) else {
                 return Ok(-1);
             };
             if value.len() <= cap as u32 as usize {

@@ -87,11 +87,6 @@ impl EpochTicker {
         self.shared.ticks.load(Ordering::Relaxed)
     }
 
-    /// The ticker's periods.
-    pub fn periods(&self) -> TickerPeriods {
-        self.periods
-    }
-
     /// Called as a call with `budget` starts: switches to fine ticks if the budget needs them.
     #[inline]
     pub fn call_starting(&self, budget: Duration) {
