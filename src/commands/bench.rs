@@ -220,14 +220,14 @@ pub struct JobsArgs {
     /// A short run of every part (small sizes, one repetition); its figures are not the
     /// benchmark's. Writes to a temporary directory unless --out is given.
     #[arg(long)]
-    quick: bool,
-    /// LR training points (20 features each) [default: 400000; 20000 with --quick].
+    smoke: bool,
+    /// LR training points (20 features each) [default: 400000; 20000 with --smoke].
     #[arg(long)]
     points: Option<u64>,
-    /// Repetitions of each measurement, whose median is reported [default: 3; 1 with --quick].
+    /// Repetitions of each measurement, whose median is reported [default: 3; 1 with --smoke].
     #[arg(long)]
     reps: Option<usize>,
-    /// Directory for the results [default: docs/benchmarks/jobs; with --quick, a temporary
+    /// Directory for the results [default: docs/benchmarks/jobs; with --smoke, a temporary
     /// directory removed at exit].
     #[arg(long)]
     out: Option<PathBuf>,
@@ -423,13 +423,13 @@ fn run_jobs(args: JobsArgs) -> anyhow::Result<()> {
         true => None,
         false => Some(jobs::find_peers_script()?),
     };
-    let mut config = match args.quick {
-        true => JobsBenchConfig::quick(mote, peers, command_line()),
+    let mut config = match args.smoke {
+        true => JobsBenchConfig::smoke(mote, peers, command_line()),
         false => JobsBenchConfig::full(mote, peers, command_line()),
     };
     config.points = args.points.unwrap_or(config.points).max(1);
     config.reps = args.reps.unwrap_or(config.reps).max(1);
-    let out = ResultsDir::create(args.out, args.quick, "jobs")?;
+    let out = ResultsDir::create(args.out, args.smoke, "jobs")?;
     let report = jobs::run(&config, out.path(), &mut progress)?;
     print_report(&report, args.json, |r| r.table())
 }

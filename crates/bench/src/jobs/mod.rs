@@ -55,7 +55,7 @@ pub struct JobsBenchConfig {
     /// The peers' task-rate target (`--tasks`).
     pub peer_tasks: u64,
     /// A smoke run: small sizes, one repetition.
-    pub quick: bool,
+    pub smoke: bool,
     /// The command line, for the report.
     pub command: String,
 }
@@ -73,13 +73,13 @@ impl JobsBenchConfig {
             partitions_per_core: vec![1, 2, 4, 8, 16],
             busy_long: Duration::from_millis(1500),
             peer_tasks: 20_000,
-            quick: false,
+            smoke: false,
             command,
         }
     }
 
     /// A short run of every part.
-    pub fn quick(mote: PathBuf, peers: Option<PathBuf>, command: String) -> Self {
+    pub fn smoke(mote: PathBuf, peers: Option<PathBuf>, command: String) -> Self {
         Self {
             points: 20_000,
             reps: 1,
@@ -88,7 +88,7 @@ impl JobsBenchConfig {
             partitions_per_core: vec![1, 4],
             busy_long: Duration::from_millis(200),
             peer_tasks: 2000,
-            quick: true,
+            smoke: true,
             ..Self::full(mote, peers, command)
         }
     }
@@ -200,7 +200,7 @@ pub struct JobsReport {
     /// The machine.
     pub machine: Machine,
     /// A smoke run.
-    pub quick: bool,
+    pub smoke: bool,
     /// LR training points.
     pub points: u64,
     /// Repetitions of each measurement.
@@ -583,7 +583,7 @@ pub fn run(
             load_at_start,
             load_at_end: load_average(),
         },
-        quick: config.quick,
+        smoke: config.smoke,
         points: config.points,
         reps,
         iterations: config.iterations,
