@@ -37,6 +37,17 @@ pub struct RunArgs {
     /// An argument for the job, `K=V` (repeatable), such as `input=BUCKET/PREFIX`.
     #[arg(long = "arg", value_name = "K=V")]
     args: Vec<String>,
+    /// Snapshot the partitions every N iterations of the job's loop, so that it survives a
+    /// lost worker (needs --snapshot-to).
+    #[arg(long, value_name = "N")]
+    snapshot_every: Option<u64>,
+    /// Where snapshots go: BUCKET/PREFIX in the nodes' object storage, which every worker must
+    /// share (one --s3-endpoint, or one --objects-dir).
+    #[arg(long, value_name = "BUCKET/PREFIX")]
+    snapshot_to: Option<String>,
+    /// Keep every partition where it started, even on a worker that runs markedly slower.
+    #[arg(long)]
+    no_rebalance: bool,
     /// Start the job and print its id without waiting for it.
     #[arg(long)]
     detach: bool,
@@ -101,6 +112,9 @@ fn run_job(args: RunArgs) -> anyhow::Result<()> {
         workers: parse_workers(args.workers),
         partitions_per_core: Some(args.partitions_per_core),
         args: pairs,
+        snapshot_every: args.snapshot_every,
+        snapshot_to: args.snapshot_to,
+        rebalance: Some(!args.no_rebalance),
     };
     let url = format!("{}/v1/jobs", base(&args.server));
     let body = request(
@@ -216,14 +230,82 @@ fn print_status(s: &JobStatus) {
         s.elapsed_ms as f64 / 1000.0,
         100.0 * s.scheduling_us as f64 / (s.task_us + s.scheduling_us).max(1) as f64
     );
+    if s.generation > 0 {
+        println!(
+            "restored {} times (generation {})",
+            s.restores.len(),
+            s.generation
+        );
+    }
     println!(
-        "{:<16} {:<28} {:>5} {:>10} {:>10} {:>6}",
-        "WORKER", "URL", "CORES", "PARTITIONS", "TASKS", "DONE"
+        "{:<16} {:<26} {:>5} {:>6} {:>10} {:>10} {:>6} {:>6}  HOLDS",
+        "WORKER", "URL", "CORES", "LIVE", "TASKS", "TASKS/S", "IDLE", "DONE"
     );
     for w in &s.workers {
         println!(
-            "{:<16} {:<28} {:>5} {:>10} {:>10} {:>6}",
-            w.name, w.url, w.cores, w.partitions, w.tasks, w.done
+            "{:<16} {:<26} {:>5} {:>6} {:>10} {:>10.0} {:>5.0}% {:>6}  {} ({})",
+            w.name,
+            w.url,
+            w.cores,
+            if w.live { "yes" } else { "gone" },
+            w.tasks,
+            w.tasks_per_s,
+            100.0 * w.idle_share,
+            w.done,
+            w.partitions,
+            if w.holds.is_empty() { "none" } else { &w.holds }
         );
+    }
+    if !s.migrations.is_empty() {
+        println!(
+            "migrations (rebalance {}):",
+            if s.rebalance { "on" } else { "off" }
+        );
+        for m in &s.migrations {
+            let took = m.ms.map_or("moving".to_owned(), |ms| format!("{ms} ms"));
+            println!(
+                "  at {:.1} s: {} partitions {} -> {}, {} KiB, {took}: {}",
+                m.at_ms as f64 / 1000.0,
+                m.partitions,
+                m.from,
+                m.to,
+                m.bytes / 1024,
+                m.reason
+            );
+        }
+    }
+    match (&s.snapshot_to, s.snapshot_every) {
+        (Some(to), Some(every)) => {
+            println!("snapshots every {every} iterations to {to}:");
+            for snap in &s.snapshots {
+                println!(
+                    "  iteration {}: {:?}, {}/{} partitions, {} KiB, stored in {:.1} ms{}",
+                    snap.iteration,
+                    snap.state,
+                    snap.stored,
+                    snap.of,
+                    snap.bytes / 1024,
+                    snap.write_ms,
+                    snap.error
+                        .as_ref()
+                        .map_or(String::new(), |e| format!(" ({e})"))
+                );
+            }
+        }
+        _ => println!("snapshots off (--snapshot-every N --snapshot-to BUCKET/PREFIX)"),
+    }
+    for r in &s.restores {
+        let took = r.ms.map_or("restoring".to_owned(), |ms| {
+            format!("running again after {ms} ms")
+        });
+        println!(
+            "restore at {:.1} s to iteration {}: {}; {took}",
+            r.at_ms as f64 / 1000.0,
+            r.iteration,
+            r.reason
+        );
+    }
+    if let Some(left) = &s.snapshots_left {
+        println!("{left}");
     }
 }

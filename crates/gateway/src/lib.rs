@@ -441,7 +441,7 @@ async fn job_message(
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
     let message = mote_job_service::decode_message(&body).map_err(ApiError::BadRequest)?;
-    gw.jobs.deliver(&id, message)?;
+    gw.jobs.deliver(&id, message).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -142,6 +142,7 @@ pub(crate) fn serve_io(
                 };
                 match request {
                     IoRequest::Load {
+                        generation,
                         arg,
                         value,
                         tasks,
@@ -155,13 +156,14 @@ pub(crate) fn serve_io(
                         match read_shares(&objects, &value, &indices, partitions).await {
                             Ok(shares) => {
                                 for ((task, _), data) in tasks.into_iter().zip(shares) {
-                                    worker.input(task, data);
+                                    worker.input(generation, task, data);
                                 }
                             }
                             Err(e) => worker.fail(format!("the load of `{arg}`: {e}")),
                         }
                     }
                     IoRequest::Store {
+                        generation,
                         arg,
                         value,
                         index,
@@ -177,9 +179,51 @@ pub(crate) fn serve_io(
                         };
                         let key = output_key(prefix, index);
                         match objects.put(bucket, &key, Bytes::from(bytes)).await {
-                            Ok(()) => worker.acknowledged(),
+                            Ok(()) => worker.acknowledged(generation),
                             Err(e) => worker.fail(format!("cannot write {bucket}/{key}: {e}")),
                         }
+                    }
+                    IoRequest::Snapshot {
+                        progress,
+                        iteration,
+                        cursor,
+                        images,
+                        barrier,
+                    } => {
+                        let spec = worker.spec();
+                        let Some(plan) = &spec.snapshots else {
+                            return;
+                        };
+                        let mut keys = Vec::with_capacity(images.len());
+                        let mut bytes = 0;
+                        let stores = images.into_iter().map(|(key, image)| {
+                            let object = plan.object(&spec.id, iteration, key);
+                            keys.push(key);
+                            bytes += image.len() as u64;
+                            let objects = objects.clone();
+                            async move {
+                                objects
+                                    .put(&plan.bucket, &object, Bytes::from(image))
+                                    .await
+                                    .map_err(|e| {
+                                        format!("cannot write {}/{object}: {e}", plan.bucket)
+                                    })
+                            }
+                        });
+                        let stored = futures_util::future::join_all(stores).await;
+                        // A snapshot not stored leaves the job going on: the snapshot stays
+                        // incomplete, and the controller shows why.
+                        let error = stored.into_iter().find_map(Result::err);
+                        let report = mote_jobs::message::Report::Snapshotted {
+                            progress,
+                            iteration,
+                            keys,
+                            bytes,
+                            write_us: barrier.elapsed().as_micros() as u64,
+                            cursor,
+                            error,
+                        };
+                        worker.report(report);
                     }
                 }
             });

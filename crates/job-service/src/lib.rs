@@ -17,12 +17,15 @@ pub mod input;
 mod transport;
 mod worker;
 
-pub use controller::{Controller, JobState, JobStatus, WorkerStatus};
+pub use controller::{
+    Controller, ControllerSetup, JobState, JobStatus, MigrationStatus, RestoreStatus,
+    SnapshotState, SnapshotStatus, WorkerStatus, snapshot_plan,
+};
 pub use transport::{HttpTransport, INTERNAL_JOBS, Transport, TransportError, decode_message};
 pub use worker::{JobCode, Worker, WorkerEnv};
 
-use mote_jobs::message::{JobSpec, Report, WorkerMessage};
-use mote_jobs::{PartitionMap, Program, StageKind, WorkerId};
+use mote_jobs::message::{Envelope, JobSpec, Report, SnapshotPlan, WorkerMessage};
+use mote_jobs::{Op, PartitionKey, PartitionMap, Program, StageKind, WorkerId};
 use mote_node::Node;
 use mote_node::confine::ExecutorFilter;
 use mote_objects::Objects;
@@ -35,6 +38,9 @@ use std::sync::{Arc, Mutex};
 
 /// Ended jobs kept for `mote job ls` and `status`.
 const KEEP_ENDED: usize = 100;
+
+/// The largest partition image a restore reads.
+const MAX_IMAGE_BYTES: u64 = 8 << 30;
 
 /// A node that can be a worker.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,6 +83,17 @@ pub struct RunRequest {
     /// `--arg K=V`, in order.
     #[serde(default)]
     pub args: Vec<(String, String)>,
+    /// Snapshot the partitions every this many iterations of the program's top-level loop, so
+    /// that the job survives a lost worker; with `snapshot_to`.
+    #[serde(default)]
+    pub snapshot_every: Option<u64>,
+    /// Where snapshots go: `BUCKET/PREFIX` in the nodes' object storage, which every worker
+    /// must share.
+    #[serde(default)]
+    pub snapshot_to: Option<String>,
+    /// Move partitions off workers that run markedly slower; on if absent.
+    #[serde(default)]
+    pub rebalance: Option<bool>,
 }
 
 /// A job request or message is refused.
@@ -273,6 +290,64 @@ impl JobService {
         Ok(())
     }
 
+    /// The snapshot plan `--snapshot-every` and `--snapshot-to` ask for, once it is known to
+    /// work: the program has a top-level loop to snapshot at, and the place can be written.
+    async fn check_snapshots(
+        &self,
+        program: &Program,
+        request: &RunRequest,
+    ) -> Result<Option<SnapshotPlan>, JobServiceError> {
+        let (every, to) = match (request.snapshot_every, &request.snapshot_to) {
+            (None, None) => return Ok(None),
+            (Some(0), _) => {
+                return Err(JobServiceError::BadRequest(
+                    "--snapshot-every 0: give a number of iterations, 1 or more".into(),
+                ));
+            }
+            (Some(every), Some(to)) => (every, to),
+            (Some(_), None) => {
+                return Err(JobServiceError::BadRequest(
+                    "--snapshot-every needs --snapshot-to BUCKET/PREFIX: where in object storage the snapshots go".into(),
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(JobServiceError::BadRequest(
+                    "--snapshot-to needs --snapshot-every N: how many iterations apart snapshots are".into(),
+                ));
+            }
+        };
+        let top_level_loop = program.ops.iter().enumerate().any(|(n, op)| {
+            matches!(op, Op::Repeat { .. } | Op::While { .. }) && program.depth[n] == 0
+        });
+        if !top_level_loop {
+            return Err(JobServiceError::BadRequest(format!(
+                "--snapshot-every {every}: `{}`'s program has no loop, and snapshots are taken between its loop's iterations",
+                request.function
+            )));
+        }
+        let Some(plan) = snapshot_plan(every, to) else {
+            return Err(JobServiceError::BadRequest(format!(
+                "--snapshot-to {to}: expected BUCKET/PREFIX"
+            )));
+        };
+        let Some(objects) = &self.env.objects else {
+            return Err(JobServiceError::BadRequest(
+                "this node has no object storage for snapshots".into(),
+            ));
+        };
+        let probe = format!("{}.mote-probe", plan.prefix);
+        let written = objects
+            .put(&plan.bucket, &probe, bytes::Bytes::from_static(b"probe"))
+            .await;
+        if let Err(e) = written {
+            return Err(JobServiceError::BadRequest(format!(
+                "--snapshot-to {to}: cannot write there ({e}); create the bucket or choose another"
+            )));
+        }
+        let _ = objects.delete(&plan.bucket, &probe).await;
+        Ok(Some(plan))
+    }
+
     /// Starts a job with this node as its controller.
     pub async fn run(&self, request: RunRequest) -> Result<JobStatus, JobServiceError> {
         let record = self.record(&request.function)?;
@@ -301,6 +376,7 @@ impl JobService {
             .await
             .map_err(JobServiceError::BadRequest)?;
         self.check_io(&program, &request.args).await?;
+        let snapshots = self.check_snapshots(&program, &request).await?;
         let map = PartitionMap::assign(program.groups.sizes(), &cores);
         let id = format!(
             "{}-{}",
@@ -313,13 +389,31 @@ impl JobService {
             .iter()
             .map(|n| (n.name.clone(), n.url.clone(), n.cores))
             .collect();
+        let template = JobSpec {
+            id: id.clone(),
+            function: record.name.to_string(),
+            sha256: record.sha256.clone(),
+            args: request.args.clone(),
+            partitions,
+            workers: peers.clone(),
+            me: WorkerId(0),
+            map: map.clone(),
+            controller: me.clone(),
+            generation: 0,
+            live: vec![true; nodes.len()],
+            snapshots,
+        };
         let controller = Controller::new(
-            id.clone(),
-            record.name.to_string(),
             partitions,
             &workers,
             &map,
             self.env.transport.clone(),
+            ControllerSetup {
+                spec: template.clone(),
+                rebalance: request.rebalance.unwrap_or(true),
+                objects: self.env.objects.clone(),
+                cluster: self.cluster.clone(),
+            },
         );
         {
             let mut jobs = self.jobs.lock().expect("never poisoned");
@@ -333,15 +427,8 @@ impl JobService {
         }
         let starts = nodes.iter().enumerate().map(|(w, node)| {
             let spec = JobSpec {
-                id: id.clone(),
-                function: record.name.to_string(),
-                sha256: record.sha256.clone(),
-                args: request.args.clone(),
-                partitions,
-                workers: peers.clone(),
                 me: WorkerId(w as u16),
-                map: map.clone(),
-                controller: me.clone(),
+                ..template.clone()
             };
             let transport = self.env.transport.clone();
             let url = node.url.clone();
@@ -503,23 +590,83 @@ impl JobService {
         }
     }
 
-    /// Another worker's message for this node's worker of `id`.
-    pub fn deliver(&self, id: &str, message: WorkerMessage) -> Result<(), JobServiceError> {
+    /// A message for this node's worker of `id`, from another worker or the controller. A
+    /// restore loads this worker's partitions from the snapshot first; messages that make
+    /// instances run off the async threads.
+    pub async fn deliver(&self, id: &str, envelope: Envelope) -> Result<(), JobServiceError> {
         let worker = self
             .workers
             .lock()
             .expect("never poisoned")
             .get(id)
-            .cloned();
-        match worker {
-            Some(w) => {
-                w.deliver(message);
-                Ok(())
+            .cloned()
+            .ok_or_else(|| {
+                JobServiceError::NotFound(format!(
+                    "this node runs no worker of job {id}; it ended or was never started here"
+                ))
+            })?;
+        match envelope.message {
+            WorkerMessage::Restore(restore) => {
+                let images = self.snapshot_images(&worker, &restore).await?;
+                tokio::task::spawn_blocking(move || worker.restore(restore, images))
+                    .await
+                    .map_err(|e| JobServiceError::Unavailable(format!("the restore failed: {e}")))?
+                    .map_err(JobServiceError::Unavailable)
             }
-            None => Err(JobServiceError::NotFound(format!(
-                "this node runs no worker of job {id}; it ended or was never started here"
-            ))),
+            WorkerMessage::Arrive { .. } | WorkerMessage::Transfer(_) => {
+                tokio::task::spawn_blocking(move || worker.deliver(envelope))
+                    .await
+                    .map_err(|e| JobServiceError::Unavailable(format!("the move failed: {e}")))?
+                    .map_err(JobServiceError::Unavailable)
+            }
+            _ => worker
+                .deliver(envelope)
+                .map_err(JobServiceError::Unavailable),
         }
+    }
+
+    /// The images of the partitions `restore` gives this node's worker, from the snapshot.
+    async fn snapshot_images(
+        &self,
+        worker: &Worker,
+        restore: &mote_jobs::message::Restore,
+    ) -> Result<Vec<(PartitionKey, Vec<u8>)>, JobServiceError> {
+        let spec = worker.spec();
+        let (Some(plan), Some(objects)) = (&spec.snapshots, &self.env.objects) else {
+            return Err(JobServiceError::BadRequest(
+                "a restore of a job without snapshots, or on a node without object storage".into(),
+            ));
+        };
+        let mut keys = Vec::new();
+        for g in 0..restore.map.groups() {
+            let group = mote_jobs::GroupId(g as u16);
+            keys.extend(
+                restore
+                    .map
+                    .held_by(spec.me, group)
+                    .map(|index| PartitionKey { group, index }),
+            );
+        }
+        let reads = keys.into_iter().map(|key| {
+            let object = plan.object(&spec.id, restore.iteration, key);
+            async move {
+                objects
+                    .get(&plan.bucket, &object, MAX_IMAGE_BYTES)
+                    .await
+                    .map(|b| (key, b.to_vec()))
+                    .map_err(|e| {
+                        format!(
+                            "cannot read the snapshot of partition {} of group {} at {}/{object}: {e} (every worker must share the object storage snapshots go to)",
+                            key.index, key.group.0, plan.bucket
+                        )
+                    })
+            }
+        });
+        futures_util::future::join_all(reads)
+            .await
+            .into_iter()
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(JobServiceError::Unavailable)
     }
 
     /// Stops this node's worker of `id` (the job ended); its partitions are dropped.

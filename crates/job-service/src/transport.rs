@@ -4,8 +4,9 @@
 //!
 //! Worker messages are postcard-encoded (scatter pieces are bytes, and JSON would quadruple
 //! them); specs and reports are JSON. A message that cannot be delivered is retried with backoff
-//! before the job is failed: signals are a reliable broadcast, and a piece lost is a gather that
-//! never runs.
+//! before the controller is told the peer is unreachable: signals are a reliable broadcast, and
+//! a piece lost is a gather that never runs, so the controller restores the job without that
+//! peer or fails it.
 
 use crate::worker::Worker;
 use async_trait::async_trait;
@@ -14,7 +15,8 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use mote_jobs::message::{JobSpec, Report, WorkerMessage};
+use mote_jobs::WorkerId;
+use mote_jobs::message::{Envelope, JobSpec, Report};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -47,7 +49,7 @@ pub trait Transport: Send + Sync + 'static {
     /// Stops the worker of `job` at `url`.
     async fn stop(&self, url: &str, job: &str) -> Result<(), TransportError>;
     /// A message for the worker of `job` at `url`.
-    async fn message(&self, url: &str, job: &str, m: &WorkerMessage) -> Result<(), TransportError>;
+    async fn message(&self, url: &str, job: &str, m: &Envelope) -> Result<(), TransportError>;
     /// A report for the controller of `job` at `url`.
     async fn report(&self, url: &str, job: &str, r: &Report) -> Result<(), TransportError>;
 }
@@ -55,7 +57,11 @@ pub trait Transport: Send + Sync + 'static {
 /// What a worker's outbox carries.
 pub(crate) enum Outgoing {
     /// To another worker; acknowledged to the sender when taken.
-    Worker { to: String, message: WorkerMessage },
+    Worker {
+        to: String,
+        peer: WorkerId,
+        envelope: Envelope,
+    },
     /// To the controller.
     Report {
         controller: String,
@@ -91,10 +97,11 @@ pub(crate) fn drain_outbox(
             tokio::spawn(async move {
                 let job = worker.spec().id.clone();
                 match out {
-                    Outgoing::Worker { to, message } => {
-                        match retry(|| transport.message(&to, &job, &message)).await {
-                            Ok(()) => worker.acknowledged(),
-                            Err(e) => worker.fail(format!("cannot reach a worker of the job: {e}")),
+                    Outgoing::Worker { to, peer, envelope } => {
+                        let generation = envelope.generation;
+                        match retry(|| transport.message(&to, &job, &envelope)).await {
+                            Ok(()) => worker.acknowledged(generation),
+                            Err(e) => worker.unreachable(generation, peer, e.to_string()),
                         }
                     }
                     Outgoing::Report {
@@ -254,7 +261,7 @@ impl Transport for HttpTransport {
             .map(drop)
     }
 
-    async fn message(&self, url: &str, job: &str, m: &WorkerMessage) -> Result<(), TransportError> {
+    async fn message(&self, url: &str, job: &str, m: &Envelope) -> Result<(), TransportError> {
         let body = postcard::to_stdvec(m).expect("a message serializes");
         let url = format!("{url}{INTERNAL_JOBS}/{job}/messages");
         self.request(hyper::Method::POST, url, "application/octet-stream", body)
@@ -272,6 +279,6 @@ impl Transport for HttpTransport {
 }
 
 /// Decodes a worker message from its wire form.
-pub fn decode_message(body: &[u8]) -> Result<WorkerMessage, String> {
+pub fn decode_message(body: &[u8]) -> Result<Envelope, String> {
     postcard::from_bytes(body).map_err(|e| format!("not a job worker message: {e}"))
 }

@@ -11,6 +11,13 @@
 //! object I/O task. So what a task adds to the guest's time is a share of one lock round trip
 //! and the graph's bookkeeping (`mote bench jobs` measures it: about 250 ns on one core).
 //!
+//! The controller may move partitions away or here while the worker runs (`mote_jobs::Handoffs`,
+//! section 4.4), and may restore the whole job to a snapshot, which begins a new generation:
+//! the worker rebuilds its state from the snapshot and drops whatever belongs to an earlier
+//! generation (running tasks' results, pieces, acknowledgements). With snapshots on, the cursor
+//! pauses every N iterations at a barrier: once every task before it is done and everything sent
+//! is taken, the worker copies its partitions' images, goes on, and stores them meanwhile.
+//!
 //! Invariants: an instance is either in `Local::instances` or owned by the one executor running
 //! a task on it (the graph never hands out two tasks of one instance at once); the worker is
 //! finished when its cursor is done, no task is live and nothing it sent or stored is
@@ -19,10 +26,12 @@
 use crate::input;
 use crate::transport::{Outgoing, Transport};
 use bytes::Bytes;
-use mote_jobs::message::{JobSpec, Piece, Progress, Report, WorkerMessage};
+use mote_jobs::message::{
+    Envelope, JobSpec, Piece, Progress, Report, Restore, Transfer, WorkerMessage,
+};
 use mote_jobs::{
-    Cursor, Exchange, GroupId, Input, Next, PartitionKey, Program, Routed, StageKind, TaskGraph,
-    TaskKind, TaskRef, TaskView, WorkerId,
+    Cursor, Entry, Exchange, GroupId, Handoffs, Input, Next, PartitionKey, PieceItem, Program,
+    Routed, StageKind, TaskGraph, TaskKind, TaskRef, TaskView, WorkerId,
 };
 use mote_objects::Objects;
 use mote_runtime::{JobContext, JobEngine, JobError, JobInstance, JobModule, TaskOutput};
@@ -45,15 +54,15 @@ const BATCH: usize = 8;
 
 /// A task taken out of the shared state to run: its instance travels with it.
 struct Taken {
+    generation: u32,
     task: TaskRef,
     view: TaskView,
     inputs: Vec<Input>,
     instance: JobInstance,
     emit_to: u32,
+    /// Time it ran, in ns.
+    ns: u64,
 }
-
-/// Data in flight between workers, as the exchange holds it.
-type PieceItem = (u64, u32, Option<Vec<u8>>);
 
 /// What a worker runs: its copy of the program, the compiled module and the instances' context.
 pub struct JobCode {
@@ -86,6 +95,8 @@ pub struct Worker {
     spec: JobSpec,
     program: Arc<Program>,
     engine: Arc<JobEngine>,
+    module: Arc<JobModule>,
+    ctx: JobContext,
     local: Mutex<Local>,
     wake: Condvar,
     stopped: AtomicBool,
@@ -95,10 +106,17 @@ pub struct Worker {
     env: WorkerEnv,
     outbox: mpsc::UnboundedSender<Outgoing>,
     io: mpsc::UnboundedSender<IoRequest>,
-    started: Instant,
+    /// When it ran.
+    started: Mutex<Instant>,
 }
 
 struct Local {
+    /// The generation this worker is in: a restore begins the next.
+    generation: u32,
+    /// Which workers take part, by [`WorkerId`].
+    live: Vec<bool>,
+    /// Their base URLs.
+    urls: Vec<String>,
     cursor: Cursor,
     graph: TaskGraph,
     exchange: Exchange<PieceItem>,
@@ -122,21 +140,41 @@ struct Local {
     busy_ns: u64,
     failed: Option<String>,
     finished: bool,
+    /// Partitions leaving for other workers.
+    handoffs: Handoffs,
+    /// Instances made ready for partitions about to arrive.
+    arriving: FxHashMap<PartitionKey, JobInstance>,
+    /// Time in guest tasks per partition held, in ns.
+    partition_ns: FxHashMap<PartitionKey, u64>,
+    /// The iteration the cursor paused at, until the snapshot there is taken.
+    barrier: Option<u64>,
+    /// Messages of a later generation, which arrived before this worker's restore.
+    later: Vec<Envelope>,
 }
 
 /// Object I/O the executors hand to the async side.
 pub(crate) enum IoRequest {
     Load {
+        generation: u32,
         arg: String,
         value: Option<String>,
         tasks: Vec<(TaskRef, u32)>,
         partitions: u32,
     },
     Store {
+        generation: u32,
         value: Option<String>,
         arg: String,
         index: u32,
         bytes: Vec<u8>,
+    },
+    /// The images of the partitions this worker held at a barrier.
+    Snapshot {
+        progress: Progress,
+        iteration: u64,
+        cursor: Cursor,
+        images: Vec<(PartitionKey, Vec<u8>)>,
+        barrier: Instant,
     },
 }
 
@@ -154,6 +192,7 @@ impl Worker {
         let me = spec.me;
         let graph = TaskGraph::new(&program, &spec.map, me);
         let mut instances = Vec::with_capacity(program.groups.sizes().len());
+        let mut partition_ns = FxHashMap::default();
         for (g, &size) in program.groups.sizes().iter().enumerate() {
             let mut row: Vec<Option<JobInstance>> = (0..size).map(|_| None).collect();
             for &index in graph.held(GroupId(g as u16)) {
@@ -161,17 +200,31 @@ impl Worker {
                     format!("worker {} cannot create the instance of partition {index} of group {g}: {e}", me.0)
                 })?;
                 row[index as usize] = Some(instance);
+                partition_ns.insert(
+                    PartitionKey {
+                        group: GroupId(g as u16),
+                        index,
+                    },
+                    0,
+                );
             }
             instances.push(row);
         }
+        let mut cursor = Cursor::new();
+        cursor.resume(spec.snapshots.as_ref().map(|s| s.every));
         let (outbox, outbox_rx) = mpsc::unbounded_channel();
         let (io, io_rx) = mpsc::unbounded_channel();
         let worker = Arc::new(Self {
             spec: spec.clone(),
             program,
             engine,
+            module,
+            ctx,
             local: Mutex::new(Local {
-                cursor: Cursor::new(),
+                generation: spec.generation,
+                live: spec.live.clone(),
+                urls: spec.workers.clone(),
+                cursor,
                 graph,
                 exchange: Exchange::new(me, spec.map.clone()),
                 instances,
@@ -185,6 +238,11 @@ impl Worker {
                 busy_ns: 0,
                 failed: None,
                 finished: false,
+                handoffs: Handoffs::default(),
+                arriving: FxHashMap::default(),
+                partition_ns,
+                barrier: None,
+                later: Vec::new(),
             }),
             wake: Condvar::new(),
             stopped: AtomicBool::new(false),
@@ -193,7 +251,7 @@ impl Worker {
             env: env.clone(),
             outbox,
             io,
-            started: Instant::now(),
+            started: Mutex::new(Instant::now()),
         });
         crate::transport::drain_outbox(Arc::downgrade(&worker), outbox_rx, env.transport.clone());
         input::serve_io(Arc::downgrade(&worker), io_rx, env.objects.clone());
@@ -206,6 +264,7 @@ impl Worker {
         if self.running.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
+        *self.started.lock() = Instant::now();
         crate::transport::report_progress(Arc::downgrade(self), self.env.transport.clone());
         for n in 0..self.env.cores.max(1) {
             let w = self.clone();
@@ -236,7 +295,8 @@ impl Worker {
     }
 
     /// One executor thread: declare, take a batch of ready tasks, run them, settle them, until
-    /// the worker is finished or stopped.
+    /// the worker is stopped or fails. A finished worker's executors wait: a restore may give
+    /// them work again.
     fn execute(self: &Arc<Self>) {
         let mut awake = Instant::now();
         let mut batch: Vec<Taken> = Vec::with_capacity(BATCH);
@@ -245,9 +305,14 @@ impl Worker {
         let threads = self.env.cores.max(1);
         let mut local = self.lock();
         loop {
-            if self.stopped.load(Ordering::Relaxed) || local.failed.is_some() || local.finished {
+            if self.stopped.load(Ordering::Relaxed) || local.failed.is_some() {
                 self.wake.notify_all();
                 return;
+            }
+            if local.finished {
+                self.wake.wait_for(&mut local, Duration::from_millis(100));
+                awake = Instant::now();
+                continue;
             }
             self.declare(&mut local);
             // Several tasks a lock, so that executors of short tasks do not queue for it. Taking
@@ -263,12 +328,20 @@ impl Worker {
             }
             if batch.is_empty() {
                 local.busy_ns += awake.elapsed().as_nanos() as u64;
-                if local.cursor.is_done() && local.graph.live() == 0 && local.outstanding == 0 {
+                let quiet = local.graph.live() == 0 && local.outstanding == 0;
+                if quiet && local.barrier.is_some() && !local.handoffs.pending() {
+                    self.snapshot(&mut local);
+                    awake = Instant::now();
+                    continue;
+                }
+                if quiet && local.cursor.is_done() && !local.handoffs.pending() {
                     local.finished = true;
+                    let report = Report::Done(self.progress_of(&local));
                     drop(local);
-                    self.send_report(true);
+                    let _ = self.outbox.send(Outgoing::report(&self.spec, report));
                     self.wake.notify_all();
-                    return;
+                    local = self.lock();
+                    continue;
                 }
                 // Tasks running on the other executors will release more soon: wait for them
                 // a little without the lock or a sleep, since waking a sleeping thread costs
@@ -304,7 +377,9 @@ impl Worker {
                 let result =
                     t.instance
                         .run(&self.engine, t.view.func, t.view.index, inputs, t.emit_to);
-                guest_ns += ran.elapsed().as_nanos() as u64;
+                let took = ran.elapsed().as_nanos() as u64;
+                guest_ns += took;
+                t.ns = took;
                 let (result, inputs) = match result {
                     Ok((output, inputs)) => (Ok(output), inputs),
                     Err(e) => (Err(e), Vec::new()),
@@ -314,10 +389,15 @@ impl Worker {
             local = self.lock();
             let mut failure = None;
             for (t, result, inputs) in done.drain(..) {
+                // A restore while it ran: its partition and its result belong to the past.
+                if t.generation != local.generation {
+                    continue;
+                }
                 let Taken {
                     task,
                     view,
                     instance,
+                    ns,
                     ..
                 } = t;
                 local.instances[view.group.0 as usize][view.index as usize] = Some(instance);
@@ -327,12 +407,20 @@ impl Worker {
                         self.settle(&mut local, view, output);
                         local.graph.complete(task);
                         local.tasks += 1;
+                        let key = PartitionKey {
+                            group: view.group,
+                            index: view.index,
+                        };
+                        *local.partition_ns.entry(key).or_default() += ns;
                     }
                     Ok(_) => {}
                     Err(e) => {
                         failure.get_or_insert_with(|| self.describe(view, e));
                     }
                 }
+            }
+            if local.handoffs.pending() {
+                self.depart(&mut local);
             }
             local.task_ns += guest_ns;
             let now = Instant::now();
@@ -341,8 +429,9 @@ impl Worker {
             self.ready.store(local.graph.ready(), Ordering::Relaxed);
             if let Some(error) = failure {
                 local.failed = Some(error.clone());
+                let progress = self.progress_of(&local);
                 drop(local);
-                self.send_failure(error);
+                self.send_failure(progress, error);
                 self.wake.notify_all();
                 return;
             }
@@ -367,11 +456,13 @@ impl Worker {
             _ => 0,
         };
         Taken {
+            generation: local.generation,
             task,
             view,
             inputs,
             instance,
             emit_to,
+            ns: 0,
         }
     }
 
@@ -397,7 +488,8 @@ impl Worker {
         )
     }
 
-    /// Declares stages until the window is full or the program waits at a signal.
+    /// Declares stages until the window is full, the program waits at a signal, or the cursor
+    /// pauses at a barrier.
     fn declare(&self, local: &mut Local) {
         while local.graph.live() < WINDOW {
             let Local {
@@ -406,37 +498,133 @@ impl Worker {
                 loads,
                 signals,
                 scatters_left,
+                barrier,
                 ..
             } = local;
             match cursor.next(&self.program) {
                 Next::Stage { seq, stage } => {
-                    graph.declare(&self.program, seq, stage, loads);
-                    let stage = self.program.stage(stage);
-                    if let StageKind::Scatter { .. } = stage.kind {
-                        let tasks = graph.held(self.program.group_of(stage)).len() as u32;
-                        if tasks > 0 {
-                            scatters_left.insert(seq, tasks);
-                        }
+                    let spawned = graph.declare(&self.program, seq, stage, loads);
+                    if let StageKind::Scatter { .. } = self.program.stage(stage).kind
+                        && spawned > 0
+                    {
+                        scatters_left.insert(seq, spawned);
                     }
-                    if !loads.is_empty() {
-                        let StageKind::Load { arg } = &stage.kind else {
-                            unreachable!("only load stages wait for input")
-                        };
-                        let tasks = loads.drain(..).map(|t| (t, graph.view(t).index)).collect();
-                        let _ = self.io.send(IoRequest::Load {
-                            value: self.arg(arg),
-                            arg: arg.clone(),
-                            tasks,
-                            partitions: self.program.groups.size(self.program.group_of(stage)),
-                        });
-                    }
+                    self.request_loads(local, stage);
                 }
                 Next::Signal { seq, stage, signal } => {
                     signals.insert(seq, signal);
                     graph.declare(&self.program, seq, stage, loads);
                 }
+                Next::Barrier { iteration } => {
+                    *barrier = Some(iteration);
+                    return;
+                }
                 Next::Wait | Next::Done => return,
             }
+        }
+    }
+
+    /// Asks the I/O task for the input of the load tasks just spawned, if any.
+    fn request_loads(&self, local: &mut Local, stage: mote_jobs::StageId) {
+        if local.loads.is_empty() {
+            return;
+        }
+        let stage = self.program.stage(stage);
+        let StageKind::Load { arg } = &stage.kind else {
+            unreachable!("only load stages wait for input")
+        };
+        let graph = &local.graph;
+        let tasks = local
+            .loads
+            .drain(..)
+            .map(|t| (t, graph.view(t).index))
+            .collect();
+        let _ = self.io.send(IoRequest::Load {
+            generation: local.generation,
+            value: self.arg(arg),
+            arg: arg.clone(),
+            tasks,
+            partitions: self.program.groups.size(self.program.group_of(stage)),
+        });
+    }
+
+    /// At a barrier with every task before it done and everything sent taken: copies the
+    /// images of the partitions that are exactly there (not those that arrived from a worker
+    /// already past it), hands them to the I/O task to store, and goes on.
+    fn snapshot(&self, local: &mut Local) {
+        let Some(iteration) = local.barrier.take() else {
+            return;
+        };
+        let at = local.cursor.seq();
+        let mut images = Vec::new();
+        for g in 0..self.program.groups.sizes().len() {
+            let group = GroupId(g as u16);
+            for n in 0..local.graph.held(group).len() {
+                let index = local.graph.held(group)[n];
+                let key = PartitionKey { group, index };
+                if local.graph.from(key) > at {
+                    continue;
+                }
+                let instance = local.instances[g][index as usize]
+                    .as_mut()
+                    .expect("no task runs at a barrier");
+                images.push((key, instance.image()));
+            }
+        }
+        let cursor = local.cursor.clone();
+        let every = self.spec.snapshots.as_ref().map(|s| s.every);
+        local
+            .cursor
+            .resume(every.map(|every| iteration + every.max(1)));
+        let _ = self.io.send(IoRequest::Snapshot {
+            progress: self.progress_of(local),
+            iteration,
+            cursor,
+            images,
+            barrier: Instant::now(),
+        });
+    }
+
+    /// Sends away the leaving partitions whose tasks here are done.
+    fn depart(&self, local: &mut Local) {
+        let Local {
+            handoffs,
+            graph,
+            exchange,
+            ..
+        } = local;
+        for d in handoffs.departures(graph, exchange) {
+            let image = local.instances[d.key.group.0 as usize][d.key.index as usize]
+                .take()
+                .map(|mut i| i.image())
+                .unwrap_or_default();
+            local.partition_ns.remove(&d.key);
+            let transfer = Transfer {
+                key: d.key,
+                from_worker: self.spec.me,
+                version: d.version,
+                from: d.from,
+                early: d
+                    .early
+                    .into_iter()
+                    .map(|(seq, pieces)| {
+                        let pieces = pieces
+                            .into_iter()
+                            .map(|(source, data)| (source, data.map(|b| b.to_vec())))
+                            .collect();
+                        (seq, pieces)
+                    })
+                    .collect(),
+                image,
+            };
+            tracing::info!(
+                job = self.spec.id,
+                group = d.key.group.0,
+                index = d.key.index,
+                to = d.to.0,
+                "a partition leaves this worker"
+            );
+            self.send(local, d.to, WorkerMessage::Transfer(transfer));
         }
     }
 
@@ -462,7 +650,7 @@ impl Worker {
                     if entry.worker == self.spec.me {
                         local
                             .graph
-                            .piece(view.seq, dest, view.index, data.map(Bytes::from));
+                            .piece(view.seq, to, dest, view.index, data.map(Bytes::from));
                     } else {
                         local
                             .outgoing
@@ -485,7 +673,7 @@ impl Worker {
                 *left -= 1;
                 if *left == 0 {
                     local.scatters_left.remove(&view.seq);
-                    for w in 0..self.spec.workers.len() as u16 {
+                    for w in 0..local.urls.len() as u16 {
                         if let Some(pieces) = local.outgoing.remove(&(view.seq, WorkerId(w))) {
                             let message = WorkerMessage::Pieces {
                                 seq: view.seq,
@@ -504,8 +692,8 @@ impl Worker {
                     .remove(&view.seq)
                     .expect("signal stages are recorded when declared");
                 local.cursor.resolve(signal, value);
-                for w in 0..self.spec.workers.len() as u16 {
-                    if WorkerId(w) != self.spec.me {
+                for w in 0..local.urls.len() as u16 {
+                    if WorkerId(w) != self.spec.me && local.live[w as usize] {
                         self.send(local, WorkerId(w), WorkerMessage::Signal { signal, value });
                     }
                 }
@@ -521,6 +709,7 @@ impl Worker {
                     .collect::<Vec<u8>>();
                 local.outstanding += 1;
                 let _ = self.io.send(IoRequest::Store {
+                    generation: local.generation,
                     value: self.arg(arg),
                     arg: arg.clone(),
                     index: view.index,
@@ -533,17 +722,62 @@ impl Worker {
 
     fn send(&self, local: &mut Local, to: WorkerId, message: WorkerMessage) {
         local.outstanding += 1;
-        let url = self.spec.workers[to.0 as usize].clone();
-        let _ = self.outbox.send(Outgoing::Worker { to: url, message });
+        let url = local.urls[to.0 as usize].clone();
+        let _ = self.outbox.send(Outgoing::Worker {
+            to: url,
+            peer: to,
+            envelope: Envelope {
+                generation: local.generation,
+                message,
+            },
+        });
     }
 
     fn arg(&self, key: &str) -> Option<String> {
         mote_jobs::arg(&self.spec.args, key).map(str::to_owned)
     }
 
-    /// Takes a message from another worker.
-    pub fn deliver(&self, message: WorkerMessage) {
+    /// Takes a message from another worker or the controller. One of an earlier generation is
+    /// dropped; one of a later generation waits for this worker's restore. Instances for
+    /// arriving partitions are made outside the lock.
+    pub fn deliver(&self, envelope: Envelope) -> Result<(), String> {
+        let prepared = match &envelope.message {
+            WorkerMessage::Arrive { keys, .. } => keys
+                .iter()
+                .map(|&k| Ok((k, self.fresh_instance(k)?)))
+                .collect::<Result<Vec<_>, String>>()?,
+            _ => Vec::new(),
+        };
         let mut local = self.lock();
+        if envelope.generation < local.generation {
+            return Ok(());
+        }
+        if envelope.generation > local.generation {
+            local.later.push(envelope);
+            return Ok(());
+        }
+        self.take_message(&mut local, envelope.message, prepared)?;
+        self.ready.store(local.graph.ready(), Ordering::Relaxed);
+        drop(local);
+        self.wake.notify_all();
+        Ok(())
+    }
+
+    fn fresh_instance(&self, key: PartitionKey) -> Result<JobInstance, String> {
+        self.engine.instance(&self.module, &self.ctx).map_err(|e| {
+            format!(
+                "worker {} cannot create an instance for partition {} of group {}: {e}",
+                self.spec.me.0, key.index, key.group.0
+            )
+        })
+    }
+
+    fn take_message(
+        &self,
+        local: &mut Local,
+        message: WorkerMessage,
+        prepared: Vec<(PartitionKey, JobInstance)>,
+    ) -> Result<(), String> {
         match message {
             WorkerMessage::Pieces { seq, group, pieces } => {
                 for p in pieces {
@@ -551,40 +785,221 @@ impl Worker {
                         group,
                         index: p.index,
                     };
-                    let routed = local
-                        .exchange
-                        .receive(key, p.version, (seq, p.source, p.data));
-                    self.take(&mut local, routed);
+                    let item = (seq, p.source, p.data.map(Bytes::from));
+                    let routed = local.exchange.receive(key, p.version, item);
+                    self.take(local, routed);
                 }
             }
             WorkerMessage::MapUpdate { entries } => {
                 for (key, entry) in entries {
                     for routed in local.exchange.update(key, entry) {
-                        self.take(&mut local, Some(routed));
+                        self.take(local, Some(routed));
                     }
                 }
             }
             WorkerMessage::Signal { signal, value } => local.cursor.resolve(signal, value),
+            WorkerMessage::Arrive { .. } => local.arriving.extend(prepared),
+            WorkerMessage::Leave { entries } => {
+                let next = local.cursor.seq();
+                for (key, entry) in entries {
+                    // A controller's view cannot be older than this worker's, but a partition
+                    // not held here has nothing to send.
+                    if local.exchange.route(key).worker != self.spec.me {
+                        continue;
+                    }
+                    let Local {
+                        handoffs, graph, ..
+                    } = local;
+                    handoffs.leave(graph, key, entry.worker, entry.version, next);
+                }
+                self.depart(local);
+            }
+            WorkerMessage::Transfer(transfer) => self.arrive(local, transfer)?,
+            WorkerMessage::Restore(_) => {
+                return Err("a restore goes to the job service, which loads the images".into());
+            }
+        }
+        Ok(())
+    }
+
+    /// A partition arrives: its instance takes the image, its tasks from `from` on are spawned
+    /// here, and the controller hears of it.
+    fn arrive(&self, local: &mut Local, transfer: Transfer) -> Result<(), String> {
+        let key = transfer.key;
+        let mut instance = match local.arriving.remove(&key) {
+            Some(instance) => instance,
+            None => self.fresh_instance(key)?,
+        };
+        instance.load_image(&transfer.image).map_err(|e| {
+            format!(
+                "partition {} of group {} from worker {}: {e}",
+                key.index, key.group.0, transfer.from_worker.0
+            )
+        })?;
+        let early = transfer
+            .early
+            .into_iter()
+            .map(|(seq, pieces)| {
+                let pieces = pieces
+                    .into_iter()
+                    .map(|(source, data)| (source, data.map(Bytes::from)))
+                    .collect();
+                (seq, pieces)
+            })
+            .collect();
+        local.instances[key.group.0 as usize][key.index as usize] = Some(instance);
+        local.partition_ns.insert(key, 0);
+        let Local {
+            graph,
+            cursor,
+            exchange,
+            ..
+        } = local;
+        let arrival = mote_jobs::arrive(
+            &self.program,
+            graph,
+            cursor,
+            exchange,
+            self.spec.me,
+            key,
+            transfer.version,
+            transfer.from,
+            early,
+        );
+        for seq in arrival.scatters {
+            *local.scatters_left.entry(seq).or_default() += 1;
+        }
+        for (seq, signal) in arrival.signals {
+            local.signals.insert(seq, signal);
+        }
+        if !arrival.loads.is_empty() {
+            let stage = local.graph.view(arrival.loads[0]).stage;
+            local.loads = arrival.loads;
+            self.request_loads(local, stage);
+        }
+        for routed in arrival.forward {
+            self.take(local, Some(routed));
+        }
+        let report = Report::Arrived {
+            progress: self.progress_of(local),
+            entries: vec![(
+                key,
+                Entry {
+                    worker: self.spec.me,
+                    version: transfer.version,
+                },
+            )],
+            bytes: transfer.image.len() as u64,
+        };
+        let _ = self.outbox.send(Outgoing::report(&self.spec, report));
+        tracing::info!(
+            job = self.spec.id,
+            group = key.group.0,
+            index = key.index,
+            from = transfer.from_worker.0,
+            "a partition arrived at this worker"
+        );
+        Ok(())
+    }
+
+    /// Rolls back to a snapshot: the partitions `restore.map` gives this worker come from
+    /// `images` (every one of them), the cursor from the snapshot, and everything else starts
+    /// empty in the new generation.
+    pub fn restore(
+        &self,
+        restore: Restore,
+        images: Vec<(PartitionKey, Vec<u8>)>,
+    ) -> Result<(), String> {
+        let me = self.spec.me;
+        let mut instances: Vec<Vec<Option<JobInstance>>> = self
+            .program
+            .groups
+            .sizes()
+            .iter()
+            .map(|&size| (0..size).map(|_| None).collect())
+            .collect();
+        let mut partition_ns = FxHashMap::default();
+        for (key, image) in images {
+            let instance = self
+                .engine
+                .restore(&self.module, &self.ctx, &image)
+                .map_err(|e| {
+                    format!(
+                        "worker {} cannot restore partition {} of group {}: {e}",
+                        me.0, key.index, key.group.0
+                    )
+                })?;
+            instances[key.group.0 as usize][key.index as usize] = Some(instance);
+            partition_ns.insert(key, 0);
+        }
+        let graph = TaskGraph::new(&self.program, &restore.map, me);
+        for (g, row) in instances.iter().enumerate() {
+            for &index in graph.held(GroupId(g as u16)) {
+                if row[index as usize].is_none() {
+                    return Err(format!(
+                        "the restore gives worker {} partition {index} of group {g} without its image",
+                        me.0
+                    ));
+                }
+            }
+        }
+        let mut cursor = restore.cursor;
+        let every = self.spec.snapshots.as_ref().map(|s| s.every);
+        cursor.resume(every.map(|every| restore.iteration + every.max(1)));
+        let mut local = self.lock();
+        if restore.generation <= local.generation {
+            return Ok(());
+        }
+        let later = std::mem::take(&mut local.later);
+        *local = Local {
+            generation: restore.generation,
+            live: restore.live,
+            urls: restore.workers,
+            cursor,
+            graph,
+            exchange: Exchange::new(me, restore.map),
+            instances,
+            signals: FxHashMap::default(),
+            scatters_left: FxHashMap::default(),
+            outgoing: FxHashMap::default(),
+            outstanding: 0,
+            loads: Vec::new(),
+            tasks: local.tasks,
+            task_ns: local.task_ns,
+            busy_ns: local.busy_ns,
+            failed: None,
+            finished: false,
+            handoffs: Handoffs::default(),
+            arriving: FxHashMap::default(),
+            partition_ns,
+            barrier: None,
+            later: Vec::new(),
+        };
+        for envelope in later {
+            if envelope.generation == local.generation {
+                self.take_message(&mut local, envelope.message, Vec::new())?;
+            } else if envelope.generation > local.generation {
+                local.later.push(envelope);
+            }
         }
         self.ready.store(local.graph.ready(), Ordering::Relaxed);
         drop(local);
         self.wake.notify_all();
+        Ok(())
     }
 
     /// Uses a piece this worker holds the partition of, or sends it on to the holder.
     fn take(&self, local: &mut Local, routed: Option<Routed<PieceItem>>) {
         match routed {
             Some(Routed::Accept(key, (seq, source, data))) => {
-                local
-                    .graph
-                    .piece(seq, key.index, source, data.map(Bytes::from))
+                local.graph.piece(seq, key.group, key.index, source, data)
             }
             Some(Routed::Forward(key, entry, (seq, source, data))) => {
                 let piece = Piece {
                     index: key.index,
                     source,
                     version: entry.version,
-                    data,
+                    data: data.map(|b| b.to_vec()),
                 };
                 self.send(
                     local,
@@ -600,21 +1015,43 @@ impl Worker {
         }
     }
 
-    /// Something this worker sent or stored was taken.
-    pub(crate) fn acknowledged(&self) {
+    /// Something this worker sent or stored in `generation` was taken.
+    pub(crate) fn acknowledged(&self, generation: u32) {
         let mut local = self.lock();
+        if generation != local.generation {
+            return;
+        }
         local.outstanding -= 1;
         drop(local);
         self.wake.notify_all();
     }
 
     /// A load's input arrived.
-    pub(crate) fn input(&self, task: TaskRef, data: Bytes) {
+    pub(crate) fn input(&self, generation: u32, task: TaskRef, data: Bytes) {
         let mut local = self.lock();
+        if generation != local.generation {
+            return;
+        }
         local.graph.input(task, data);
         self.ready.store(local.graph.ready(), Ordering::Relaxed);
         drop(local);
         self.wake.notify_all();
+    }
+
+    /// A message to `peer` could not be delivered: the controller decides whether it is gone.
+    pub(crate) fn unreachable(&self, generation: u32, peer: WorkerId, error: String) {
+        let local = self.lock();
+        if generation != local.generation {
+            return;
+        }
+        let progress = self.progress_of(&local);
+        drop(local);
+        let report = Report::Unreachable {
+            progress,
+            peer,
+            error,
+        };
+        let _ = self.outbox.send(Outgoing::report(&self.spec, report));
     }
 
     /// The job cannot go on here: stop, and tell the controller why.
@@ -624,9 +1061,10 @@ impl Worker {
             return;
         }
         local.failed = Some(error.clone());
+        let progress = self.progress_of(&local);
         drop(local);
         self.wake.notify_all();
-        self.send_failure(error);
+        self.send_failure(progress, error);
     }
 
     /// Stops the executors; the instances are dropped with the worker.
@@ -640,43 +1078,51 @@ impl Worker {
         self.stopped.load(Ordering::Relaxed)
     }
 
-    /// Whether it stopped, failed or finished.
+    /// Whether it stopped or failed.
     pub fn ended(&self) -> bool {
         let local = self.lock();
-        self.stopped.load(Ordering::Relaxed) || local.failed.is_some() || local.finished
+        self.stopped.load(Ordering::Relaxed) || local.failed.is_some()
     }
 
     /// How far it is.
     pub fn progress(&self) -> Progress {
         let local = self.lock();
+        self.progress_of(&local)
+    }
+
+    fn progress_of(&self, local: &Local) -> Progress {
+        let mut partitions: Vec<(PartitionKey, u64)> = local
+            .partition_ns
+            .iter()
+            .map(|(&k, &ns)| (k, ns / 1000))
+            .collect();
+        partitions.sort_unstable_by_key(|(k, _)| *k);
         Progress {
             worker: self.spec.me,
+            generation: local.generation,
             tasks: local.tasks,
             iterations: local.cursor.iterations(),
             stages: local.cursor.seq(),
             task_us: local.task_ns / 1000,
             scheduling_us: local.busy_ns.saturating_sub(local.task_ns) / 1000,
+            wall_us: self.started.lock().elapsed().as_micros() as u64,
+            cores: self.env.cores.max(1) as u32,
+            partitions,
         }
     }
 
-    /// Time since it started.
-    pub fn elapsed(&self) -> Duration {
-        self.started.elapsed()
+    /// The generation it is in.
+    pub fn generation(&self) -> u32 {
+        self.lock().generation
     }
 
-    fn send_report(&self, done: bool) {
-        let report = match done {
-            true => Report::Done(self.progress()),
-            false => Report::Progress(self.progress()),
-        };
+    /// A report for the controller.
+    pub(crate) fn report(&self, report: Report) {
         let _ = self.outbox.send(Outgoing::report(&self.spec, report));
     }
 
-    fn send_failure(&self, error: String) {
-        let report = Report::Failed {
-            progress: self.progress(),
-            error,
-        };
+    fn send_failure(&self, progress: Progress, error: String) {
+        let report = Report::Failed { progress, error };
         let _ = self.outbox.send(Outgoing::report(&self.spec, report));
     }
 }

@@ -18,7 +18,7 @@
 
 use async_trait::async_trait;
 use mote_job_service::{JobCode, Transport, TransportError, Worker, WorkerEnv};
-use mote_jobs::message::{JobSpec, Report, WorkerMessage};
+use mote_jobs::message::{Envelope, JobSpec, Report, WorkerMessage};
 use mote_jobs::{Entry, GroupId, PartitionKey, PartitionMap, WorkerId};
 use mote_objects::{Objects, ObjectsConfig};
 use mote_runtime::{JobContext, JobEngine};
@@ -71,7 +71,7 @@ impl Wire {
                         done.insert(p.worker);
                     }
                     Report::Failed { error, .. } => panic!("a worker failed: {error}"),
-                    Report::Progress(_) => {}
+                    _ => {}
                 }
             }
             if done.len() == workers {
@@ -107,7 +107,7 @@ impl Transport for Wire {
         Ok(())
     }
 
-    async fn message(&self, url: &str, _: &str, m: &WorkerMessage) -> Result<(), TransportError> {
+    async fn message(&self, url: &str, _: &str, m: &Envelope) -> Result<(), TransportError> {
         let Some(worker) = self.worker(url) else {
             return Err(TransportError {
                 url: url.to_owned(),
@@ -115,9 +115,15 @@ impl Transport for Wire {
                 refused: true,
             });
         };
-        self.sent.lock().unwrap().push((url.to_owned(), m.clone()));
-        worker.deliver(m.clone());
-        Ok(())
+        self.sent
+            .lock()
+            .unwrap()
+            .push((url.to_owned(), m.message.clone()));
+        worker.deliver(m.clone()).map_err(|detail| TransportError {
+            url: url.to_owned(),
+            detail,
+            refused: true,
+        })
     }
 
     async fn report(&self, _: &str, _: &str, r: &Report) -> Result<(), TransportError> {
@@ -230,6 +236,9 @@ fn pieces_under_a_stale_map_are_held_then_forwarded_and_each_is_used_once() {
             me,
             map,
             controller: "mem://controller".into(),
+            generation: 0,
+            live: vec![true; 3],
+            snapshots: None,
         };
         let code = JobCode {
             program: program.clone(),
@@ -277,15 +286,15 @@ fn pieces_under_a_stale_map_are_held_then_forwarded_and_each_is_used_once() {
     assert!(!a.ended());
 
     // Forward: the version 3 update reaches C, then the stale version 2 one (to A as well).
-    c.deliver(WorkerMessage::MapUpdate {
-        entries: vec![(weights, at(A, 3))],
-    });
-    c.deliver(WorkerMessage::MapUpdate {
-        entries: vec![(weights, at(C, 2))],
-    });
-    a.deliver(WorkerMessage::MapUpdate {
-        entries: vec![(weights, at(C, 2))],
-    });
+    let update = |entry| Envelope {
+        generation: 0,
+        message: WorkerMessage::MapUpdate {
+            entries: vec![(weights, entry)],
+        },
+    };
+    c.deliver(update(at(A, 3))).unwrap();
+    c.deliver(update(at(C, 2))).unwrap();
+    a.deliver(update(at(C, 2))).unwrap();
     wire.wait_done(3);
 
     let sent = wire.sent();

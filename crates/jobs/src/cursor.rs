@@ -4,9 +4,15 @@
 //! Every stage a cursor passes gets the next sequence number; since every worker takes the same
 //! branches (they all wait for the same signals), the same number names the same occurrence of
 //! a stage on every worker, which is how scatter pieces find their gather.
+//!
+//! A cursor can pause at the end of an iteration of the program's top-level loop (a barrier,
+//! where a worker snapshots its partitions), and it keeps the value of every signal it used,
+//! so that it can list the occurrences it declared since any point (a partition arriving from
+//! another worker needs their tasks) and so that a snapshot of it resumes anywhere.
 
 use crate::program::{Op, Program, StageId};
 use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
 
 /// What the worker should do next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,12 +36,21 @@ pub enum Next {
     },
     /// Waiting for a signal's value.
     Wait,
+    /// Paused at the end of this iteration of the top-level loop, until [`Cursor::resume`].
+    Barrier {
+        /// Iterations finished.
+        iteration: u64,
+    },
     /// The program has ended.
     Done,
 }
 
+/// An occurrence a cursor declared: its sequence number, its stage, and the signal's number
+/// when it is a signal stage.
+pub type Declared = (u64, StageId, Option<u64>);
+
 /// A worker's position in the program.
-#[derive(Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Cursor {
     pc: usize,
     seq: u64,
@@ -52,6 +67,12 @@ pub struct Cursor {
     /// Values heard, by signal number, including those that arrived before the cursor got
     /// there.
     heard: FxHashMap<u64, bool>,
+    /// Values used, by signal number.
+    used: Vec<bool>,
+    /// The iteration to pause after, if any.
+    pause: Option<u64>,
+    /// Paused there.
+    paused: bool,
 }
 
 impl Default for Cursor {
@@ -72,7 +93,40 @@ impl Cursor {
             waiting: None,
             done: false,
             heard: FxHashMap::default(),
+            used: Vec::new(),
+            pause: None,
+            paused: false,
         }
+    }
+
+    /// Pauses at the end of iteration `iteration` of the top-level loop (none: never), and
+    /// goes on if paused.
+    pub fn resume(&mut self, pause: Option<u64>) {
+        self.pause = pause;
+        self.paused = false;
+    }
+
+    /// The occurrences this cursor declared from sequence number `from` on, in order, found by
+    /// stepping a fresh copy through the program with the signal values this one used.
+    pub fn declared_since(&self, program: &Program, from: u64) -> Vec<Declared> {
+        let mut replay = Cursor::new();
+        let mut declared = Vec::new();
+        while replay.seq < self.seq {
+            match replay.next(program) {
+                Next::Stage { seq, stage } if seq >= from => declared.push((seq, stage, None)),
+                Next::Stage { .. } => {}
+                Next::Signal { seq, stage, signal } => {
+                    if seq >= from {
+                        declared.push((seq, stage, Some(signal)));
+                    }
+                    if let Some(&value) = self.used.get(signal as usize) {
+                        replay.resolve(signal, value);
+                    }
+                }
+                Next::Wait | Next::Barrier { .. } | Next::Done => break,
+            }
+        }
+        declared
     }
 
     /// Stages declared so far.
@@ -97,6 +151,11 @@ impl Cursor {
 
     /// Steps through control flow to the next stage or signal.
     pub fn next(&mut self, program: &Program) -> Next {
+        if self.paused {
+            return Next::Barrier {
+                iteration: self.iterations,
+            };
+        }
         loop {
             let Some(op) = program.ops.get(self.pc) else {
                 self.done = true;
@@ -133,7 +192,13 @@ impl Cursor {
                 Op::End { start } => match program.ops[start] {
                     Op::Repeat { .. } | Op::While { .. } if program.depth[start] == 0 => {
                         self.iterations += 1;
-                        self.end_loop(program, start)
+                        self.end_loop(program, start);
+                        if self.pause == Some(self.iterations) {
+                            self.paused = true;
+                            return Next::Barrier {
+                                iteration: self.iterations,
+                            };
+                        }
                     }
                     Op::Repeat { .. } | Op::While { .. } => self.end_loop(program, start),
                     _ => self.pc += 1,
@@ -183,6 +248,7 @@ impl Cursor {
         match self.heard.remove(&number) {
             Some(value) => {
                 self.waiting = None;
+                self.used.push(value);
                 Ok(value)
             }
             None => Err(Next::Wait),
@@ -214,6 +280,7 @@ mod tests {
                     cursor.resolve(n, signal(n));
                 }
                 Next::Wait => panic!("waiting with no signal outstanding"),
+                Next::Barrier { .. } => panic!("no pause was asked for"),
                 Next::Done => return stages,
             }
         }
@@ -277,5 +344,68 @@ mod tests {
         assert!(matches!(cursor.next(&p), Next::Signal { signal: 0, .. }));
         assert!(matches!(cursor.next(&p), Next::Stage { seq: 1, .. }));
         assert_eq!(cursor.next(&p), Next::Done);
+    }
+
+    #[test]
+    fn a_cursor_pauses_at_the_barrier_it_was_given_and_resumes() {
+        let p = logistic_regression(2, 5);
+        let mut cursor = Cursor::new();
+        cursor.resume(Some(2));
+        let mut stages = 0;
+        loop {
+            match cursor.next(&p) {
+                Next::Stage { .. } => stages += 1,
+                Next::Barrier { iteration } => {
+                    assert_eq!(iteration, 2);
+                    break;
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(stages, 1 + 2 * 4, "the load, then two iterations");
+        assert_eq!(
+            cursor.next(&p),
+            Next::Barrier { iteration: 2 },
+            "it stays paused"
+        );
+        let snapshot = cursor.clone();
+        cursor.resume(None);
+        assert!(matches!(cursor.next(&p), Next::Stage { seq: 9, .. }));
+        let mut restored = snapshot;
+        restored.resume(None);
+        assert!(
+            matches!(restored.next(&p), Next::Stage { seq: 9, .. }),
+            "a copy taken at the barrier goes on from there"
+        );
+    }
+
+    #[test]
+    fn declared_since_replays_the_branches_taken() {
+        let mut b = ProgramBuilder::new(2);
+        let flag = b.dataset("flag", false);
+        let d = b.dataset("d", true);
+        b.while_signal(9, flag).unwrap(); // stage 0
+        b.stage(compute(1, &[d], &[d])).unwrap(); // stage 1
+        b.end().unwrap();
+        let p = b.finish().unwrap();
+        let mut cursor = Cursor::new();
+        let mut seen = Vec::new();
+        for _ in 0..20 {
+            match cursor.next(&p) {
+                Next::Stage { seq, stage } => seen.push((seq, stage, None)),
+                Next::Signal { seq, stage, signal } => {
+                    seen.push((seq, stage, Some(signal)));
+                    if signal < 3 {
+                        cursor.resolve(signal, true);
+                    }
+                }
+                Next::Wait => break,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(cursor.seq(), 7, "three loops and the fourth signal");
+        assert_eq!(cursor.declared_since(&p, 0), seen);
+        assert_eq!(cursor.declared_since(&p, 4), seen[4..].to_vec());
+        assert_eq!(cursor.declared_since(&p, 7), vec![]);
     }
 }

@@ -16,8 +16,12 @@
 //!   running task completes.
 //! - The graph allocates only when a record outgrows what it held before: slots, dependent
 //!   lists and input lists of finished tasks are reused.
+//! - A partition moves between workers (section 4.4) at a stage boundary: the source
+//!   [`TaskGraph::release`]s it, spawns nothing more on it and lets the tasks it spawned finish;
+//!   the destination [`TaskGraph::adopt`]s it from the next occurrence on, so every occurrence
+//!   of a stage runs on a partition exactly once, on one worker or the other.
 
-use crate::map::{PartitionMap, WorkerId};
+use crate::map::{PartitionKey, PartitionMap, WorkerId};
 use crate::program::{GroupId, Program, StageId, StageKind};
 use bytes::Bytes;
 use rustc_hash::FxHashMap;
@@ -95,14 +99,15 @@ struct Part {
 struct Instance {
     busy: bool,
     parked: VecDeque<TaskRef>,
+    /// Its live tasks.
+    live: u32,
+    /// The first occurrence this worker spawns tasks for on it: 0, or where it was adopted.
+    from: u64,
 }
 
-/// Pieces that arrived for a gather this worker has not declared yet.
-#[derive(Debug, Default)]
-struct Early {
-    arrived: u32,
-    inputs: Vec<Input>,
-}
+/// Pieces that arrived for a gather this worker has not declared yet: by the partition that
+/// emitted each, with its bytes (`None` for an empty piece).
+pub type EarlyPieces = Vec<(u32, Option<Bytes>)>;
 
 /// One worker's tasks.
 #[derive(Debug)]
@@ -117,7 +122,8 @@ pub struct TaskGraph {
     held: Vec<Vec<u32>>,
     ready: VecDeque<TaskRef>,
     gathers: FxHashMap<(u64, u32), TaskRef>,
-    early: FxHashMap<(u64, u32), Early>,
+    /// By occurrence, gather group and index.
+    early: FxHashMap<(u64, GroupId, u32), EarlyPieces>,
     live: usize,
     /// Scratch space for the writers and readers a new task waits for.
     deps: Vec<TaskRef>,
@@ -173,14 +179,33 @@ impl TaskGraph {
     }
 
     /// Declares occurrence `seq` of `stage`: spawns its tasks on the partitions this worker
-    /// holds. Load tasks, which wait for their input, are appended to `loads`.
+    /// holds. Load tasks, which wait for their input, are appended to `loads`. Returns how many
+    /// tasks it spawned on the stage's own group (a scatter's, not its gather's).
     pub fn declare(
         &mut self,
         program: &Program,
         seq: u64,
         stage_id: StageId,
         loads: &mut Vec<TaskRef>,
-    ) {
+    ) -> u32 {
+        self.declare_on(program, seq, stage_id, None, loads)
+    }
+
+    /// Whether partition `index` of `group` gets a task of occurrence `seq`: it is held since
+    /// before it, and it is `only` when that is given.
+    fn spawns_on(&self, group: GroupId, index: u32, seq: u64, only: Option<PartitionKey>) -> bool {
+        self.instances[group.0 as usize][index as usize].from <= seq
+            && only.is_none_or(|k| k.group == group && k.index == index)
+    }
+
+    fn declare_on(
+        &mut self,
+        program: &Program,
+        seq: u64,
+        stage_id: StageId,
+        only: Option<PartitionKey>,
+        loads: &mut Vec<TaskRef>,
+    ) -> u32 {
         let stage = program.stage(stage_id);
         let group = program.group_of(stage);
         let view = |kind, func, group, index| TaskView {
@@ -191,6 +216,7 @@ impl TaskGraph {
             group,
             index,
         };
+        let mut spawned = 0;
         match &stage.kind {
             StageKind::Compute | StageKind::Store { .. } | StageKind::Signal => {
                 let kind = match stage.kind {
@@ -200,36 +226,57 @@ impl TaskGraph {
                 };
                 for n in 0..self.held[group.0 as usize].len() {
                     let index = self.held[group.0 as usize][n];
+                    if !self.spawns_on(group, index, seq, only) {
+                        continue;
+                    }
                     let task = self.spawn(view(kind, stage.func, group, index), 0);
                     self.link(task, &stage.reads, &stage.writes, index);
                     self.settle(task);
+                    spawned += 1;
                 }
             }
             StageKind::Load { .. } => {
                 for n in 0..self.held[group.0 as usize].len() {
                     let index = self.held[group.0 as usize][n];
+                    if !self.spawns_on(group, index, seq, only) {
+                        continue;
+                    }
                     let task = self.spawn(view(TaskKind::Load, stage.func, group, index), 1);
                     self.link(task, &[], &stage.writes, index);
                     loads.push(task);
+                    spawned += 1;
                 }
             }
             StageKind::Scatter { gather } => {
                 for n in 0..self.held[group.0 as usize].len() {
                     let index = self.held[group.0 as usize][n];
+                    if !self.spawns_on(group, index, seq, only) {
+                        continue;
+                    }
                     let task = self.spawn(view(TaskKind::Scatter, stage.func, group, index), 0);
                     self.link(task, &stage.reads, &[], index);
                     self.settle(task);
+                    spawned += 1;
                 }
                 let to = program.gather_group_of(stage);
                 let sources = program.groups.size(group);
                 for n in 0..self.held[to.0 as usize].len() {
                     let index = self.held[to.0 as usize][n];
+                    if !self.spawns_on(to, index, seq, only) {
+                        continue;
+                    }
                     let task = self.spawn(view(TaskKind::Gather, *gather, to, index), sources);
                     self.link(task, &[], &stage.writes, index);
-                    if let Some(early) = self.early.remove(&(seq, index)) {
+                    if let Some(early) = self.early.remove(&(seq, to, index)) {
                         let t = &mut self.tasks[task.slot as usize];
-                        t.waiting -= early.arrived;
-                        t.inputs.extend(early.inputs);
+                        t.waiting -= early.len() as u32;
+                        t.inputs
+                            .extend(early.into_iter().filter_map(|(source, data)| {
+                                Some(Input {
+                                    source,
+                                    data: data?,
+                                })
+                            }));
                     }
                     let t = &self.tasks[task.slot as usize];
                     if t.waiting == 0 {
@@ -240,10 +287,85 @@ impl TaskGraph {
                 }
             }
         }
+        spawned
+    }
+
+    /// Stops spawning tasks on partition `key`, which moves to another worker from the next
+    /// occurrence on; the tasks already spawned on it still run here.
+    pub fn release(&mut self, key: PartitionKey) {
+        self.held[key.group.0 as usize].retain(|&i| i != key.index);
+    }
+
+    /// The first occurrence this worker spawns tasks of on `key`: 0, or where it arrived.
+    pub fn from(&self, key: PartitionKey) -> u64 {
+        self.instances[key.group.0 as usize][key.index as usize].from
+    }
+
+    /// Whether tasks spawned on partition `key` are still to finish.
+    pub fn busy(&self, key: PartitionKey) -> bool {
+        self.instances[key.group.0 as usize][key.index as usize].live > 0
+    }
+
+    /// The pieces that arrived here for gathers on `key` that this worker will not declare:
+    /// they travel with the partition.
+    pub fn take_early(&mut self, key: PartitionKey) -> Vec<(u64, EarlyPieces)> {
+        let seqs: Vec<u64> = self
+            .early
+            .keys()
+            .filter(|(_, g, i)| *g == key.group && *i == key.index)
+            .map(|(seq, _, _)| *seq)
+            .collect();
+        let mut taken: Vec<(u64, EarlyPieces)> = seqs
+            .into_iter()
+            .map(|seq| {
+                let pieces = self
+                    .early
+                    .remove(&(seq, key.group, key.index))
+                    .expect("listed just now");
+                (seq, pieces)
+            })
+            .collect();
+        taken.sort_unstable_by_key(|(seq, _)| *seq);
+        taken
+    }
+
+    /// Takes partition `key`, which ran every occurrence before `from` elsewhere: tasks are
+    /// spawned on it for occurrences from `from` on. `declared` lists the occurrences this
+    /// worker declared already at or after `from`, in order; their tasks on `key` are spawned
+    /// now (load tasks appended to `loads`). Returns the occurrences of scatter stages it
+    /// spawned a scatter task of.
+    pub fn adopt(
+        &mut self,
+        program: &Program,
+        key: PartitionKey,
+        from: u64,
+        declared: &[(u64, StageId)],
+        loads: &mut Vec<TaskRef>,
+    ) -> Vec<u64> {
+        let held = &mut self.held[key.group.0 as usize];
+        if !held.contains(&key.index) {
+            held.push(key.index);
+        }
+        self.instances[key.group.0 as usize][key.index as usize].from = from;
+        let mut scatters = Vec::new();
+        for &(seq, stage) in declared {
+            debug_assert!(seq >= from, "only occurrences from the adoption on");
+            let spawned = self.declare_on(program, seq, stage, Some(key), loads);
+            if spawned > 0 && matches!(program.stage(stage).kind, StageKind::Scatter { .. }) {
+                scatters.push(seq);
+            }
+        }
+        scatters
+    }
+
+    /// Pieces that reached no declared gather yet, for tests of what is left over.
+    pub fn early_pieces(&self) -> usize {
+        self.early.values().map(Vec::len).sum()
     }
 
     fn spawn(&mut self, view: TaskView, waiting: u32) -> TaskRef {
         self.live += 1;
+        self.instances[view.group.0 as usize][view.index as usize].live += 1;
         match self.free.pop() {
             Some(slot) => {
                 let t = &mut self.tasks[slot as usize];
@@ -331,25 +453,31 @@ impl TaskGraph {
         }
     }
 
-    /// A piece for partition `index` of the gather of occurrence `seq`, from partition
+    /// A piece for partition `index` of `group`, the gather of occurrence `seq`, from partition
     /// `source`; `None` says that partition emitted nothing for this one.
-    pub fn piece(&mut self, seq: u64, index: u32, source: u32, data: Option<Bytes>) {
-        let input = data.map(|data| Input { source, data });
+    pub fn piece(
+        &mut self,
+        seq: u64,
+        group: GroupId,
+        index: u32,
+        source: u32,
+        data: Option<Bytes>,
+    ) {
         match self.gathers.get(&(seq, index)) {
             Some(&task) => {
                 let t = &mut self.tasks[task.slot as usize];
-                t.inputs.extend(input);
+                t.inputs.extend(data.map(|data| Input { source, data }));
                 t.waiting -= 1;
                 if t.waiting == 0 {
                     self.gathers.remove(&(seq, index));
                     self.ready.push_back(task);
                 }
             }
-            None => {
-                let early = self.early.entry((seq, index)).or_default();
-                early.arrived += 1;
-                early.inputs.extend(input);
-            }
+            None => self
+                .early
+                .entry((seq, group, index))
+                .or_default()
+                .push((source, data)),
         }
     }
 
@@ -418,6 +546,7 @@ impl TaskGraph {
         self.live -= 1;
         let instance = &mut self.instances[v.group.0 as usize][v.index as usize];
         instance.busy = false;
+        instance.live -= 1;
         if let Some(next) = instance.parked.pop_front() {
             self.ready.push_front(next);
         }
@@ -491,9 +620,10 @@ mod tests {
             [(TaskKind::Scatter, 1), (TaskKind::Compute, 3)],
             "stage 1 ran while stage 0's gather waits for worker 1's piece"
         );
-        g.piece(0, 0, 0, Some(Bytes::from_static(b"mine")));
+        let to = p.gather_group_of(p.stage(StageId(0)));
+        g.piece(0, to, 0, 0, Some(Bytes::from_static(b"mine")));
         assert_eq!(g.pop(), None, "one of two pieces");
-        g.piece(0, 0, 1, None);
+        g.piece(0, to, 0, 1, None);
         let gather = g.pop().unwrap();
         assert_eq!(g.view(gather).kind, TaskKind::Gather);
         let inputs = g.take_inputs(gather);
@@ -508,8 +638,9 @@ mod tests {
         let map = PartitionMap::assign(p.groups.sizes(), &[1, 1]);
         // Worker 0 holds the one-partition group, and partitions 0 and 1 of the others.
         let mut g = TaskGraph::new(&p, &map, WorkerId(0));
+        let to = p.gather_group_of(p.stage(StageId(2)));
         for source in [3, 0, 1, 2] {
-            g.piece(2, 0, source, Some(Bytes::from(vec![source as u8])));
+            g.piece(2, to, 0, source, Some(Bytes::from(vec![source as u8])));
         }
         let mut loads = Vec::new();
         g.declare(&p, 0, StageId(0), &mut loads);

@@ -14,16 +14,20 @@
 //!   holds as soon as a stage is declared, tracks the last stage to read and write each
 //!   partition, and releases a task when its inputs are ready (section 4.3).
 //!
+//! - [`Handoffs`] and [`arrive`] move a partition between running workers (section 4.4).
+//!
 //! The wire messages between workers and to the controller are in [`message`].
 
 mod cursor;
 mod graph;
+mod handoff;
 mod map;
 pub mod message;
 mod program;
 
-pub use cursor::{Cursor, Next};
-pub use graph::{Input, TaskGraph, TaskKind, TaskRef, TaskView};
+pub use cursor::{Cursor, Declared, Next};
+pub use graph::{EarlyPieces, Input, TaskGraph, TaskKind, TaskRef, TaskView};
+pub use handoff::{Arrival, Departure, Handoffs, PieceItem, arrive};
 pub use map::{Delivery, Entry, Exchange, PartitionKey, PartitionMap, Routed, WorkerId};
 pub use program::{
     DatasetId, DatasetInfo, GroupId, Groups, Op, Program, ProgramBuilder, ProgramError, Stage,

@@ -127,6 +127,134 @@ impl PartitionMap {
     }
 }
 
+impl PartitionMap {
+    /// The moves that bring each worker's share of partitions to its share of `weights` (a
+    /// worker of weight 0 is gone, or not taking part, and ends with nothing): new entries, each
+    /// one version newer. Partitioned groups move by index, every group's partition at an index
+    /// together, so that co-partitioned data stays on one worker; a one-partition group moves
+    /// only when its holder is gone, to the worker with the most weight left per partition. The
+    /// fewest indices move: workers above their share give their highest indices to those below.
+    pub fn rebalance(&self, weights: &[f64]) -> Vec<(PartitionKey, Entry)> {
+        let total: f64 = weights.iter().map(|w| w.max(0.0)).sum();
+        if total <= 0.0 {
+            return Vec::new();
+        }
+        let units = self
+            .groups
+            .iter()
+            .filter(|g| g.len() > 1)
+            .map(Vec::len)
+            .max()
+            .unwrap_or(0);
+        // The owner of an index: the holder of its partition in the first group that has it.
+        let owner = |i: usize| {
+            self.groups
+                .iter()
+                .find(|g| g.len() > 1 && i < g.len())
+                .map(|g| g[i].worker)
+                .expect("an index below the largest group's size")
+        };
+        let mut held: Vec<Vec<usize>> = vec![Vec::new(); weights.len()];
+        for i in 0..units {
+            if let Some(h) = held.get_mut(owner(i).0 as usize) {
+                h.push(i);
+            }
+        }
+        // Shares by largest remainder.
+        let exact: Vec<f64> = weights
+            .iter()
+            .map(|w| units as f64 * w.max(0.0) / total)
+            .collect();
+        let mut target: Vec<usize> = exact.iter().map(|x| x.floor() as usize).collect();
+        let mut order: Vec<usize> = (0..weights.len()).collect();
+        order.sort_by(|&a, &b| {
+            let (ra, rb) = (exact[a] - exact[a].floor(), exact[b] - exact[b].floor());
+            rb.total_cmp(&ra).then(a.cmp(&b))
+        });
+        let mut left = units - target.iter().sum::<usize>();
+        for &w in order.iter().cycle().take(order.len() * 2) {
+            if left == 0 {
+                break;
+            }
+            if weights[w] > 0.0 {
+                target[w] += 1;
+                left -= 1;
+            }
+        }
+        let mut surplus: Vec<usize> = Vec::new();
+        for (w, h) in held.iter_mut().enumerate() {
+            while h.len() > target[w] {
+                surplus.push(h.pop().expect("longer than its target"));
+            }
+        }
+        surplus.sort_unstable();
+        for index in surplus {
+            let to = (0..weights.len())
+                .filter(|&w| held[w].len() < target[w])
+                .max_by(|&a, &b| {
+                    let gap = |w: usize| target[w] - held[w].len();
+                    gap(a).cmp(&gap(b)).then(b.cmp(&a))
+                })
+                .expect("the targets add up to every index");
+            held[to].push(index);
+        }
+        // Every group's partition at an index goes where the index now is.
+        let mut unit_owner = vec![0usize; units];
+        for (w, h) in held.iter().enumerate() {
+            for &i in h {
+                unit_owner[i] = w;
+            }
+        }
+        let mut moves = Vec::new();
+        for (g, group) in self.groups.iter().enumerate() {
+            if group.len() == 1 {
+                continue;
+            }
+            for (i, entry) in group.iter().enumerate() {
+                if entry.worker.0 as usize != unit_owner[i] {
+                    moves.push((
+                        PartitionKey {
+                            group: GroupId(g as u16),
+                            index: i as u32,
+                        },
+                        Entry {
+                            worker: WorkerId(unit_owner[i] as u16),
+                            version: entry.version + 1,
+                        },
+                    ));
+                }
+            }
+        }
+        for (g, group) in self.groups.iter().enumerate() {
+            if group.len() != 1
+                || weights
+                    .get(group[0].worker.0 as usize)
+                    .is_some_and(|w| *w > 0.0)
+            {
+                continue;
+            }
+            let to = (0..weights.len())
+                .filter(|&w| weights[w] > 0.0)
+                .max_by(|&a, &b| {
+                    let room = |w: usize| weights[w] / (held[w].len() + 1) as f64;
+                    room(a).total_cmp(&room(b)).then(b.cmp(&a))
+                })
+                .expect("some weight is positive");
+            moves.push((
+                PartitionKey {
+                    group: GroupId(g as u16),
+                    index: 0,
+                },
+                Entry {
+                    worker: WorkerId(to as u16),
+                    version: group[0].version + 1,
+                },
+            ));
+        }
+        moves
+    }
+}
+
 /// What to do with data for a partition that reached this worker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Delivery {
@@ -363,7 +491,87 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_gone_worker_s_partitions_are_shared_by_the_others_index_by_index() {
+        // Two partitioned groups of 6 and a single one, on three workers.
+        let mut map = PartitionMap::assign(&[6, 6, 1], &[1, 1, 1]);
+        assert_eq!(map.counts(3), [5, 4, 4]);
+        let moves = map.rebalance(&[1.0, 0.0, 1.0]);
+        for &(k, e) in &moves {
+            assert_ne!(e.worker, WorkerId(1));
+            assert_eq!(e.version, 2);
+            map.apply(k, e);
+        }
+        assert_eq!(map.counts(3)[1], 0, "the gone worker holds nothing");
+        for i in 0..6 {
+            let a = map.entry(PartitionKey {
+                group: GroupId(0),
+                index: i,
+            });
+            let b = map.entry(PartitionKey {
+                group: GroupId(1),
+                index: i,
+            });
+            assert_eq!(a.worker, b.worker, "index {i} stays together");
+        }
+        assert_eq!(
+            moves.len(),
+            4,
+            "only the gone worker's two indices of two groups move"
+        );
+        assert!(
+            map.rebalance(&[1.0, 0.0, 1.0]).is_empty(),
+            "balanced: nothing more moves"
+        );
+    }
+
+    #[test]
+    fn a_slower_worker_gives_indices_to_a_faster_one() {
+        let mut map = PartitionMap::assign(&[8], &[1, 1]);
+        let moves = map.rebalance(&[1.0, 3.0]);
+        assert_eq!(moves.len(), 2, "4 and 4 become 2 and 6");
+        for &(k, e) in &moves {
+            assert!(k.index < 4, "the slow worker's highest indices move");
+            map.apply(k, e);
+        }
+        assert_eq!(map.counts(2), [2, 6]);
+        assert!(map.rebalance(&[1.0, 3.0]).is_empty());
+    }
+
     proptest! {
+        /// Whatever the map and the weights, a rebalance leaves every worker within one index
+        /// of its share, gives nothing to a worker of weight 0, and keeps indices together.
+        #[test]
+        fn a_rebalance_meets_the_shares(
+            sizes in proptest::collection::vec(prop_oneof![Just(1u32), 2u32..12], 1..4),
+            cores in proptest::collection::vec(1u32..3, 1..5),
+            weights in proptest::collection::vec(0u32..4, 5),
+        ) {
+            let mut map = PartitionMap::assign(&sizes, &cores);
+            let weights: Vec<f64> = (0..cores.len()).map(|w| f64::from(weights[w])).collect();
+            prop_assume!(weights.iter().any(|w| *w > 0.0));
+            for (k, e) in map.rebalance(&weights) {
+                prop_assert!(map.apply(k, e), "every move is one version newer");
+            }
+            let units = sizes.iter().filter(|&&s| s > 1).max().copied().unwrap_or(0) as f64;
+            let total: f64 = weights.iter().sum();
+            let biggest = sizes.iter().enumerate().filter(|(_, s)| **s > 1).max_by_key(|(_, s)| **s);
+            if let Some((g, _)) = biggest {
+                let group = GroupId(g as u16);
+                for (w, weight) in weights.iter().enumerate() {
+                    let held = map.held_by(WorkerId(w as u16), group).count() as f64;
+                    prop_assert!((held - units * weight / total).abs() < 1.0 + 1e-9,
+                        "worker {} holds {} of {}, weight {} of {}", w, held, units, weight, total);
+                }
+            }
+            for (g, &size) in sizes.iter().enumerate() {
+                for i in 0..size {
+                    let e = map.entry(PartitionKey { group: GroupId(g as u16), index: i });
+                    prop_assert!(weights[e.worker.0 as usize] > 0.0, "a gone worker holds nothing");
+                }
+            }
+        }
+
         /// Whatever order map updates and pieces reach the workers in, every piece is taken
         /// exactly once, by a worker that held the partition by its own map when it took it;
         /// once every worker has every update nothing stays held, and what arrives after that

@@ -57,6 +57,9 @@ pub enum JobError {
     /// No instance could be created.
     #[error("cannot instantiate the job module: {0}")]
     Instantiate(String),
+    /// A partition's image does not fit this module.
+    #[error("the partition's image cannot be restored: {0}")]
+    Image(String),
     /// The guest trapped.
     #[error("{0}")]
     Trap(String),
@@ -194,10 +197,23 @@ impl JobEngine {
         let memory = instance.get_memory(&mut store, abi::EXPORT_MEMORY);
         Ok(JobInstance {
             store,
+            instance,
             task,
             memory,
             budget: ctx.limits.timeout(),
         })
+    }
+
+    /// An instance holding what [`JobInstance::image`] saved.
+    pub fn restore(
+        &self,
+        module: &JobModule,
+        ctx: &JobContext,
+        image: &[u8],
+    ) -> Result<JobInstance, JobError> {
+        let mut instance = self.instance(module, ctx)?;
+        instance.load_image(image)?;
+        Ok(instance)
     }
 
     fn arm(&self, store: &mut Store<JobState>, ctx: &JobContext) {
@@ -215,6 +231,7 @@ pub struct JobModule {
 /// One instance of a job module: the partitions of one index of one group.
 pub struct JobInstance {
     store: Store<JobState>,
+    instance: wasmtime::Instance,
     task: TypedFunc<(i32, i32), i32>,
     memory: Option<Memory>,
     budget: Duration,
@@ -267,6 +284,135 @@ impl JobInstance {
     /// The size of the instance's linear memory: what its partitions take.
     pub fn memory_bytes(&self) -> usize {
         self.memory.map_or(0, |m| m.data_size(&self.store))
+    }
+
+    /// Its state between tasks, which [`JobEngine::restore`] brings back: the linear memory and
+    /// the exported mutable globals. Between tasks a guest's other globals (its stack pointer)
+    /// are back where instantiation put them, so this is all of it.
+    pub fn image(&mut self) -> Vec<u8> {
+        let mut globals = Vec::new();
+        let exports: Vec<(String, wasmtime::Global)> = self
+            .instance
+            .exports(&mut self.store)
+            .filter_map(|e| {
+                let name = e.name().to_owned();
+                e.into_global().map(|g| (name, g))
+            })
+            .collect();
+        for (name, global) in exports {
+            if global.ty(&self.store).mutability() == wasmtime::Mutability::Var {
+                globals.push((name, global.get(&mut self.store)));
+            }
+        }
+        let memory = self.memory.map_or(&[][..], |m| m.data(&self.store));
+        image::encode(&globals, memory)
+    }
+
+    /// Overwrites a fresh instance's memory and exported globals with an image's.
+    pub fn load_image(&mut self, image: &[u8]) -> Result<(), JobError> {
+        let (globals, bytes) = image::decode(image).map_err(JobError::Image)?;
+        let store = &mut self.store;
+        for (name, value) in globals {
+            let Some(global) = self.instance.get_global(&mut *store, &name) else {
+                return Err(JobError::Image(format!(
+                    "the module exports no global `{name}`"
+                )));
+            };
+            global
+                .set(&mut *store, value)
+                .map_err(|e| JobError::Image(format!("global `{name}`: {e}")))?;
+        }
+        match self.memory {
+            Some(memory) => {
+                let have = memory.data_size(&*store);
+                if bytes.len() > have {
+                    let pages = (bytes.len() - have).div_ceil(WASM_PAGE);
+                    memory
+                        .grow(&mut *store, pages as u64)
+                        .map_err(|_| classify_grow(store.data(), bytes.len()))?;
+                }
+                memory.data_mut(&mut *store)[..bytes.len()].copy_from_slice(bytes);
+            }
+            None if bytes.is_empty() => {}
+            None => return Err(JobError::Image("the module exports no memory".into())),
+        }
+        Ok(())
+    }
+}
+
+const WASM_PAGE: usize = 65536;
+
+fn classify_grow(state: &JobState, wanted: usize) -> JobError {
+    JobError::MemoryLimit {
+        memory_mb: state.ctx.limits.memory_mb,
+        asked_mb: wanted.div_ceil(1 << 20),
+    }
+}
+
+/// The image format: `MOTEIMG1`, the globals (count; each its name's length and bytes, a type
+/// tag and 16 bytes of value), then the memory's length and bytes; integers little-endian.
+mod image {
+    use wasmtime::Val;
+
+    const MAGIC: &[u8; 8] = b"MOTEIMG1";
+
+    pub(super) fn encode(globals: &[(String, Val)], memory: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(memory.len() + 64);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&(globals.len() as u32).to_le_bytes());
+        for (name, value) in globals {
+            out.extend_from_slice(&(name.len() as u32).to_le_bytes());
+            out.extend_from_slice(name.as_bytes());
+            let (tag, bits): (u8, u128) = match value {
+                Val::I32(v) => (0, *v as u32 as u128),
+                Val::I64(v) => (1, *v as u64 as u128),
+                Val::F32(v) => (2, *v as u128),
+                Val::F64(v) => (3, *v as u128),
+                Val::V128(v) => (4, v.as_u128()),
+                // References cannot be saved; a job module's globals are numbers.
+                _ => continue,
+            };
+            out.push(tag);
+            out.extend_from_slice(&bits.to_le_bytes());
+        }
+        out.extend_from_slice(&(memory.len() as u64).to_le_bytes());
+        out.extend_from_slice(memory);
+        out
+    }
+
+    pub(super) fn decode(image: &[u8]) -> Result<(Vec<(String, Val)>, &[u8]), String> {
+        let mut rest = image
+            .strip_prefix(MAGIC.as_slice())
+            .ok_or("it does not start with MOTEIMG1")?;
+        let mut take = |n: usize| -> Result<&[u8], String> {
+            if rest.len() < n {
+                return Err("it is truncated".into());
+            }
+            let (head, tail) = rest.split_at(n);
+            rest = tail;
+            Ok(head)
+        };
+        let count = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes"));
+        let mut globals = Vec::new();
+        for _ in 0..count {
+            let len = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes")) as usize;
+            let name = String::from_utf8(take(len)?.to_vec())
+                .map_err(|_| "a global's name is not UTF-8")?;
+            let tag = take(1)?[0];
+            let bits = u128::from_le_bytes(take(16)?.try_into().expect("16 bytes"));
+            let value = match tag {
+                0 => Val::I32(bits as u32 as i32),
+                1 => Val::I64(bits as u64 as i64),
+                2 => Val::F32(bits as u32),
+                3 => Val::F64(bits as u64),
+                4 => Val::V128(bits.into()),
+                _ => return Err(format!("global `{name}` has an unknown type tag {tag}")),
+            };
+            globals.push((name, value));
+        }
+        let len = u64::from_le_bytes(take(8)?.try_into().expect("8 bytes")) as usize;
+        let memory = take(len)?;
+        Ok((globals, memory))
     }
 }
 
@@ -671,5 +817,55 @@ mod tests {
             Err(JobError::Timeout { timeout_us: 20_000 })
         ));
         assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn an_image_restores_memory_and_globals_into_a_fresh_instance() {
+        const COUNTER: &str = r#"(module
+            (import "mote_job" "dataset" (func $dataset (param i32 i32 i32) (result i32)))
+            (import "mote_job" "compute" (func $compute (param i32 i32 i32 i32 i32)))
+            (memory (export "memory") 1)
+            (global $calls (export "calls") (mut i64) (i64.const 0))
+            (data (i32.const 0) "points")
+            (func (export "mote_job_driver")
+                (i32.store (i32.const 64) (call $dataset (i32.const 0) (i32.const 6) (i32.const 1)))
+                (call $compute (i32.const 7) (i32.const 64) (i32.const 1) (i32.const 64) (i32.const 1)))
+            (func (export "mote_job_task") (param $func i32) (param $index i32) (result i32)
+                (global.set $calls (i64.add (global.get $calls) (i64.const 1)))
+                (if (i32.eq (local.get $func) (i32.const 2)) (then (drop (memory.grow (i32.const 20)))))
+                (i32.store (i32.const 200000) (i32.const 1))
+                (i32.wrap_i64 (i64.add (global.get $calls)
+                    (i64.extend_i32_u (i32.load (i32.const 128)))))))"#;
+        let engine = JobEngine::new().unwrap();
+        let m = engine
+            .module("c", &wat::parse_str(COUNTER).unwrap())
+            .unwrap();
+        let mut a = engine.instance(&m, &ctx(1)).unwrap();
+        assert_eq!(a.run(&engine, 2, 0, Vec::new(), 0).unwrap().0.value, 1);
+        assert_eq!(a.run(&engine, 1, 0, Vec::new(), 0).unwrap().0.value, 2);
+        let image = a.image();
+        assert_eq!(a.memory_bytes(), 21 * 65536);
+        let mut b = engine.restore(&m, &ctx(1), &image).unwrap();
+        assert_eq!(b.memory_bytes(), 21 * 65536, "the grown memory comes back");
+        assert_eq!(
+            b.run(&engine, 1, 0, Vec::new(), 0).unwrap().0.value,
+            a.run(&engine, 1, 0, Vec::new(), 0).unwrap().0.value,
+            "both go on from the same state"
+        );
+        let err = engine.restore(&m, &ctx(1), b"not an image").err().unwrap();
+        assert!(err.to_string().contains("MOTEIMG1"), "{err}");
+        let mut small = ctx(1);
+        small.limits.memory_mb = 1;
+        let err = engine.restore(&m, &small, &image).err().unwrap();
+        assert!(
+            matches!(
+                err,
+                JobError::MemoryLimit {
+                    memory_mb: 1,
+                    asked_mb: 2
+                }
+            ),
+            "{err}"
+        );
     }
 }
