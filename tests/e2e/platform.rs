@@ -176,6 +176,11 @@ impl Platform {
         self.post(&format!("/v1/invoke/{name}"), body)
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends SIGKILL and waits.
     pub fn kill(mut self) {
         let _ = self.child.kill_and_reap();

@@ -431,7 +431,7 @@ async fn stop_worker(
     State(gw): State<Gateway>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    gw.jobs.stop_worker(&id)?;
+    gw.jobs.stop_worker(&id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

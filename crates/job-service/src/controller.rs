@@ -4,7 +4,7 @@
 //!
 //! - **Load**: workers report four times a second, with the guest time each partition took.
 //!   Once a second the controller compares the workers' time per partition; when one is
-//!   markedly slower ([`SLOWER`]), it moves partitions from it to the faster ones
+//!   markedly slower ([`SLOWER`]) two seconds in a row, it moves partitions to even the time out
 //!   (`PartitionMap::rebalance`, index by index so co-partitioned data stays together): the
 //!   destination is made ready first, then the source sends them (`mote_jobs::Handoffs`), and
 //!   the map changes, for every worker, when the destination reports them arrived.
@@ -39,6 +39,9 @@ const WINDOW: Duration = Duration::from_secs(1);
 
 /// A worker whose time per partition is this many times the fastest's gives partitions away.
 pub const SLOWER: f64 = 1.3;
+
+/// Snapshots and moves a status lists; older ones are only counted.
+const LISTED: usize = 16;
 
 /// Where a job is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -192,10 +195,14 @@ pub struct JobStatus {
     pub snapshots_left: Option<String>,
     /// The workers, by worker id.
     pub workers: Vec<WorkerStatus>,
-    /// Moves of partitions, oldest first.
+    /// The latest moves of partitions, oldest first.
     pub migrations: Vec<MigrationStatus>,
-    /// Snapshots, oldest first.
+    /// Moves older than those listed.
+    pub older_migrations: usize,
+    /// The latest snapshots, oldest first.
     pub snapshots: Vec<SnapshotStatus>,
+    /// Snapshots older than those listed.
+    pub older_snapshots: usize,
     /// Rollbacks, oldest first.
     pub restores: Vec<RestoreStatus>,
 }
@@ -267,9 +274,24 @@ struct Inner {
     /// Gone workers whose nodes are live again, taking partitions at the next snapshot.
     joining: Vec<WorkerId>,
     keys: usize,
+    /// The worker found markedly slower in the last window: a second window in a row moves
+    /// partitions, so that a passing hiccup (a load stage, another process's burst) does not.
+    slower: Option<usize>,
 }
 
 impl Inner {
+    /// A snapshot's entry in the status, by its number among all taken, if still listed.
+    fn snapshot(&mut self, record: usize) -> Option<&mut SnapshotStatus> {
+        let at = record.checked_sub(self.status.older_snapshots)?;
+        self.status.snapshots.get_mut(at)
+    }
+
+    /// A move's entry in the status, by its number among all made, if still listed.
+    fn migration(&mut self, record: usize) -> Option<&mut MigrationStatus> {
+        let at = record.checked_sub(self.status.older_migrations)?;
+        self.status.migrations.get_mut(at)
+    }
+
     fn since_start_ms(&self) -> u64 {
         self.started.elapsed().as_millis() as u64
     }
@@ -369,7 +391,9 @@ impl Controller {
                     })
                     .collect(),
                 migrations: Vec::new(),
+                older_migrations: 0,
                 snapshots: Vec::new(),
+                older_snapshots: 0,
                 restores: Vec::new(),
             },
             progress: vec![Progress::default(); workers.len()],
@@ -390,6 +414,7 @@ impl Controller {
             restoring: false,
             joining: Vec::new(),
             keys,
+            slower: None,
         };
         inner.refresh_holdings();
         Arc::new(Self {
@@ -454,6 +479,7 @@ impl Controller {
             let mut inner = self.lock();
             if w >= inner.progress.len()
                 || inner.status.state != JobState::Running
+                || inner.ended.is_some()
                 || progress.generation != inner.generation
                 || !inner.live[w]
             {
@@ -580,7 +606,11 @@ impl Controller {
                     write_ms: 0.0,
                     error: None,
                 });
-                let record = inner.status.snapshots.len() - 1;
+                let record = inner.status.older_snapshots + inner.status.snapshots.len() - 1;
+                if inner.status.snapshots.len() > LISTED {
+                    inner.status.snapshots.remove(0);
+                    inner.status.older_snapshots += 1;
+                }
                 inner.snapshots.insert(
                     iteration,
                     Partial {
@@ -596,7 +626,9 @@ impl Controller {
         partial.keys.extend(keys);
         partial.cursor.get_or_insert(cursor);
         let stored = partial.keys.len();
-        let status = &mut inner.status.snapshots[record];
+        let Some(status) = inner.snapshot(record) else {
+            return Action::None;
+        };
         status.stored = stored;
         status.bytes += bytes;
         status.write_ms = status.write_ms.max(write_us as f64 / 1000.0);
@@ -619,7 +651,9 @@ impl Controller {
             .collect();
         for i in older {
             let p = inner.snapshots.remove(&i).expect("listed");
-            inner.status.snapshots[p.record].state = SnapshotState::Incomplete;
+            if let Some(s) = inner.snapshot(p.record) {
+                s.state = SnapshotState::Incomplete;
+            }
         }
         let mut stale = Vec::new();
         for s in inner.status.snapshots.iter_mut() {
@@ -651,7 +685,10 @@ impl Controller {
                 m.keys.remove(key);
             }
             if m.keys.len() < before {
-                inner.status.migrations[m.record].bytes += bytes;
+                let at = m.record.checked_sub(inner.status.older_migrations);
+                if let Some(s) = at.and_then(|at| inner.status.migrations.get_mut(at)) {
+                    s.bytes += bytes;
+                }
             }
             if m.keys.is_empty() {
                 finished.push(n);
@@ -659,7 +696,9 @@ impl Controller {
         }
         for n in finished.into_iter().rev() {
             let m = inner.moving.remove(n);
-            inner.status.migrations[m.record].ms = Some((now - m.started).as_millis() as u64);
+            if let Some(s) = inner.migration(m.record) {
+                s.ms = Some((now - m.started).as_millis() as u64);
+            }
             inner.settled = now;
         }
         inner.refresh_holdings();
@@ -751,7 +790,7 @@ impl Controller {
         let decided = Instant::now();
         let plan = {
             let mut inner = self.lock();
-            if inner.status.state != JobState::Running || inner.restoring {
+            if inner.status.state != JobState::Running || inner.ended.is_some() || inner.restoring {
                 if !joining.is_empty() {
                     inner.joining.extend(joining);
                 }
@@ -925,16 +964,15 @@ impl Controller {
         inner.status.restores[record].ms = Some((now - decided).as_millis() as u64);
     }
 
-    /// Ends the job in `state`, stops every worker and deletes its snapshots. Only the first
-    /// end counts.
+    /// Ends the job in `state`, stops every worker and deletes its snapshots; the state
+    /// changes once that is done, so a job seen ended has left nothing behind (or says what).
+    /// Only the first end counts.
     pub async fn end(&self, state: JobState, error: Option<String>) {
         let urls: Vec<String> = {
             let mut inner = self.lock();
-            if inner.status.state != JobState::Running {
+            if inner.status.state != JobState::Running || inner.ended.is_some() {
                 return;
             }
-            inner.status.state = state;
-            inner.status.error = error;
             inner.ended = Some(Instant::now());
             inner.status.workers.iter().map(|w| w.url.clone()).collect()
         };
@@ -943,12 +981,23 @@ impl Controller {
                 tracing::debug!(job = self.id, error = %e, "a worker could not be told to stop");
             }
         }
-        let (Some(plan), Some(objects)) = (&self.setup.spec.snapshots, &self.setup.objects) else {
+        let left = match (&self.setup.spec.snapshots, &self.setup.objects) {
+            (Some(plan), Some(objects)) => {
+                let prefix = plan.job_prefix(&self.id);
+                Some(
+                    delete_prefix(objects, &plan.bucket, &prefix)
+                        .await
+                        .map_err(|e| (format!("{}/{prefix}", plan.bucket), e)),
+                )
+            }
+            _ => None,
+        };
+        let mut inner = self.lock();
+        inner.status.state = state;
+        inner.status.error = error;
+        let Some(left) = left else {
             return;
         };
-        let prefix = plan.job_prefix(&self.id);
-        let left = delete_prefix(objects, &plan.bucket, &prefix).await;
-        let mut inner = self.lock();
         match left {
             Ok(_) => {
                 for s in inner.status.snapshots.iter_mut() {
@@ -957,10 +1006,9 @@ impl Controller {
                     }
                 }
             }
-            Err(e) => {
+            Err((place, e)) => {
                 inner.status.snapshots_left = Some(format!(
-                    "the job's snapshots under {}/{prefix} were not deleted ({e}); delete them by hand",
-                    plan.bucket
+                    "the job's snapshots under {place} were not deleted ({e}); delete them by hand"
                 ))
             }
         }
@@ -985,7 +1033,7 @@ impl Controller {
     /// One look at the job: a silent worker, a worker back, or a rebalance.
     fn check(self: &Arc<Self>) -> Action {
         let mut inner = self.lock();
-        if inner.status.state != JobState::Running || inner.restoring {
+        if inner.status.state != JobState::Running || inner.ended.is_some() || inner.restoring {
             return Action::None;
         }
         let silent: Vec<WorkerId> = (0..inner.live.len())
@@ -1036,7 +1084,13 @@ impl Controller {
         {
             return Action::None;
         }
-        let moves = rebalance_moves(&inner);
+        let (slow, moves) = match rebalance_moves(&inner) {
+            Some((slow, moves)) => (Some(slow), moves),
+            None => (None, Vec::new()),
+        };
+        let confirmed = slow.is_some() && slow == inner.slower;
+        inner.slower = slow;
+        let moves = if confirmed { moves } else { Vec::new() };
         inner.window_at = Instant::now();
         inner.window = inner
             .progress
@@ -1083,8 +1137,12 @@ impl Controller {
             inner.moving.push(Moving {
                 keys: entries.iter().map(|(k, _)| *k).collect(),
                 started: now,
-                record: inner.status.migrations.len() - 1,
+                record: inner.status.older_migrations + inner.status.migrations.len() - 1,
             });
+            if inner.status.migrations.len() > LISTED {
+                inner.status.migrations.remove(0);
+                inner.status.older_migrations += 1;
+            }
             let urls = (
                 inner.status.workers[from as usize].url.clone(),
                 inner.status.workers[to as usize].url.clone(),
@@ -1095,13 +1153,13 @@ impl Controller {
     }
 }
 
-/// The moves that even out the workers' time per partition, when one is markedly slower than
-/// the fastest, with the reason.
-fn rebalance_moves(inner: &Inner) -> Vec<(PartitionKey, Entry, String)> {
+/// The slowest worker and the moves that even out the workers' time per partition, when it is
+/// markedly slower than the fastest, with the reason.
+fn rebalance_moves(inner: &Inner) -> Option<(usize, Vec<(PartitionKey, Entry, String)>)> {
     let workers = inner.live.len();
     let live: Vec<usize> = (0..workers).filter(|&w| inner.live[w]).collect();
     if live.len() < 2 {
-        return Vec::new();
+        return None;
     }
     let units = |w: usize| {
         (0..inner.map.groups())
@@ -1127,13 +1185,13 @@ fn rebalance_moves(inner: &Inner) -> Vec<(PartitionKey, Entry, String)> {
         cost[w] = Some(dt as f64 / held as f64);
     }
     let known: Vec<f64> = cost.iter().flatten().copied().collect();
-    if known.len() < live.len().min(2) || known.is_empty() {
-        return Vec::new();
+    if known.len() < 2 {
+        return None;
     }
     let fastest = known.iter().copied().fold(f64::INFINITY, f64::min);
     let slowest = known.iter().copied().fold(0.0, f64::max);
     if slowest < fastest * SLOWER {
-        return Vec::new();
+        return None;
     }
     let weights: Vec<f64> = (0..workers)
         .map(|w| {
@@ -1152,12 +1210,13 @@ fn rebalance_moves(inner: &Inner) -> Vec<(PartitionKey, Entry, String)> {
         inner.status.workers[slow].name,
         slowest / fastest
     );
-    inner
+    let moves = inner
         .map
         .rebalance(&weights)
         .into_iter()
         .map(|(k, e)| (k, e, reason.clone()))
-        .collect()
+        .collect();
+    Some((slow, moves))
 }
 
 /// What a report or a look at the job leads to, done after the lock is released.
@@ -1209,26 +1268,21 @@ impl Controller {
         let first = entries[0].0;
         if let Some(n) = inner.moving.iter().position(|m| m.keys.contains(&first)) {
             let m = inner.moving.remove(n);
-            inner.status.migrations[m.record].ms = Some(0);
-            inner.status.migrations[m.record]
-                .reason
-                .push_str(" (not started: a worker did not take it)");
+            if let Some(s) = inner.migration(m.record) {
+                s.ms = Some(0);
+                s.reason
+                    .push_str(" (not started: a worker did not take it)");
+            }
         }
     }
 }
 
 /// Deletes every object under `prefix` in `bucket`.
 async fn delete_prefix(objects: &Objects, bucket: &str, prefix: &str) -> Result<usize, String> {
-    let listed = input::list_all(objects, bucket, prefix)
+    objects
+        .delete_prefix(bucket, prefix)
         .await
-        .map_err(|e| e.to_string())?;
-    for (key, _) in &listed {
-        objects
-            .delete(bucket, key)
-            .await
-            .map_err(|e| format!("{bucket}/{key}: {e}"))?;
-    }
-    Ok(listed.len())
+        .map_err(|e| e.to_string())
 }
 
 /// Where a job's snapshots go, from `--snapshot-to BUCKET/PREFIX` and `--snapshot-every N`.

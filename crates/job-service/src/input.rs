@@ -135,6 +135,9 @@ pub(crate) fn serve_io(
             let objects = objects.clone();
             tokio::spawn(async move {
                 let Some(objects) = objects else {
+                    if let IoRequest::Snapshot { .. } = request {
+                        worker.stored();
+                    }
                     worker.fail(
                         "this node has no object storage for the job's input and output".into(),
                     );
@@ -192,6 +195,7 @@ pub(crate) fn serve_io(
                     } => {
                         let spec = worker.spec();
                         let Some(plan) = &spec.snapshots else {
+                            worker.stored();
                             return;
                         };
                         let mut keys = Vec::with_capacity(images.len());
@@ -214,6 +218,7 @@ pub(crate) fn serve_io(
                         // A snapshot not stored leaves the job going on: the snapshot stays
                         // incomplete, and the controller shows why.
                         let error = stored.into_iter().find_map(Result::err);
+                        worker.stored();
                         let report = mote_jobs::message::Report::Snapshotted {
                             progress,
                             iteration,

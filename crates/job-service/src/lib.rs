@@ -39,6 +39,9 @@ use std::sync::{Arc, Mutex};
 /// Ended jobs kept for `mote job ls` and `status`.
 const KEEP_ENDED: usize = 100;
 
+/// The longest a stopping worker waits for its snapshot images to be stored.
+const STORE_DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The largest partition image a restore reads.
 const MAX_IMAGE_BYTES: u64 = 8 << 30;
 
@@ -670,10 +673,17 @@ impl JobService {
     }
 
     /// Stops this node's worker of `id` (the job ended); its partitions are dropped.
-    pub fn stop_worker(&self, id: &str) -> Result<(), JobServiceError> {
-        match self.workers.lock().expect("never poisoned").remove(id) {
+    /// It answers once the snapshot images the worker was storing are stored, so that the
+    /// controller, which deletes the job's snapshots next, finds them all.
+    pub async fn stop_worker(&self, id: &str) -> Result<(), JobServiceError> {
+        let worker = self.workers.lock().expect("never poisoned").remove(id);
+        match worker {
             Some(w) => {
                 w.stop();
+                let deadline = std::time::Instant::now() + STORE_DRAIN;
+                while w.storing() && std::time::Instant::now() < deadline {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
                 Ok(())
             }
             None => Err(JobServiceError::NotFound(format!(

@@ -108,6 +108,8 @@ pub struct Worker {
     io: mpsc::UnboundedSender<IoRequest>,
     /// When it ran.
     started: Mutex<Instant>,
+    /// Snapshots handed to the I/O task and not yet stored.
+    storing: AtomicUsize,
 }
 
 struct Local {
@@ -252,6 +254,7 @@ impl Worker {
             outbox,
             io,
             started: Mutex::new(Instant::now()),
+            storing: AtomicUsize::new(0),
         });
         crate::transport::drain_outbox(Arc::downgrade(&worker), outbox_rx, env.transport.clone());
         input::serve_io(Arc::downgrade(&worker), io_rx, env.objects.clone());
@@ -576,6 +579,7 @@ impl Worker {
         local
             .cursor
             .resume(every.map(|every| iteration + every.max(1)));
+        self.storing.fetch_add(1, Ordering::SeqCst);
         let _ = self.io.send(IoRequest::Snapshot {
             progress: self.progress_of(local),
             iteration,
@@ -1109,6 +1113,16 @@ impl Worker {
             cores: self.env.cores.max(1) as u32,
             partitions,
         }
+    }
+
+    /// Whether snapshot images are being stored.
+    pub fn storing(&self) -> bool {
+        self.storing.load(Ordering::SeqCst) > 0
+    }
+
+    /// A snapshot was stored, or failed to be.
+    pub(crate) fn stored(&self) {
+        self.storing.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// The generation it is in.

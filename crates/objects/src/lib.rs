@@ -220,6 +220,43 @@ impl Objects {
         }
     }
 
+    /// Deletes every object whose key starts with `prefix` (a "directory", ending in `/`);
+    /// returns how many. In a directory, files a writer killed mid-put left under it go too:
+    /// a put is staged in a file beside its key and renamed into place, and listings skip the
+    /// staged files, so nothing else would ever remove them.
+    pub async fn delete_prefix(&self, bucket: &str, prefix: &str) -> Result<usize, ObjectError> {
+        let mut deleted = 0;
+        loop {
+            let page = self.list(bucket, prefix, 1000).await?;
+            for entry in &page.entries {
+                self.delete(bucket, &entry.key).await?;
+            }
+            deleted += page.entries.len();
+            if !page.truncated {
+                break;
+            }
+        }
+        if let ObjectsConfig::Directory(root) = &self.config
+            && let Some(dir) = prefix.strip_suffix('/')
+            && !dir.is_empty()
+        {
+            check_key(dir)?;
+            let path = root.join(bucket).join(dir);
+            match std::fs::remove_dir_all(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(ObjectError::Backend {
+                        bucket: bucket.to_owned(),
+                        key: Some(prefix.to_owned()),
+                        reason: format!("cannot remove {}: {e}", path.display()),
+                    });
+                }
+            }
+        }
+        Ok(deleted)
+    }
+
     fn locate(
         &self,
         bucket: &str,
@@ -372,6 +409,28 @@ mod tests {
             objects.list("data", "in/", 10).await.unwrap().entries.len(),
             1
         );
+    }
+
+    #[tokio::test]
+    async fn deleting_a_prefix_removes_its_objects_and_what_killed_writers_left() {
+        let (dir, objects) = directory();
+        std::fs::create_dir(dir.path().join("bkt")).unwrap();
+        for key in ["job/1/a", "job/1/b", "job/2/c", "other/d"] {
+            objects
+                .put("bkt", key, Bytes::from_static(b"x"))
+                .await
+                .unwrap();
+        }
+        // What a put killed between its staging write and its rename leaves.
+        std::fs::write(dir.path().join("bkt/job/2/c#1"), b"half").unwrap();
+        assert_eq!(objects.delete_prefix("bkt", "job/").await.unwrap(), 3);
+        assert!(
+            !dir.path().join("bkt/job").exists(),
+            "the staged file went too"
+        );
+        let left = objects.list("bkt", "", 100).await.unwrap();
+        assert_eq!(left.entries.len(), 1, "{left:?}");
+        assert_eq!(objects.delete_prefix("bkt", "job/").await.unwrap(), 0);
     }
 
     #[tokio::test]

@@ -9,6 +9,7 @@ mod apps;
 mod cli;
 mod failures;
 mod nodes;
+mod recovery;
 mod reference;
 
 use crate::platform::Platform;

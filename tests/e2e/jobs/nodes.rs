@@ -17,36 +17,23 @@ use std::path::PathBuf;
 
 /// A store, the nodes sharing it, and their object directory. Fields drop in order: the nodes
 /// go before the store they use.
-struct Cluster {
-    nodes: Vec<Platform>,
-    objects: PathBuf,
-    _store: Store,
+pub(super) struct Cluster {
+    pub(super) nodes: Vec<Platform>,
+    pub(super) objects: PathBuf,
+    store: Store,
     _runtime: tokio::runtime::Runtime,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Cluster {
     /// `n` nodes, `n1` to `nN`, each with `--cores 1`, once every one sees all of them.
-    fn start(n: usize) -> Cluster {
+    pub(super) fn start(n: usize) -> Cluster {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let store = runtime.block_on(Store::start("jobs", &dir.path().join("store"), &[]));
         let objects = dir.path().join("objects");
         let nodes: Vec<Platform> = (1..=n)
-            .map(|i| {
-                let name = format!("n{i}");
-                let args = [
-                    "--node",
-                    &name,
-                    "--store",
-                    &store.url,
-                    "--cores",
-                    "1",
-                    "--objects-dir",
-                    objects.to_str().unwrap(),
-                ];
-                Platform::start_in(&dir.path().join(&name), &args)
-            })
+            .map(|i| Self::node(dir.path(), &store.url, &objects, i))
             .collect();
         for node in &nodes {
             wait_until(&format!("{} sees {n} nodes", node.url), || {
@@ -57,14 +44,42 @@ impl Cluster {
         Cluster {
             nodes,
             objects,
-            _store: store,
+            store,
             _runtime: runtime,
-            _dir: dir,
+            dir,
         }
     }
 
+    /// Node `n{i}` on its data directory under `dir`.
+    fn node(dir: &std::path::Path, store: &str, objects: &std::path::Path, i: usize) -> Platform {
+        let name = format!("n{i}");
+        let args = [
+            "--node",
+            &name,
+            "--store",
+            store,
+            "--cores",
+            "1",
+            "--objects-dir",
+            objects.to_str().unwrap(),
+        ];
+        Platform::start_in(&dir.join(&name), &args)
+    }
+
+    /// Kills node `n{i}` (1-based) with SIGKILL.
+    pub(super) fn kill(&mut self, i: usize) {
+        self.nodes.remove(i - 1).kill();
+    }
+
+    /// Starts node `n{i}` again on its data directory after [`Cluster::kill`]; it listens on a
+    /// new port.
+    pub(super) fn restart(&mut self, i: usize) {
+        let node = Self::node(self.dir.path(), &self.store.url, &self.objects, i);
+        self.nodes.insert(i - 1, node);
+    }
+
     /// Deploys `wasm` as `name` on the first node and waits until every node lists it.
-    fn deploy(&self, name: &str, wasm: &[u8]) {
+    pub(super) fn deploy(&self, name: &str, wasm: &[u8]) {
         self.nodes[0].deploy(name, wasm, "");
         for node in &self.nodes {
             wait_until(&format!("{} lists {name}", node.url), || {

@@ -1,0 +1,410 @@
+//! Jobs that outlive slow and dead workers (`docs/jobs.md`, "Load balance and failures"), on
+//! nodes of one cluster on this machine: a worker slowed by other processes on its core gives
+//! partitions away; a worker killed with SIGKILL is replaced by a rollback to the last
+//! snapshot, and takes partitions again once restarted; a job that cannot recover says why,
+//! and a job's snapshots are gone once it ends.
+
+use super::nodes::Cluster;
+use super::{
+    DEADLINE, assert_all_close, output, parse_weights, put_objects, reference, start, wait_ended,
+};
+use crate::platform::Platform;
+use serde_json::{Value, json};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+fn status(p: &Platform, id: &str) -> Value {
+    let r = p.get(&format!("/v1/jobs/{id}"));
+    assert_eq!(r.status, 200, "job {id}: {}", r.text());
+    r.json()
+}
+
+/// Polls job `id` until `done` says so, failing if the job ends first.
+fn wait_status(p: &Platform, id: &str, what: &str, mut done: impl FnMut(&Value) -> bool) -> Value {
+    let started = Instant::now();
+    loop {
+        let s = status(p, id);
+        if done(&s) {
+            return s;
+        }
+        assert_eq!(s["state"], "running", "the job ended before {what}: {s}");
+        assert!(
+            started.elapsed() < DEADLINE,
+            "waited {DEADLINE:?} for {what}: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The snapshot objects left under `snapshots/jobs/ID` in the cluster's object directory.
+fn snapshot_objects(cluster: &Cluster, id: &str) -> Vec<String> {
+    let dir = cluster.objects.join("snapshots").join("jobs").join(id);
+    let mut found = Vec::new();
+    let mut stack = vec![dir];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                found.push(path.display().to_string());
+            }
+        }
+    }
+    found
+}
+
+fn lr_request(points: u64, iterations: u64, extra: Value) -> Value {
+    let mut body = json!({
+        "function": "lr",
+        "partitions_per_core": 2,
+        "args": [
+            ["generate", points.to_string()],
+            ["seed", "7"],
+            ["iterations", iterations.to_string()],
+            ["output", "results/lr"],
+        ],
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    body
+}
+
+fn complete_snapshots(s: &Value) -> usize {
+    s["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["state"] == "complete")
+        .count()
+}
+
+#[test]
+fn a_killed_worker_is_replaced_from_the_snapshot_and_rejoins_once_restarted() {
+    let mut cluster = Cluster::start(3);
+    cluster.deploy("lr", mote_guests::LR.wasm);
+    put_objects(&cluster.objects, "results", "", &[]);
+    put_objects(&cluster.objects, "snapshots", "", &[]);
+    let (points, iterations) = (600, 2500);
+    let request = lr_request(
+        points,
+        iterations,
+        json!({"workers": 3, "snapshot_every": 10, "snapshot_to": "snapshots/jobs", "rebalance": false}),
+    );
+    let id = start(&cluster.nodes[0], &request)["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let s = wait_status(&cluster.nodes[0], &id, "a complete snapshot", |s| {
+        complete_snapshots(s) > 0 && s["iteration"].as_u64().unwrap() >= 30
+    });
+    let killed_at = s["iteration"].as_u64().unwrap();
+
+    // SIGKILL the third worker: the others roll back to the last snapshot without it.
+    cluster.kill(3);
+    let s = wait_status(&cluster.nodes[0], &id, "the restore", |s| {
+        s["restores"]
+            .as_array()
+            .unwrap()
+            .first()
+            .is_some_and(|r| r["ms"].is_u64())
+    });
+    let restore = &s["restores"][0];
+    let reason = restore["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("n3")
+            && (reason.contains("could not be reached") || reason.contains("has not reported")),
+        "{s}"
+    );
+    assert!(
+        restore["iteration"].as_u64().unwrap() <= killed_at + 10,
+        "{s}"
+    );
+    assert_eq!(s["workers"][2]["live"], false, "{s}");
+    assert_eq!(
+        s["workers"][2]["partitions"], 0,
+        "n3's partitions went to the others: {s}"
+    );
+    let held: u64 = (0..2)
+        .map(|w| s["workers"][w]["partitions"].as_u64().unwrap())
+        .sum();
+    assert_eq!(held, 6 + 1, "every partition is held: {s}");
+
+    // Restarted, on a new port, it takes partitions again at the next snapshot.
+    cluster.restart(3);
+    let s = wait_status(&cluster.nodes[0], &id, "n3 to rejoin", |s| {
+        s["restores"].as_array().unwrap().len() >= 2 && s["workers"][2]["live"] == true
+    });
+    assert!(
+        s["restores"][1]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("n3 is back"),
+        "{s}"
+    );
+    assert_eq!(s["workers"][2]["url"], cluster.nodes[2].url, "{s}");
+    assert!(s["workers"][2]["partitions"].as_u64().unwrap() > 0, "{s}");
+
+    let s = wait_ended(&cluster.nodes[0], &id);
+    assert_eq!(s["state"], "succeeded", "{s}");
+    assert!(
+        s["workers"][2]["tasks"].as_u64().unwrap() > 0,
+        "n3 ran tasks after it rejoined: {s}"
+    );
+    let weights = parse_weights(&output(&cluster.objects, "results", "lr"));
+    let want = reference::logistic_regression(
+        &reference::generate_labelled_points(points, 7),
+        iterations as u32,
+        1.0,
+    );
+    assert_all_close("weights after a kill and a rejoin", &weights, &want);
+    assert_eq!(snapshot_objects(&cluster, &id), Vec::<String>::new(), "{s}");
+    assert!(s.get("snapshots_left").is_none(), "{s}");
+}
+
+/// Processes that keep one core busy, killed when dropped.
+struct Burners(Vec<Child>);
+
+impl Burners {
+    fn on_core(core: u32, n: usize) -> Self {
+        Burners(
+            (0..n)
+                .map(|_| {
+                    Command::new("taskset")
+                        .args(["-c", &core.to_string(), "sh", "-c", "while :; do :; done"])
+                        .spawn()
+                        .expect("taskset (util-linux) starts a busy loop")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Burners {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Pins every thread of process `pid` (and the threads it starts later) to `core`.
+fn pin(pid: u32, core: u32) {
+    let status = Command::new("taskset")
+        .args(["-a", "-p", "-c", &core.to_string(), &pid.to_string()])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("taskset (util-linux) runs");
+    assert!(status.success(), "pinning {pid} to core {core}");
+}
+
+/// Iterations per second between two status samples (ms since start, iteration).
+fn rate(a: (f64, f64), b: (f64, f64)) -> f64 {
+    (b.1 - a.1) / ((b.0 - a.0) / 1000.0)
+}
+
+#[test]
+fn a_slowed_worker_gives_partitions_to_the_other_and_iterations_get_faster() {
+    let cluster = Cluster::start(2);
+    cluster.deploy("lr", mote_guests::LR.wasm);
+    put_objects(&cluster.objects, "results", "", &[]);
+    // n1 alone on core 0; n2 on core 1 with three busy loops, so it runs at about a quarter
+    // of n1's speed.
+    pin(cluster.nodes[0].pid(), 0);
+    pin(cluster.nodes[1].pid(), 1);
+    let _burners = Burners::on_core(1, 3);
+    let (points, iterations) = (200_000, 400);
+    let mut request = lr_request(points, iterations, json!({"workers": 2}));
+    request["partitions_per_core"] = json!(4);
+    let id = start(&cluster.nodes[0], &request)["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // (ms since the job ran, iteration), sampled until it ends.
+    let mut samples: Vec<(f64, f64)> = Vec::new();
+    let s = loop {
+        let s = status(&cluster.nodes[0], &id);
+        samples.push((
+            s["elapsed_ms"].as_f64().unwrap(),
+            s["iteration"].as_f64().unwrap(),
+        ));
+        if s["state"] != "running" {
+            break s;
+        }
+        assert!(samples.len() < 60_000, "the job never ends: {s}");
+        std::thread::sleep(Duration::from_millis(25));
+    };
+    assert_eq!(s["state"], "succeeded", "{s}");
+    let migrations = s["migrations"].as_array().unwrap();
+    assert!(!migrations.is_empty(), "no partition moved: {s}");
+    for m in migrations {
+        assert!(m["ms"].is_u64(), "every move finished: {s}");
+    }
+    // Other tests' processes may load core 0 for a while too, so n1 may look slower for a
+    // window; the last word is n2's.
+    let m = migrations.last().unwrap();
+    assert_eq!(
+        (m["from"].as_str(), m["to"].as_str()),
+        (Some("n2"), Some("n1")),
+        "{s}"
+    );
+    assert!(
+        m["reason"].as_str().unwrap().contains("worker n2 took"),
+        "{s}"
+    );
+    let (p1, p2) = (
+        s["workers"][0]["partitions"].as_u64().unwrap(),
+        s["workers"][1]["partitions"].as_u64().unwrap(),
+    );
+    assert!(p1 > p2 + 2, "n1 holds more of the 8 indices than n2: {s}");
+
+    // Iteration rates before the first move started and after the last one ended.
+    let first = migrations[0]["at_ms"].as_f64().unwrap();
+    let last = migrations
+        .iter()
+        .map(|m| m["at_ms"].as_f64().unwrap() + m["ms"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    let before: Vec<_> = samples
+        .iter()
+        .copied()
+        .filter(|x| x.0 <= first && x.1 > 0.0)
+        .collect();
+    let after: Vec<_> = samples
+        .iter()
+        .copied()
+        .filter(|x| x.0 >= last && x.1 < iterations as f64)
+        .collect();
+    assert!(
+        before.len() >= 2 && after.len() >= 2,
+        "too few samples around the moves {first}..{last} ms: {samples:?}"
+    );
+    let (slow, fast) = (
+        rate(before[0], *before.last().unwrap()),
+        rate(after[0], *after.last().unwrap()),
+    );
+    eprintln!("iterations/s before the moves {slow:.1}, after {fast:.1}: {s}");
+    assert!(
+        fast > slow,
+        "iterations/s before the moves {slow:.1}, after {fast:.1}: {samples:?}"
+    );
+
+    let weights = parse_weights(&output(&cluster.objects, "results", "lr"));
+    let want = reference::logistic_regression(
+        &reference::generate_labelled_points(points, 7),
+        iterations as u32,
+        1.0,
+    );
+    assert_all_close("weights after moves", &weights, &want);
+}
+
+/// A job whose driver loops `times` times over one compute stage on a partitioned dataset;
+/// each task spins for about 100 µs, counts its calls in its instance and traps at call
+/// `trap_at` on partition 0.
+fn counting_job(times: u32, trap_at: u32) -> Vec<u8> {
+    crate::fixtures::wasm(&format!(
+        r#"(module
+            (import "mote_job" "dataset" (func $dataset (param i32 i32 i32) (result i32)))
+            (import "mote_job" "compute" (func $compute (param i32 i32 i32 i32 i32)))
+            (import "mote_job" "repeat" (func $repeat (param i32)))
+            (import "mote_job" "end" (func $end))
+            (memory (export "memory") 1)
+            (data (i32.const 0) "blocks")
+            (func (export "mote_job_driver")
+              (i32.store (i32.const 64) (call $dataset (i32.const 0) (i32.const 6) (i32.const 1)))
+              (call $repeat (i32.const {times}))
+              (call $compute (i32.const 1) (i32.const 64) (i32.const 1) (i32.const 64) (i32.const 1))
+              (call $end))
+            (func (export "mote_job_task") (param $func i32) (param $index i32) (result i32)
+              (local $spin i32)
+              (local.set $spin (i32.const 100000))
+              (loop $l
+                (local.set $spin (i32.sub (local.get $spin) (i32.const 1)))
+                (br_if $l (local.get $spin)))
+              (i32.store (i32.const 128) (i32.add (i32.load (i32.const 128)) (i32.const 1)))
+              (if (i32.and (i32.eqz (local.get $index))
+                           (i32.eq (i32.load (i32.const 128)) (i32.const {trap_at})))
+                (then unreachable))
+              i32.const 0))"#
+    ))
+}
+
+#[test]
+fn a_job_that_cannot_recover_says_why_and_an_ended_job_leaves_no_snapshots() {
+    let mut cluster = Cluster::start(2);
+    cluster.deploy("lr", mote_guests::LR.wasm);
+    cluster.deploy("count", &counting_job(1_000_000, 400));
+    put_objects(&cluster.objects, "results", "", &[]);
+    put_objects(&cluster.objects, "snapshots", "", &[]);
+
+    // Without snapshots, a lost worker fails the job, and the error says what to do.
+    let request = lr_request(600, 1_000_000, json!({"workers": 2}));
+    let id = start(&cluster.nodes[0], &request)["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wait_status(&cluster.nodes[0], &id, "a few iterations", |s| {
+        s["iteration"].as_u64().unwrap() >= 10
+    });
+    cluster.kill(2);
+    let s = wait_ended(&cluster.nodes[0], &id);
+    assert_eq!(s["state"], "failed", "{s}");
+    let error = s["error"].as_str().unwrap();
+    assert!(
+        error.contains("n2")
+            && error.contains("no snapshots to fall back to")
+            && error.contains("--snapshot-every"),
+        "{error}"
+    );
+
+    // A job that fails after some snapshots were taken deletes them as it ends.
+    let request = json!({
+        "function": "count",
+        "workers": 1,
+        "partitions_per_core": 2,
+        "snapshot_every": 50,
+        "snapshot_to": "snapshots/jobs",
+    });
+    let id = start(&cluster.nodes[0], &request)["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let s = wait_ended(&cluster.nodes[0], &id);
+    assert_eq!(s["state"], "failed", "{s}");
+    assert!(s["error"].as_str().unwrap().contains("unreachable"), "{s}");
+    let snapshots = s["snapshots"].as_array().unwrap();
+    assert!(!snapshots.is_empty(), "snapshots at 50, 100, ..., 350: {s}");
+    assert!(
+        snapshots
+            .iter()
+            .all(|x| x["state"] == "deleted" || x["state"] == "incomplete"),
+        "{s}"
+    );
+    assert!(s.get("snapshots_left").is_none(), "{s}");
+    assert_eq!(snapshot_objects(&cluster, &id), Vec::<String>::new());
+
+    // Snapshots that cannot be written are refused before the job starts.
+    let mut bad = request.clone();
+    bad["snapshot_to"] = json!("no-such-bucket/x");
+    let r = cluster.nodes[0].post("/v1/jobs", bad.to_string().as_bytes());
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(
+        r.text()
+            .contains("--snapshot-to no-such-bucket/x: cannot write there"),
+        "{}",
+        r.text()
+    );
+    let mut bad = request.clone();
+    bad.as_object_mut().unwrap().remove("snapshot_to");
+    let r = cluster.nodes[0].post("/v1/jobs", bad.to_string().as_bytes());
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(
+        r.text().contains("--snapshot-every needs --snapshot-to"),
+        "{}",
+        r.text()
+    );
+}
