@@ -227,6 +227,11 @@ pub struct JobsArgs {
     /// Repetitions of each measurement, whose median is reported [default: 3; 1 with --smoke].
     #[arg(long)]
     reps: Option<usize>,
+    /// Slow and lost workers instead: LR iteration times with one worker's core loaded
+    /// half-way (rebalancing on and off), the time from killing a worker to the job running
+    /// again, and what a snapshot costs per GB (recovery.json, recovery.md, slowdown.png).
+    #[arg(long)]
+    recovery: bool,
     /// Directory for the results [default: docs/benchmarks/jobs; with --smoke, a temporary
     /// directory removed at exit].
     #[arg(long)]
@@ -419,6 +424,16 @@ fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
 
 fn run_jobs(args: JobsArgs) -> anyhow::Result<()> {
     let mote = std::env::current_exe().context("finding the mote binary")?;
+    if args.recovery {
+        let mut config = match args.smoke {
+            true => jobs::recovery::RecoveryConfig::smoke(mote, command_line()),
+            false => jobs::recovery::RecoveryConfig::full(mote, command_line()),
+        };
+        config.reps = args.reps.unwrap_or(config.reps).max(1);
+        let out = ResultsDir::create(args.out, args.smoke, "jobs")?;
+        let report = jobs::recovery::run(&config, out.path(), &mut progress)?;
+        return print_report(&report, args.json, |r| r.table());
+    }
     let peers = match args.no_peers {
         true => None,
         false => Some(jobs::find_peers_script()?),

@@ -216,6 +216,13 @@ fn state_name(state: JobState) -> &'static str {
     }
 }
 
+fn older(n: usize) -> String {
+    match n {
+        0 => String::new(),
+        n => format!(", the latest; {n} older not listed"),
+    }
+}
+
 fn print_status(s: &JobStatus) {
     println!("job {} ({}): {}", s.id, s.function, state_name(s.state));
     if let Some(e) = &s.error {
@@ -276,7 +283,10 @@ fn print_status(s: &JobStatus) {
     }
     match (&s.snapshot_to, s.snapshot_every) {
         (Some(to), Some(every)) => {
-            println!("snapshots every {every} iterations to {to}:");
+            println!(
+                "snapshots every {every} iterations to {to}{}:",
+                older(s.older_snapshots)
+            );
             for snap in &s.snapshots {
                 println!(
                     "  iteration {}: {:?}, {}/{} partitions, {} KiB, stored in {:.1} ms{}",

@@ -843,9 +843,10 @@ impl Controller {
                 inner.restoring = true;
                 inner.moving.clear();
                 for p in std::mem::take(&mut inner.snapshots).into_values() {
-                    inner.status.snapshots[p.record].state = SnapshotState::Incomplete;
-                    inner.status.snapshots[p.record].error =
-                        Some("a restore overtook it".to_owned());
+                    if let Some(s) = inner.snapshot(p.record) {
+                        s.state = SnapshotState::Incomplete;
+                        s.error = Some("a restore overtook it".to_owned());
+                    }
                 }
                 for s in inner.status.migrations.iter_mut() {
                     if s.ms.is_none() {
@@ -1110,7 +1111,7 @@ impl Controller {
 
     /// Records moves and returns the messages that start them: one `Arrive` to each
     /// destination, then one `Leave` to each source.
-    fn start_moves(&self, inner: &mut Inner, moves: Vec<(PartitionKey, Entry, String)>) -> Action {
+    fn start_moves(&self, inner: &mut Inner, moves: Vec<Move>) -> Action {
         let mut by_pair: BTreeMap<(u16, u16), Vec<(PartitionKey, Entry)>> = BTreeMap::new();
         let mut reason = String::new();
         for (key, entry, why) in moves {
@@ -1155,7 +1156,7 @@ impl Controller {
 
 /// The slowest worker and the moves that even out the workers' time per partition, when it is
 /// markedly slower than the fastest, with the reason.
-fn rebalance_moves(inner: &Inner) -> Option<(usize, Vec<(PartitionKey, Entry, String)>)> {
+fn rebalance_moves(inner: &Inner) -> Option<(usize, Vec<Move>)> {
     let workers = inner.live.len();
     let live: Vec<usize> = (0..workers).filter(|&w| inner.live[w]).collect();
     if live.len() < 2 {
@@ -1219,6 +1220,12 @@ fn rebalance_moves(inner: &Inner) -> Option<(usize, Vec<(PartitionKey, Entry, St
     Some((slow, moves))
 }
 
+/// A partition's new entry, and why it moves.
+type Move = (PartitionKey, Entry, String);
+
+/// The moves from one worker to another: (source URL, destination URL), the new entries.
+type MoveBatch = ((String, String), Vec<(PartitionKey, Entry)>);
+
 /// What a report or a look at the job leads to, done after the lock is released.
 enum Action {
     None,
@@ -1228,15 +1235,11 @@ enum Action {
     Join(Vec<WorkerId>, Vec<u64>),
     Delete(Vec<u64>),
     /// ((source URL, destination URL), new entries), in generation.
-    Move(Vec<((String, String), Vec<(PartitionKey, Entry)>)>, u32),
+    Move(Vec<MoveBatch>, u32),
 }
 
 impl Controller {
-    async fn start(
-        self: &Arc<Self>,
-        moves: Vec<((String, String), Vec<(PartitionKey, Entry)>)>,
-        generation: u32,
-    ) {
+    async fn start(self: &Arc<Self>, moves: Vec<MoveBatch>, generation: u32) {
         for ((from, to), entries) in moves {
             let arrive = Envelope {
                 generation,

@@ -135,7 +135,7 @@ pub(crate) fn serve_io(
             let objects = objects.clone();
             tokio::spawn(async move {
                 let Some(objects) = objects else {
-                    if let IoRequest::Snapshot { .. } = request {
+                    if let IoRequest::Snapshot(_) = request {
                         worker.stored();
                     }
                     worker.fail(
@@ -186,13 +186,14 @@ pub(crate) fn serve_io(
                             Err(e) => worker.fail(format!("cannot write {bucket}/{key}: {e}")),
                         }
                     }
-                    IoRequest::Snapshot {
-                        progress,
-                        iteration,
-                        cursor,
-                        images,
-                        barrier,
-                    } => {
+                    IoRequest::Snapshot(snapshot) => {
+                        let crate::worker::SnapshotImages {
+                            progress,
+                            iteration,
+                            cursor,
+                            images,
+                            barrier,
+                        } = *snapshot;
                         let spec = worker.spec();
                         let Some(plan) = &spec.snapshots else {
                             worker.stored();

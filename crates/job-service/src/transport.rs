@@ -24,7 +24,10 @@ use tokio::sync::mpsc;
 /// The internal routes, under a job's id.
 pub const INTERNAL_JOBS: &str = "/v1/internal/jobs";
 
-/// Attempts to deliver one message before the job is failed.
+/// Attempts to deliver one message before the controller is told the peer is unreachable:
+/// with the backoff below, about 0.6 s of failures. The peers are a cluster's nodes, so a peer
+/// that refuses connections that long is down, and the sooner the controller knows, the sooner
+/// the job runs again (a slow answer is not a failure: a request may take 30 s).
 const ATTEMPTS: u32 = 6;
 
 /// A transport failure, naming the peer.
@@ -171,7 +174,7 @@ where
             Err(e) if e.refused || attempt == ATTEMPTS => return Err(e),
             Err(_) => {
                 tokio::time::sleep(wait).await;
-                wait *= 3;
+                wait *= 2;
                 attempt += 1;
             }
         }

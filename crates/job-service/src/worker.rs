@@ -146,12 +146,62 @@ struct Local {
     handoffs: Handoffs,
     /// Instances made ready for partitions about to arrive.
     arriving: FxHashMap<PartitionKey, JobInstance>,
-    /// Time in guest tasks per partition held, in ns.
-    partition_ns: FxHashMap<PartitionKey, u64>,
+    /// Time in guest tasks per partition held, by group and index, in ns.
+    partition_ns: Vec<Vec<u64>>,
     /// The iteration the cursor paused at, until the snapshot there is taken.
     barrier: Option<u64>,
     /// Messages of a later generation, which arrived before this worker's restore.
     later: Vec<Envelope>,
+}
+
+impl Local {
+    /// The state of worker `spec.me` at the start of `generation`: nothing declared, sent or
+    /// held back, the partitions of `map` in `instances`.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        spec: &JobSpec,
+        generation: u32,
+        cursor: Cursor,
+        graph: TaskGraph,
+        map: mote_jobs::PartitionMap,
+        instances: Vec<Vec<Option<JobInstance>>>,
+        partition_ns: Vec<Vec<u64>>,
+    ) -> Self {
+        Self {
+            generation,
+            live: spec.live.clone(),
+            urls: spec.workers.clone(),
+            cursor,
+            graph,
+            exchange: Exchange::new(spec.me, map),
+            instances,
+            signals: FxHashMap::default(),
+            scatters_left: FxHashMap::default(),
+            outgoing: FxHashMap::default(),
+            outstanding: 0,
+            loads: Vec::new(),
+            tasks: 0,
+            task_ns: 0,
+            busy_ns: 0,
+            failed: None,
+            finished: false,
+            handoffs: Handoffs::default(),
+            arriving: FxHashMap::default(),
+            partition_ns,
+            barrier: None,
+            later: Vec::new(),
+        }
+    }
+}
+
+/// A zero for every partition of every group of `program`.
+fn zeros(program: &Program) -> Vec<Vec<u64>> {
+    program
+        .groups
+        .sizes()
+        .iter()
+        .map(|&size| vec![0; size as usize])
+        .collect()
 }
 
 /// Object I/O the executors hand to the async side.
@@ -171,13 +221,16 @@ pub(crate) enum IoRequest {
         bytes: Vec<u8>,
     },
     /// The images of the partitions this worker held at a barrier.
-    Snapshot {
-        progress: Progress,
-        iteration: u64,
-        cursor: Cursor,
-        images: Vec<(PartitionKey, Vec<u8>)>,
-        barrier: Instant,
-    },
+    Snapshot(Box<SnapshotImages>),
+}
+
+/// What a worker stores at a barrier.
+pub(crate) struct SnapshotImages {
+    pub progress: Progress,
+    pub iteration: u64,
+    pub cursor: Cursor,
+    pub images: Vec<(PartitionKey, Vec<u8>)>,
+    pub barrier: Instant,
 }
 
 impl Worker {
@@ -194,7 +247,7 @@ impl Worker {
         let me = spec.me;
         let graph = TaskGraph::new(&program, &spec.map, me);
         let mut instances = Vec::with_capacity(program.groups.sizes().len());
-        let mut partition_ns = FxHashMap::default();
+        let partition_ns = zeros(&program);
         for (g, &size) in program.groups.sizes().iter().enumerate() {
             let mut row: Vec<Option<JobInstance>> = (0..size).map(|_| None).collect();
             for &index in graph.held(GroupId(g as u16)) {
@@ -202,13 +255,6 @@ impl Worker {
                     format!("worker {} cannot create the instance of partition {index} of group {g}: {e}", me.0)
                 })?;
                 row[index as usize] = Some(instance);
-                partition_ns.insert(
-                    PartitionKey {
-                        group: GroupId(g as u16),
-                        index,
-                    },
-                    0,
-                );
             }
             instances.push(row);
         }
@@ -222,30 +268,15 @@ impl Worker {
             engine,
             module,
             ctx,
-            local: Mutex::new(Local {
-                generation: spec.generation,
-                live: spec.live.clone(),
-                urls: spec.workers.clone(),
+            local: Mutex::new(Local::new(
+                &spec,
+                spec.generation,
                 cursor,
                 graph,
-                exchange: Exchange::new(me, spec.map.clone()),
+                spec.map.clone(),
                 instances,
-                signals: FxHashMap::default(),
-                scatters_left: FxHashMap::default(),
-                outgoing: FxHashMap::default(),
-                outstanding: 0,
-                loads: Vec::new(),
-                tasks: 0,
-                task_ns: 0,
-                busy_ns: 0,
-                failed: None,
-                finished: false,
-                handoffs: Handoffs::default(),
-                arriving: FxHashMap::default(),
                 partition_ns,
-                barrier: None,
-                later: Vec::new(),
-            }),
+            )),
             wake: Condvar::new(),
             stopped: AtomicBool::new(false),
             running: AtomicBool::new(false),
@@ -410,11 +441,7 @@ impl Worker {
                         self.settle(&mut local, view, output);
                         local.graph.complete(task);
                         local.tasks += 1;
-                        let key = PartitionKey {
-                            group: view.group,
-                            index: view.index,
-                        };
-                        *local.partition_ns.entry(key).or_default() += ns;
+                        local.partition_ns[view.group.0 as usize][view.index as usize] += ns;
                     }
                     Ok(_) => {}
                     Err(e) => {
@@ -580,13 +607,13 @@ impl Worker {
             .cursor
             .resume(every.map(|every| iteration + every.max(1)));
         self.storing.fetch_add(1, Ordering::SeqCst);
-        let _ = self.io.send(IoRequest::Snapshot {
+        let _ = self.io.send(IoRequest::Snapshot(Box::new(SnapshotImages {
             progress: self.progress_of(local),
             iteration,
             cursor,
             images,
             barrier: Instant::now(),
-        });
+        })));
     }
 
     /// Sends away the leaving partitions whose tasks here are done.
@@ -602,7 +629,7 @@ impl Worker {
                 .take()
                 .map(|mut i| i.image())
                 .unwrap_or_default();
-            local.partition_ns.remove(&d.key);
+            local.partition_ns[d.key.group.0 as usize][d.key.index as usize] = 0;
             let transfer = Transfer {
                 key: d.key,
                 from_worker: self.spec.me,
@@ -852,7 +879,7 @@ impl Worker {
             })
             .collect();
         local.instances[key.group.0 as usize][key.index as usize] = Some(instance);
-        local.partition_ns.insert(key, 0);
+        local.partition_ns[key.group.0 as usize][key.index as usize] = 0;
         let Local {
             graph,
             cursor,
@@ -922,7 +949,7 @@ impl Worker {
             .iter()
             .map(|&size| (0..size).map(|_| None).collect())
             .collect();
-        let mut partition_ns = FxHashMap::default();
+        let partition_ns = zeros(&self.program);
         for (key, image) in images {
             let instance = self
                 .engine
@@ -934,7 +961,6 @@ impl Worker {
                     )
                 })?;
             instances[key.group.0 as usize][key.index as usize] = Some(instance);
-            partition_ns.insert(key, 0);
         }
         let graph = TaskGraph::new(&self.program, &restore.map, me);
         for (g, row) in instances.iter().enumerate() {
@@ -955,30 +981,19 @@ impl Worker {
             return Ok(());
         }
         let later = std::mem::take(&mut local.later);
-        *local = Local {
-            generation: restore.generation,
-            live: restore.live,
-            urls: restore.workers,
+        let mut fresh = Local::new(
+            &self.spec,
+            restore.generation,
             cursor,
             graph,
-            exchange: Exchange::new(me, restore.map),
+            restore.map,
             instances,
-            signals: FxHashMap::default(),
-            scatters_left: FxHashMap::default(),
-            outgoing: FxHashMap::default(),
-            outstanding: 0,
-            loads: Vec::new(),
-            tasks: local.tasks,
-            task_ns: local.task_ns,
-            busy_ns: local.busy_ns,
-            failed: None,
-            finished: false,
-            handoffs: Handoffs::default(),
-            arriving: FxHashMap::default(),
             partition_ns,
-            barrier: None,
-            later: Vec::new(),
-        };
+        );
+        fresh.live = restore.live;
+        fresh.urls = restore.workers;
+        (fresh.tasks, fresh.task_ns, fresh.busy_ns) = (local.tasks, local.task_ns, local.busy_ns);
+        *local = fresh;
         for envelope in later {
             if envelope.generation == local.generation {
                 self.take_message(&mut local, envelope.message, Vec::new())?;
@@ -1095,12 +1110,13 @@ impl Worker {
     }
 
     fn progress_of(&self, local: &Local) -> Progress {
-        let mut partitions: Vec<(PartitionKey, u64)> = local
-            .partition_ns
-            .iter()
-            .map(|(&k, &ns)| (k, ns / 1000))
-            .collect();
-        partitions.sort_unstable_by_key(|(k, _)| *k);
+        let mut partitions = Vec::new();
+        for (g, row) in local.partition_ns.iter().enumerate() {
+            let group = GroupId(g as u16);
+            for &index in local.graph.held(group) {
+                partitions.push((PartitionKey { group, index }, row[index as usize] / 1000));
+            }
+        }
         Progress {
             worker: self.spec.me,
             generation: local.generation,

@@ -318,7 +318,7 @@ mod tests {
                     .push((Some(to), Message::Transfer { departure, state }));
             }
             let wk = &mut self.workers[w];
-            if pick % 2 == 0
+            if pick.is_multiple_of(2)
                 && let Some(task) = wk.graph.pop()
             {
                 let view = wk.graph.view(task);

@@ -76,6 +76,10 @@ pub enum WorkerMessage {
     Restore(Restore),
 }
 
+/// A piece that travels with a partition: the partition that emitted it, and its bytes (`None`
+/// for an empty piece).
+pub type WirePiece = (u32, Option<Vec<u8>>);
+
 /// A partition on its way between workers.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Transfer {
@@ -87,8 +91,8 @@ pub struct Transfer {
     pub version: u32,
     /// The first occurrence it has not run.
     pub from: u64,
-    /// Pieces for its gathers from `from` on, by occurrence: (emitting partition, bytes).
-    pub early: Vec<(u64, Vec<(u32, Option<Vec<u8>>)>)>,
+    /// Pieces for its gathers from `from` on, by occurrence.
+    pub early: Vec<(u64, Vec<WirePiece>)>,
     /// Its instance's image.
     pub image: Vec<u8>,
 }

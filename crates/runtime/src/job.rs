@@ -380,7 +380,10 @@ mod image {
         out
     }
 
-    pub(super) fn decode(image: &[u8]) -> Result<(Vec<(String, Val)>, &[u8]), String> {
+    /// The exported mutable globals an image holds, by name.
+    pub(super) type Globals = Vec<(String, Val)>;
+
+    pub(super) fn decode(image: &[u8]) -> Result<(Globals, &[u8]), String> {
         let mut rest = image
             .strip_prefix(MAGIC.as_slice())
             .ok_or("it does not start with MOTEIMG1")?;

@@ -74,6 +74,17 @@ fn lr_request(points: u64, iterations: u64, extra: Value) -> Value {
     body
 }
 
+/// Asserts `lr`'s output in `results/lr` is the reference's weights for its generated points.
+fn assert_lr_output(cluster: &Cluster, points: u64, iterations: u64, what: &str) {
+    let weights = parse_weights(&output(&cluster.objects, "results", "lr"));
+    let want = reference::logistic_regression(
+        &reference::generate_labelled_points(points, 7),
+        iterations as u32,
+        1.0,
+    );
+    assert_all_close(what, &weights, &want);
+}
+
 fn complete_snapshots(s: &Value) -> usize {
     s["snapshots"]
         .as_array()
@@ -155,13 +166,12 @@ fn a_killed_worker_is_replaced_from_the_snapshot_and_rejoins_once_restarted() {
         s["workers"][2]["tasks"].as_u64().unwrap() > 0,
         "n3 ran tasks after it rejoined: {s}"
     );
-    let weights = parse_weights(&output(&cluster.objects, "results", "lr"));
-    let want = reference::logistic_regression(
-        &reference::generate_labelled_points(points, 7),
-        iterations as u32,
-        1.0,
+    assert_lr_output(
+        &cluster,
+        points,
+        iterations,
+        "weights after a kill and a rejoin",
     );
-    assert_all_close("weights after a kill and a rejoin", &weights, &want);
     assert_eq!(snapshot_objects(&cluster, &id), Vec::<String>::new(), "{s}");
     assert!(s.get("snapshots_left").is_none(), "{s}");
 }
@@ -287,19 +297,12 @@ fn a_slowed_worker_gives_partitions_to_the_other_and_iterations_get_faster() {
         rate(before[0], *before.last().unwrap()),
         rate(after[0], *after.last().unwrap()),
     );
-    eprintln!("iterations/s before the moves {slow:.1}, after {fast:.1}: {s}");
     assert!(
         fast > slow,
         "iterations/s before the moves {slow:.1}, after {fast:.1}: {samples:?}"
     );
 
-    let weights = parse_weights(&output(&cluster.objects, "results", "lr"));
-    let want = reference::logistic_regression(
-        &reference::generate_labelled_points(points, 7),
-        iterations as u32,
-        1.0,
-    );
-    assert_all_close("weights after moves", &weights, &want);
+    assert_lr_output(&cluster, points, iterations, "weights after moves");
 }
 
 /// A job whose driver loops `times` times over one compute stage on a partitioned dataset;

@@ -23,6 +23,13 @@ pub(crate) struct Served {
     pub url: String,
 }
 
+impl Served {
+    /// The process's id.
+    pub fn pid(&self) -> u32 {
+        self._process.id()
+    }
+}
+
 /// Runs `command` and waits for the line with `prefix` followed by the address it serves on.
 fn start(mut command: Command, prefix: &str) -> anyhow::Result<Served> {
     let mut child = command

@@ -15,9 +15,12 @@
 //!    repetitions; the input read from the node's object storage.
 //! 4. The paper's Figure 8: LR iteration time and task rate against partitions per core.
 //! 5. Two 1-core workers sharing a store against one: LR iteration time and `busy` task rate.
+//!
+//! `--recovery` runs [`recovery`] instead: slow and lost workers.
 
 mod nodes;
 pub mod points;
+pub mod recovery;
 mod report;
 
 use anyhow::{Context, bail};
