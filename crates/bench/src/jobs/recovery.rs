@@ -23,8 +23,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant, SystemTime};
 
-/// Width of the bins of the slowdown's time series.
-const BIN: Duration = Duration::from_millis(500);
+/// Width of the bins of the slowdown's time series: four of the workers' progress reports,
+/// whose iteration counts the status gives.
+const BIN: Duration = Duration::from_secs(1);
 
 /// How the benchmark runs.
 #[derive(Clone, Debug)]
@@ -343,16 +344,20 @@ fn slowdown(config: &RecoveryConfig, rebalance: bool) -> anyhow::Result<Slowdown
     drop(burners);
     let bin = BIN.as_secs_f64();
     let bins = (run.as_secs_f64() / bin).ceil() as usize;
+    // The iteration count at `t`: the last sample's at or before it. A bin's rate is the change
+    // of that count across the bin, so every bin spans its whole width.
+    let count_at = |t: f64| {
+        samples
+            .iter()
+            .take_while(|x| x.0 <= t)
+            .last()
+            .map_or(0.0, |x| x.1)
+    };
     let mut series = Vec::with_capacity(bins);
     for b in 0..bins {
         let (from, to) = (b as f64 * bin, (b + 1) as f64 * bin);
-        let inside: Vec<&(f64, f64)> = samples.iter().filter(|x| x.0 >= from && x.0 < to).collect();
-        let ms = match (inside.first(), inside.last()) {
-            (Some(a), Some(z)) if z.1 > a.1 && a.1 > 0.0 => {
-                Some((z.0 - a.0) * 1000.0 / (z.1 - a.1))
-            }
-            _ => None,
-        };
+        let (a, z) = (count_at(from), count_at(to));
+        let ms = (a > 0.0 && z > a).then(|| (to - from) * 1000.0 / (z - a));
         series.push((from, ms));
     }
     let mean_between = |from: f64, to: f64| {
