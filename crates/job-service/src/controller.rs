@@ -678,6 +678,7 @@ impl Controller {
             inner.map.apply(key, entry);
         }
         let now = Instant::now();
+        let mut took = Vec::new();
         let mut finished = Vec::new();
         for (n, m) in inner.moving.iter_mut().enumerate() {
             let before = m.keys.len();
@@ -685,13 +686,15 @@ impl Controller {
                 m.keys.remove(key);
             }
             if m.keys.len() < before {
-                let at = m.record.checked_sub(inner.status.older_migrations);
-                if let Some(s) = at.and_then(|at| inner.status.migrations.get_mut(at)) {
-                    s.bytes += bytes;
-                }
+                took.push(m.record);
             }
             if m.keys.is_empty() {
                 finished.push(n);
+            }
+        }
+        for record in took {
+            if let Some(s) = inner.migration(record) {
+                s.bytes += bytes;
             }
         }
         for n in finished.into_iter().rev() {
@@ -772,8 +775,8 @@ impl Controller {
         };
         for iteration in iterations {
             let prefix = format!("{}{iteration:010}/", plan.job_prefix(&self.id));
-            if let Err(e) = delete_prefix(objects, &plan.bucket, &prefix).await {
-                tracing::warn!(job = self.id, error = e, "an old snapshot was not deleted");
+            if let Err(e) = objects.delete_prefix(&plan.bucket, &prefix).await {
+                tracing::warn!(job = self.id, error = %e, "an old snapshot was not deleted");
             }
         }
     }
@@ -986,9 +989,10 @@ impl Controller {
             (Some(plan), Some(objects)) => {
                 let prefix = plan.job_prefix(&self.id);
                 Some(
-                    delete_prefix(objects, &plan.bucket, &prefix)
+                    objects
+                        .delete_prefix(&plan.bucket, &prefix)
                         .await
-                        .map_err(|e| (format!("{}/{prefix}", plan.bucket), e)),
+                        .map_err(|e| (format!("{}/{prefix}", plan.bucket), e.to_string())),
                 )
             }
             _ => None,
@@ -1278,14 +1282,6 @@ impl Controller {
             }
         }
     }
-}
-
-/// Deletes every object under `prefix` in `bucket`.
-async fn delete_prefix(objects: &Objects, bucket: &str, prefix: &str) -> Result<usize, String> {
-    objects
-        .delete_prefix(bucket, prefix)
-        .await
-        .map_err(|e| e.to_string())
 }
 
 /// Where a job's snapshots go, from `--snapshot-to BUCKET/PREFIX` and `--snapshot-every N`.

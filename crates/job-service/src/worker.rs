@@ -1141,11 +1141,6 @@ impl Worker {
         self.storing.fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// The generation it is in.
-    pub fn generation(&self) -> u32 {
-        self.lock().generation
-    }
-
     /// A report for the controller.
     pub(crate) fn report(&self, report: Report) {
         let _ = self.outbox.send(Outgoing::report(&self.spec, report));

@@ -359,7 +359,8 @@ impl TaskGraph {
     }
 
     /// Pieces that reached no declared gather yet, for tests of what is left over.
-    pub fn early_pieces(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn early_pieces(&self) -> usize {
         self.early.values().map(Vec::len).sum()
     }
 

@@ -86,8 +86,7 @@ impl Handoffs {
     }
 
     /// The partitions whose tasks here are all done: they depart now, and this worker's map
-    /// names their new holder, so pieces that reach it later are forwarded (what the update
-    /// releases is returned with each: always nothing, since this worker held the partition).
+    /// names their new holder, so pieces that reach it later are forwarded.
     pub fn departures(
         &mut self,
         graph: &mut TaskGraph,
@@ -628,9 +627,8 @@ mod tests {
             let (reference, _) = World::new(program(partitions, iterations), 1).run(&[(1, 0)], &[]);
             let mut moves = moves;
             moves.sort_by_key(|m| m.2);
-            let (states, moved) =
+            let (states, _) =
                 World::new(program(partitions, iterations), workers).run(&schedule, &moves);
-            prop_assert!(moved <= moves.len());
             prop_assert_eq!(states, reference);
         }
     }

@@ -464,10 +464,6 @@ fn snapshot_cost(config: &RecoveryConfig) -> anyhow::Result<SnapshotCost> {
         }
         runs.push((per[0], per[1]));
     }
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-    };
     let without_ms = median(runs.iter().map(|r| r.0).collect());
     let with_ms = median(runs.iter().map(|r| r.1).collect());
     let write_ms = median(writes);
@@ -547,10 +543,9 @@ pub fn run(
     Ok(report)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.retain(|x| x.is_finite());
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+/// The median of the finite `values`, NaN if there is none.
+fn median(values: Vec<f64>) -> f64 {
+    crate::stats::median(&values).unwrap_or(f64::NAN)
 }
 
 impl RecoveryReport {
