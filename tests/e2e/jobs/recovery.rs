@@ -255,17 +255,15 @@ fn a_slowed_worker_gives_partitions_to_the_other_and_iterations_get_faster() {
     for m in migrations {
         assert!(m["ms"].is_u64(), "every move finished: {s}");
     }
-    // Other tests' processes may load core 0 for a while too, so n1 may look slower for a
-    // window; the last word is n2's.
-    let m = migrations.last().unwrap();
-    assert_eq!(
-        (m["from"].as_str(), m["to"].as_str()),
-        (Some("n2"), Some("n1")),
-        "{s}"
-    );
+    // Other tests' processes may load core 0 for a while too, so the controller may also move
+    // an index back for a window; what must hold is that it moved indices off n2 because n2
+    // was slower, and that n1 ends with the larger share.
     assert!(
-        m["reason"].as_str().unwrap().contains("worker n2 took"),
-        "{s}"
+        migrations.iter().any(|m| {
+            (m["from"].as_str(), m["to"].as_str()) == (Some("n2"), Some("n1"))
+                && m["reason"].as_str().unwrap().contains("worker n2 took")
+        }),
+        "no move from the slowed n2 to n1: {s}"
     );
     let (p1, p2) = (
         s["workers"][0]["partitions"].as_u64().unwrap(),
