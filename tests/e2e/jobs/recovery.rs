@@ -218,6 +218,8 @@ fn rate(a: (f64, f64), b: (f64, f64)) -> f64 {
     (b.1 - a.1) / ((b.0 - a.0) / 1000.0)
 }
 
+/// `scripts/test` runs this test alone, after the others: beside other tests' processes, which
+/// the kernel moves off the core the busy loops hold, it would measure them rather than n2.
 #[test]
 fn a_slowed_worker_gives_partitions_to_the_other_and_iterations_get_faster() {
     let cluster = Cluster::start(2);
