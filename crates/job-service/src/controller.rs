@@ -471,6 +471,13 @@ impl Controller {
         self.lock().status.state != JobState::Running
     }
 
+    /// Whether it ended or is ending: `end` stops the workers before the state changes, so a
+    /// worker may be gone while the job still reads as running.
+    pub fn ending(&self) -> bool {
+        let inner = self.lock();
+        inner.ended.is_some() || inner.status.state != JobState::Running
+    }
+
     /// A worker's report.
     pub async fn report(self: &Arc<Self>, report: Report) {
         let progress = report.progress().clone();

@@ -465,7 +465,7 @@ impl JobService {
         // A worker that ran first may already have failed the job, which stops the others
         // before their `run` arrives: the job's own status then says what happened.
         if let Some(error) = ran.into_iter().find_map(Result::err)
-            && !controller.ended()
+            && !controller.ending()
         {
             controller.end(JobState::Failed, Some(error.clone())).await;
             return Err(JobServiceError::Unavailable(error));
