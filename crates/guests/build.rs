@@ -1,6 +1,6 @@
 //! Compiles the guest workspace in `wasm/` to `wasm32-wasip1` and copies each example's, each
 //! suite, benchmark and sort function's and each job's module into `OUT_DIR`, where `src/lib.rs`
-//! includes it.
+//! includes it. The `wasi:http` guests' modules are made components first.
 
 use std::env;
 use std::path::PathBuf;
@@ -31,6 +31,10 @@ const SORT: [&str; 4] = [
 /// The data-parallel jobs (`wasm/jobs/`), by package name; `jobs/data` is the library of their
 /// generators and input formats, not a job.
 const JOBS: [&str; 4] = ["lr", "kmeans", "pagerank", "busy"];
+/// The `wasi:http/proxy` guests (`wasm/http/`), by package name. Each builds to a core module
+/// whose WASI preview1 imports and embedded WIT make it a component here (see [`componentize`]);
+/// `OUT_DIR` gets the component.
+const COMPONENTS: [&str; 2] = ["http-hello", "http-spin"];
 const TARGET: &str = "wasm32-wasip1";
 
 fn main() {
@@ -76,6 +80,13 @@ fn main() {
         "building the guest functions in {} failed (see the compiler's output above)",
         workspace.display()
     );
+    // Cargo names a cdylib after its crate, whose name has `_` where the package has `-`.
+    let built = |name: &str| {
+        target_dir
+            .join(TARGET)
+            .join("release")
+            .join(format!("{}.wasm", name.replace('-', "_")))
+    };
     for name in EXAMPLES
         .into_iter()
         .chain(SUITE)
@@ -83,14 +94,40 @@ fn main() {
         .chain(SORT)
         .chain(JOBS)
     {
-        // Cargo names a cdylib after its crate, whose name has `_` where the package has `-`.
-        let built = target_dir
-            .join(TARGET)
-            .join("release")
-            .join(format!("{}.wasm", name.replace('-', "_")));
+        let built = built(name);
         std::fs::copy(&built, out_dir.join(format!("{name}.wasm")))
             .unwrap_or_else(|e| panic!("copying {}: {e}", built.display()));
     }
+    for name in COMPONENTS {
+        let built = built(name);
+        let core =
+            std::fs::read(&built).unwrap_or_else(|e| panic!("reading {}: {e}", built.display()));
+        let component = componentize(name, &core);
+        let out = out_dir.join(format!("{name}.wasm"));
+        std::fs::write(&out, component)
+            .unwrap_or_else(|e| panic!("writing {}: {e}", out.display()));
+    }
+}
+
+/// Makes the core module of a `wasi:http` guest a component of the `wasi:http/proxy` world, and
+/// validates it. The component-type section the module's WIT bindings embed gives its `wasi:http`
+/// imports and exports. Its WASI preview1 imports, which Rust's std links, go through wasmtime's
+/// proxy adapter, which imports nothing outside the proxy world: stdio, clocks and random, but no
+/// files, sockets, environment or exit.
+fn componentize(name: &str, core: &[u8]) -> Vec<u8> {
+    use wasi_preview1_component_adapter_provider::{
+        WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME, WASI_SNAPSHOT_PREVIEW1_PROXY_ADAPTER,
+    };
+    wit_component::ComponentEncoder::default()
+        .module(core)
+        .and_then(|encoder| {
+            encoder.adapter(
+                WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME,
+                WASI_SNAPSHOT_PREVIEW1_PROXY_ADAPTER,
+            )
+        })
+        .and_then(|encoder| encoder.validate(true).encode())
+        .unwrap_or_else(|e| panic!("making {name} a component: {e:?}"))
 }
 
 /// Installs the wasm target into the toolchain this build uses if it is missing, so a fresh

@@ -27,7 +27,8 @@ pub struct Server {
 pub struct DeployArgs {
     /// Name to deploy under: a-z, 0-9, '-' and '_', up to 63 characters.
     name: String,
-    /// The WebAssembly module (.wasm): a mote ABI module or a WASI command.
+    /// The WebAssembly file (.wasm): a mote ABI module, a WASI command, a job, or a wasi:http
+    /// component (what `wasmtime serve` and Spin run).
     file: PathBuf,
     /// Wall-clock limit per call, in milliseconds [server default: 10000].
     #[arg(long, conflicts_with = "timeout_us")]
@@ -39,6 +40,14 @@ pub struct DeployArgs {
     /// Memory limit per call, in MiB [server default: 128].
     #[arg(long)]
     memory_mb: Option<u32>,
+    /// Also serve a wasi:http component at this path of the server's root, as Spin's `route`:
+    /// `/path` exactly, `/path/...` that path and everything below it, `/...` a whole site.
+    #[arg(long)]
+    route: Option<String>,
+    /// Hosts a wasi:http component may send requests to, comma-separated HOST[:PORT]
+    /// (`*.example.com` for subdomains, `*` for any) [default: none].
+    #[arg(long, value_name = "HOSTS")]
+    allow_outbound: Option<String>,
     #[command(flatten)]
     server: Server,
 }
@@ -89,6 +98,7 @@ struct FunctionInfo {
     timeout_us: u64,
     memory_mb: u32,
     size_bytes: u64,
+    route: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -105,6 +115,12 @@ pub fn deploy(args: DeployArgs) -> anyhow::Result<()> {
         args.timeout_ms.map(|v| format!("timeout_ms={v}")),
         args.timeout_us.map(|v| format!("timeout_us={v}")),
         args.memory_mb.map(|v| format!("memory_mb={v}")),
+        args.route
+            .as_deref()
+            .map(|v| format!("route={}", query_escape(v))),
+        args.allow_outbound
+            .as_deref()
+            .map(|v| format!("allow_outbound={}", query_escape(v))),
     ]
     .into_iter()
     .flatten()
@@ -123,7 +139,28 @@ pub fn deploy(args: DeployArgs) -> anyhow::Result<()> {
         ShowBudget(f.timeout_us),
         f.memory_mb
     );
+    if f.kind == "wasi-http" {
+        let base = base(&args.server);
+        match &f.route {
+            Some(route) => println!(
+                "serving requests at {base}/v1/invoke/{}/... and on its route {route}",
+                f.name
+            ),
+            None => println!("serving requests at {base}/v1/invoke/{}/...", f.name),
+        }
+    }
     Ok(())
+}
+
+/// Escapes a query parameter's value: the characters a route or host list may hold that a
+/// query gives a meaning of its own.
+fn query_escape(value: &str) -> String {
+    value
+        .replace('%', "%25")
+        .replace('&', "%26")
+        .replace('+', "%2B")
+        .replace('#', "%23")
+        .replace(' ', "%20")
 }
 
 /// `mote invoke NAME`.
@@ -157,18 +194,19 @@ pub fn ls(args: LsArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "{:<24} {:<13} {:>10} {:>8} {:>9}  SHA256",
-        "NAME", "KIND", "SIZE", "TIMEOUT", "MEMORY"
+        "{:<24} {:<13} {:>10} {:>8} {:>9}  {:<12}  ROUTE",
+        "NAME", "KIND", "SIZE", "TIMEOUT", "MEMORY", "SHA256"
     );
     for f in list.functions {
         println!(
-            "{:<24} {:<13} {:>10} {:>8} {:>6}MiB  {}",
+            "{:<24} {:<13} {:>10} {:>8} {:>6}MiB  {:<12}  {}",
             f.name,
             f.kind,
             f.size_bytes,
             ShowBudget(f.timeout_us).to_string(),
             f.memory_mb,
-            &f.sha256[..12.min(f.sha256.len())]
+            &f.sha256[..12.min(f.sha256.len())],
+            f.route.as_deref().unwrap_or("-")
         );
     }
     Ok(())

@@ -12,7 +12,7 @@ use mote_gateway::GatewayConfig;
 use mote_node::{ExecutorsConfig, MicrotaskConfig, MicrotaskMode, NodeConfig};
 use mote_objects::{Objects, ObjectsConfig, S3Endpoint};
 use mote_peers::{Peers, PeersConfig, StorePeering};
-use mote_types::{FunctionName, Limits};
+use mote_types::{FunctionName, HttpSettings, Limits, Route};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -281,6 +281,19 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("deploying the example `{}`", example.name))?;
         }
+        let example = mote_guests::HTTP_HELLO;
+        let http = HttpSettings {
+            route: Some(Route::parse(EXAMPLE_ROUTE)?),
+            allow_outbound: Vec::new(),
+        };
+        node.deploy_with(
+            FunctionName::new(example.name)?,
+            Bytes::from_static(example.wasm),
+            Limits::default(),
+            http,
+        )
+        .await
+        .with_context(|| format!("deploying the example `{}`", example.name))?;
     }
     let peers = Peers::join(node.clone(), state.etcd.clone(), peers_config)
         .await
@@ -319,6 +332,10 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
     );
     if args.examples {
         println!("try:  curl -X POST --data-binary 'mote' http://{addr}/v1/invoke/hello");
+        println!(
+            "      curl http://{addr}/hello-http/echo?q=1 -d 'a wasi:http component'   ({} on {EXAMPLE_ROUTE})",
+            mote_guests::HTTP_HELLO.name
+        );
     }
     println!("node `{name}` is in its cluster at {url} (see GET /v1/cluster or `mote nodes`)");
     let config = GatewayConfig {
@@ -353,6 +370,9 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
     tracing::info!("mote stopped");
     Ok(())
 }
+
+/// Where `mote up --examples` mounts the example `wasi:http` component.
+const EXAMPLE_ROUTE: &str = "/hello-http/...";
 
 /// How long a stopping node waits, once its key says it is draining, before it closes its
 /// listener: peers see the key change within milliseconds through their watches.

@@ -15,6 +15,8 @@ pub enum ApiError {
     BadRequest(String),
     /// No such route.
     NoRoute,
+    /// The path exists, not for this method.
+    MethodNotAllowed(String),
     /// No such function.
     FunctionNotFound(String),
     /// A body over its limit.
@@ -42,6 +44,7 @@ impl ApiError {
     fn status(&self) -> StatusCode {
         match self {
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::NoRoute | Self::FunctionNotFound(_) | Self::ModuleNotHere(_) => {
                 StatusCode::NOT_FOUND
             }
@@ -58,6 +61,8 @@ impl ApiError {
                 DeployError::Compile(_) | DeployError::MemoryTooSmall { .. } => {
                     StatusCode::BAD_REQUEST
                 }
+                DeployError::NotHttp { .. } => StatusCode::BAD_REQUEST,
+                DeployError::RouteTaken { .. } => StatusCode::CONFLICT,
                 DeployError::NotFound(_) => StatusCode::NOT_FOUND,
                 DeployError::State(_)
                 | DeployError::Runtime(_)
@@ -73,7 +78,15 @@ impl ApiError {
                 }
                 InvokeError::Call(CallError::Timeout { .. }) => StatusCode::GATEWAY_TIMEOUT,
                 InvokeError::Call(CallError::Instantiate(_)) => StatusCode::SERVICE_UNAVAILABLE,
-                InvokeError::Call(CallError::IsJob) => StatusCode::BAD_REQUEST,
+                InvokeError::Call(
+                    CallError::IsJob
+                    | CallError::IsProxy
+                    | CallError::NotProxy
+                    | CallError::BadRequest(_),
+                ) => StatusCode::BAD_REQUEST,
+                InvokeError::Call(CallError::Answered(_) | CallError::NoResponse) => {
+                    StatusCode::BAD_GATEWAY
+                }
                 InvokeError::Call(_) | InvokeError::Load { .. } | InvokeError::Internal(_) => {
                     StatusCode::INTERNAL_SERVER_ERROR
                 }
@@ -83,9 +96,9 @@ impl ApiError {
 
     fn message(&self) -> String {
         match self {
-            Self::BadRequest(m) => m.clone(),
+            Self::BadRequest(m) | Self::MethodNotAllowed(m) => m.clone(),
             Self::NoRoute => {
-                "no such route; the API is under /v1/functions, /v1/invoke and /v1/jobs, plus /healthz and /metrics".into()
+                "no such route; the API is under /v1/functions, /v1/invoke and /v1/jobs, plus /healthz and /metrics, and no component is mounted on this path (GET /v1/functions lists routes)".into()
             }
             Self::FunctionNotFound(name) => {
                 format!("function `{name}` is not deployed; list functions with GET /v1/functions")

@@ -5,10 +5,15 @@
 //!
 //! Routes:
 //! - `PUT /v1/functions/{name}?timeout_ms=|timeout_us=&memory_mb=` deploys the module in the
-//!   body (201).
+//!   body (201); a `wasi:http` component also takes `route=/path/...` and
+//!   `allow_outbound=HOST[:PORT],...`.
 //! - `GET /v1/functions`, `GET /v1/functions/{name}`, `DELETE /v1/functions/{name}`.
 //! - `POST /v1/functions/{name}/release` lets a quarantined function's calls in again.
 //! - `POST /v1/invoke/{name}` runs the function with the body as input (200 with its output).
+//! - `ANY /v1/invoke/{name}[/{path}]` serves the request with a `wasi:http` component, which
+//!   sees the method, `/{path}` with the query, the headers and the body, and answers with its
+//!   own status, headers and body, both bodies streaming; any other path is served by the
+//!   component mounted on the most specific route that matches it, if any.
 //! - `GET /v1/node`: the scheduling policy, queue and each function's expected processing time.
 //! - `GET /v1/cluster`: every node of the cluster as this node sees it, and its state store.
 //! - `GET /v1/internal/modules/{sha256}`: a module's bytes, for peers that adopted its record.
@@ -39,14 +44,16 @@ use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::HeaderValue;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{any, get, post, put};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use mote_cluster::{NodeName, Origin};
 use mote_job_service::{JobService, RunRequest};
 use mote_node::Node;
 use mote_peers::{FORWARDED_BY, ForwardError, Peers, Route};
-use mote_types::{FunctionName, FunctionRecord, Limits, Timeout};
+use mote_types::{
+    FunctionName, FunctionRecord, GuestKind, HttpSettings, Limits, OutboundHost, Timeout,
+};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -98,7 +105,8 @@ pub fn router(
             put(deploy).get(get_function).delete(remove_function),
         )
         .route("/v1/functions/{name}/release", post(release_function))
-        .route("/v1/invoke/{name}", post(invoke))
+        .route("/v1/invoke/{name}", any(invoke))
+        .route("/v1/invoke/{name}/{*path}", any(invoke_path))
         .route("/v1/node", get(node_status))
         .route("/v1/cluster", get(cluster))
         .route("/v1/internal/modules/{sha256}", get(module))
@@ -167,6 +175,25 @@ struct DeployParams {
     timeout_ms: Option<u64>,
     timeout_us: Option<u64>,
     memory_mb: Option<u32>,
+    route: Option<String>,
+    allow_outbound: Option<String>,
+}
+
+impl DeployParams {
+    /// The HTTP settings the parameters give; empty for any function without them.
+    fn http(&self) -> Result<HttpSettings, ApiError> {
+        let bad = |e: &dyn std::fmt::Display| ApiError::BadRequest(e.to_string());
+        Ok(HttpSettings {
+            route: match &self.route {
+                Some(route) => Some(mote_types::Route::parse(route).map_err(|e| bad(&e))?),
+                None => None,
+            },
+            allow_outbound: match &self.allow_outbound {
+                Some(list) => OutboundHost::parse_list(list).map_err(|e| bad(&e))?,
+                None => Vec::new(),
+            },
+        })
+    }
 }
 
 /// A function as the API shows it.
@@ -179,6 +206,9 @@ struct FunctionView<'a> {
     timeout_us: u64,
     memory_mb: u32,
     size_bytes: u64,
+    /// A component's route and the hosts it may call.
+    #[serde(flatten)]
+    http: &'a HttpSettings,
     /// Budget kills in a row that put it in quarantine, if it is quarantined.
     #[serde(skip_serializing_if = "Option::is_none")]
     quarantined_after_kills: Option<u32>,
@@ -203,6 +233,7 @@ impl<'a> From<&'a FunctionRecord> for FunctionView<'a> {
             timeout_us: r.limits.timeout_us,
             memory_mb: r.limits.memory_mb,
             size_bytes: r.size_bytes,
+            http: &r.http,
             quarantined_after_kills: None,
         }
     }
@@ -219,8 +250,12 @@ async fn deploy(
     let Query(params) = params.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let timeout = Timeout::from_params(params.timeout_ms, params.timeout_us)?;
     let limits = Limits::new(timeout, params.memory_mb)?;
+    let http = params.http()?;
     let wasm = read_body(&headers, body, gw.config.max_module_bytes, "module").await?;
-    let record = gw.node.deploy(name, wasm.clone(), limits).await?;
+    let record = gw
+        .node
+        .deploy_with(name, wasm.clone(), limits, http)
+        .await?;
     gw.peers.keep_module(&record.sha256, wasm).await;
     Ok((StatusCode::CREATED, axum::Json(FunctionView::from(&record))).into_response())
 }
@@ -261,12 +296,77 @@ async fn remove_function(
 async fn invoke(
     State(gw): State<Gateway>,
     Path(name): Path<String>,
-    headers: HeaderMap,
-    body: Body,
+    request: axum::extract::Request,
 ) -> Response {
-    match invoke_routed(&gw, &name, &headers, body).await {
+    if gw.node.kind(&name) == Some(GuestKind::WasiHttp) {
+        return serve_component(&gw, &name, "/", request).await;
+    }
+    if request.method() != axum::http::Method::POST {
+        return ran_here(
+            &gw,
+            ApiError::MethodNotAllowed(format!(
+                "`{name}` is not a wasi:http component; invoke it with POST /v1/invoke/{name} and the input as the body"
+            ))
+            .into_response(),
+        );
+    }
+    let (parts, body) = request.into_parts();
+    match invoke_routed(&gw, &name, &parts.headers, body).await {
         Ok(response) => response,
         Err(e) => ran_here(&gw, e.into_response()),
+    }
+}
+
+/// `ANY /v1/invoke/{name}/{path}`: a request to a component, which sees `/{path}`.
+async fn invoke_path(
+    State(gw): State<Gateway>,
+    Path((name, path)): Path<(String, String)>,
+    request: axum::extract::Request,
+) -> Response {
+    if gw.node.kind(&name) != Some(GuestKind::WasiHttp) {
+        let error = match gw.node.kind(&name) {
+            None => ApiError::FunctionNotFound(name),
+            Some(_) => ApiError::NoRoute,
+        };
+        return ran_here(&gw, error.into_response());
+    }
+    serve_component(&gw, &name, &format!("/{path}"), request).await
+}
+
+/// Serves `request` with the component `name`, which sees `path` and the request's query.
+/// Components run on the node that received the request: their bodies stream, which the
+/// forwarding between nodes (whole bodies) does not do.
+async fn serve_component(
+    gw: &Gateway,
+    name: &str,
+    path: &str,
+    request: axum::extract::Request,
+) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let path_and_query = match parts.uri.query() {
+        Some(query) => format!("{path}?{query}"),
+        None => path.to_owned(),
+    };
+    parts.uri = match axum::http::Uri::builder()
+        .path_and_query(path_and_query)
+        .build()
+    {
+        Ok(uri) => uri,
+        Err(e) => {
+            let error = ApiError::BadRequest(format!("the request's path is not valid: {e}"));
+            return ran_here(gw, error.into_response());
+        }
+    };
+    // wasi:http gives the guest an authority; an HTTP/1.0 client may not send one.
+    if !parts.headers.contains_key(header::HOST) {
+        parts
+            .headers
+            .insert(header::HOST, HeaderValue::from_static("localhost"));
+    }
+    let request = axum::http::Request::from_parts(parts, body);
+    match gw.node.serve_http(name, request).await {
+        Ok(response) => ran_here(gw, response.map(Body::new)),
+        Err(e) => ran_here(gw, ApiError::from(e).into_response()),
     }
 }
 
@@ -459,8 +559,26 @@ async fn node_status(State(gw): State<Gateway>) -> Response {
     axum::Json(gw.node.schedule()).into_response()
 }
 
-async fn not_found() -> ApiError {
-    ApiError::NoRoute
+/// Any path the API does not own: the component mounted on the most specific matching route
+/// serves it, or it is a 404.
+async fn not_found(State(gw): State<Gateway>, request: axum::extract::Request) -> Response {
+    let path = request.uri().path();
+    let owned = path == "/v1" || path.starts_with("/v1/");
+    let routed = match owned {
+        true => None,
+        false => gw.node.route(path),
+    };
+    let Some(function) = routed else {
+        return ApiError::NoRoute.into_response();
+    };
+    let route = function
+        .http()
+        .route
+        .as_ref()
+        .expect("only routed functions are in the route table");
+    let inner = route.strip(path).to_owned();
+    let name = function.name().clone();
+    serve_component(&gw, &name, &inner, request).await
 }
 
 /// How much of an oversized body is read and thrown away before answering 413. A server that

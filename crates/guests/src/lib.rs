@@ -9,6 +9,13 @@
 //! the microtask paper's distributed sort ([`SORT`]), whose functions declare their phases and
 //! keep their data in object storage; and the data-parallel jobs of the Canary paper ([`JOBS`],
 //! and the [`BUSY`] benchmark), each a module whose driver declares datasets and stages.
+//!
+//! It also holds `wasi:http/proxy` components ([`COMPONENTS`], in `wasm/http/`): HTTP handlers
+//! written against the WASI 0.2 standard instead of the mote ABI, one with the `wasip2` bindings
+//! and one with the Spin SDK. They build to `wasm32-wasip1` like the rest, and the build script
+//! makes each module a component with wasmtime's proxy adapter, so their `wasm` is a component,
+//! not a core module. (`scripts/python-component` builds a third, in Python, which needs a tool
+//! from PyPI and so is not part of this build.)
 
 /// An example function: its name, what it does, and its module's bytes.
 pub struct Example {
@@ -16,7 +23,7 @@ pub struct Example {
     pub name: &'static str,
     /// One line for humans.
     pub about: &'static str,
-    /// The WebAssembly module.
+    /// The WebAssembly module; for [`COMPONENTS`], the component.
     pub wasm: &'static [u8],
 }
 
@@ -116,6 +123,28 @@ pub const BUSY: Example = example!(
 /// [`BUSY`], a benchmark, is not among them.
 pub const JOBS: [Example; 3] = [LR, KMEANS, PAGERANK];
 
+/// `http-hello` (`wasi:http` component): greets on `/` and has routes for testing a host of HTTP
+/// components: `/echo` streams the body back, `/status/NNN`, `/stream?bytes=N` (any `u64`),
+/// `/sum` (reads the whole body before answering), `/trap`, `/spin` (never returns) and
+/// `/fetch?url=URL` (an outgoing request). The crate's doc in `wasm/http/hello` has the details.
+pub const HTTP_HELLO: Example = example!(
+    "http-hello",
+    "greets, or by path echoes, streams, sums, sets a status, traps, spins or fetches (wasi:http \
+     component)"
+);
+/// `http-spin` (`wasi:http` component built with the Spin SDK 5.2): answers
+/// `Hello from Spin: <METHOD> <path-and-query>`. It exports `wasi:http/incoming-handler@0.2.0`
+/// and imports `wasi:http/types@0.2.6`, older versions than the 0.2.12 of everything else here,
+/// which wasmtime's linker accepts as semver-compatible.
+pub const HTTP_SPIN: Example = example!(
+    "http-spin",
+    "greets with the request's method and path (wasi:http component, Spin SDK)"
+);
+
+/// The `wasi:http/proxy` components (`wasm/http/`). Each exports `wasi:http/incoming-handler` and
+/// imports only interfaces of the proxy world; see the crate doc.
+pub const COMPONENTS: [Example; 2] = [HTTP_HELLO, HTTP_SPIN];
+
 /// A function of the suite in `wasm/suite/` (see its README): a mote ABI function modelled on one
 /// of the SeBS benchmark's, doing real work on an input it generates from the parameters in the
 /// request body (`seed=… size=…`; an empty body means the defaults).
@@ -210,6 +239,18 @@ mod tests {
             assert!(
                 wasm.starts_with(b"\0asm\x01\0\0\0"),
                 "{name} is not a core module"
+            );
+        }
+    }
+
+    #[test]
+    fn every_http_guest_is_a_component() {
+        for example in super::COMPONENTS {
+            // A component's preamble: the magic, then version 0xd and layer 1.
+            assert!(
+                example.wasm.starts_with(b"\0asm\x0d\0\x01\0"),
+                "{} is not a component",
+                example.name
             );
         }
     }

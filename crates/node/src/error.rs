@@ -24,6 +24,24 @@ pub enum DeployError {
     /// No function has this name.
     #[error("function `{0}` is not deployed")]
     NotFound(String),
+    /// A route or outbound hosts were given for a function that is not a component.
+    #[error(
+        "route and allow_outbound apply to wasi:http components only; this module is a {kind} function"
+    )]
+    NotHttp {
+        /// What the module is.
+        kind: mote_types::GuestKind,
+    },
+    /// Another function is mounted on the route.
+    #[error(
+        "route {route} is taken by function `{owner}`; remove it (mote rm {owner}), redeploy it elsewhere, or choose another route"
+    )]
+    RouteTaken {
+        /// The route.
+        route: String,
+        /// The function mounted on it.
+        owner: String,
+    },
     /// The state store failed; the deploy did not happen.
     #[error(transparent)]
     State(#[from] StateError),

@@ -97,7 +97,10 @@ impl Ledger {
         }
     }
 
-    fn book(&self, function: &Deployed, outcome: Outcome, processing: Duration) {
+    /// Counts a call that ended with `outcome` after `processing`, and tells its quarantine and
+    /// history. A request to a component is settled here directly: its reply (the response)
+    /// left before it ended.
+    pub(crate) fn book(&self, function: &Deployed, outcome: Outcome, processing: Duration) {
         function.count(outcome);
         function.observe_duration(processing);
         if function.quarantine().record(outcome == Outcome::Timeout) {

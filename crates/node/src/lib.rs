@@ -51,9 +51,9 @@ pub use schedule::{FunctionSchedule, ScheduleSnapshot};
 use bytes::Bytes;
 use executor::Call;
 use ledger::Ledger;
-use mote_runtime::{Function, Runtime, RuntimeConfig};
+use mote_runtime::{CallError, Function, ProxyResponse, Runtime, RuntimeConfig};
 use mote_state::{EmbeddedStore, ModuleBlobs, StateError, StateStore};
-use mote_types::{FunctionName, FunctionRecord, Limits};
+use mote_types::{FunctionName, FunctionRecord, GuestKind, HttpSettings, Limits};
 use pending::Pending;
 use resident::Code;
 use std::path::Path;
@@ -260,6 +260,8 @@ impl Node {
         // Every call that declares phases holds an instance while it is alive.
         runtime_config.microtask_slots =
             u32::try_from(config.microtasks.max_alive).unwrap_or(u32::MAX);
+        // Requests to components share those slots' bound (`MicrotaskConfig::max_alive`).
+        runtime_config.proxy_slots = runtime_config.microtask_slots;
         let runtime = Runtime::new(runtime_config)?;
         let blobs = ModuleBlobs::open(&data.join("modules"))?;
         Self::start(Arc::new(runtime), store, blobs, config).await
@@ -284,6 +286,47 @@ impl Node {
             None => self.registry.load_aside(&function, arrival).await?,
         };
         self.queue(function, code, input, arrival)?.await
+    }
+
+    /// Serves `request` with `name`, a `wasi:http` component: resolves to the response as soon
+    /// as the guest sets it (its body streams while the guest runs) or to why there is none. A
+    /// component that is not resident is loaded first on the blocking pool (a cold start).
+    pub async fn serve_http<B>(
+        &self,
+        name: &str,
+        request: http::Request<B>,
+    ) -> Result<ProxyResponse, InvokeError>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: std::error::Error + Send + Sync + 'static,
+    {
+        let arrival = Instant::now();
+        let function = self.lookup(name)?;
+        let code = match self.registry.warm(&function, arrival) {
+            Some(code) => code,
+            None => {
+                let code = self.registry.load_aside(&function, arrival).await?.function;
+                drop(self.registry.sweep(&function));
+                code
+            }
+        };
+        if !code.is_proxy() {
+            return Err(InvokeError::Call(CallError::NotProxy));
+        }
+        let reply = self
+            .microtasks
+            .submit_http(function, code, request, arrival)?;
+        reply.await.map_err(|_| InvokeError::ShuttingDown)?
+    }
+
+    /// The kind of the function deployed as `name`, if there is one; a lookup without locks.
+    pub fn kind(&self, name: &str) -> Option<GuestKind> {
+        self.registry.get(name).map(|f| f.record().kind)
+    }
+
+    /// The component mounted on the most specific route that serves `path`, if any.
+    pub fn route(&self, path: &str) -> Option<Arc<Deployed>> {
+        self.registry.route(path)
     }
 
     /// Queues a call of `name` with `input` as the request body, for a caller that may block:
@@ -356,7 +399,20 @@ impl Node {
         wasm: Bytes,
         limits: Limits,
     ) -> Result<FunctionRecord, DeployError> {
-        let (record, replaced) = self.registry.deploy(name, wasm, limits).await?;
+        self.deploy_with(name, wasm, limits, HttpSettings::default())
+            .await
+    }
+
+    /// Deploys (or replaces) `name` with `wasm`; a `wasi:http` component may be mounted on a
+    /// route and allowed outbound hosts with `http`.
+    pub async fn deploy_with(
+        &self,
+        name: FunctionName,
+        wasm: Bytes,
+        limits: Limits,
+        http: HttpSettings,
+    ) -> Result<FunctionRecord, DeployError> {
+        let (record, replaced) = self.registry.deploy(name, wasm, limits, http).await?;
         if let Some(old) = replaced {
             self.forget(&old);
         }

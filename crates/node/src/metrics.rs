@@ -64,9 +64,15 @@ impl Outcome {
             CallError::Timeout { .. } => Self::Timeout,
             CallError::MemoryLimit { .. } => Self::MemoryLimit,
             CallError::Exit { .. } => Self::Exit,
-            CallError::Abi(_) | CallError::ResponseTooLarge { .. } => Self::AbiError,
+            CallError::Abi(_)
+            | CallError::ResponseTooLarge { .. }
+            | CallError::Answered(_)
+            | CallError::NoResponse => Self::AbiError,
             CallError::Instantiate(_) => Self::Internal,
-            CallError::IsJob => Self::Rejected,
+            CallError::IsJob
+            | CallError::IsProxy
+            | CallError::NotProxy
+            | CallError::BadRequest(_) => Self::Rejected,
         }
     }
 }

@@ -19,6 +19,9 @@
 //!   timer and no I/O driver, confined by seccomp like the executors). Many calls share a
 //!   thread: each runs until it waits, and yields at every epoch tick. Instance slots bound how
 //!   many calls are alive at once.
+//! - Requests to `wasi:http` components run here too, on the same threads, behind the same
+//!   gate and slots: the call holds a whole core while the guest computes and gives it up
+//!   while it waits on a body or an outbound response ([`gated`]).
 //! - Object I/O runs on threads of its own at a lower CPU priority (nice
 //!   [`OBJECT_IO_NICE`]). The gate grants shares of the cores to guests, but a call waiting on
 //!   storage holds no share while its transfer is received, hashed and copied; at normal
@@ -34,7 +37,10 @@ use crate::metrics::Outcome;
 use crate::registry::Deployed;
 use bytes::Bytes;
 use mote_objects::Objects;
-use mote_runtime::{Call, Function, GateFuture, HostIo, PhaseGate, Runtime};
+use mote_runtime::{
+    Call, CallError, CallOutput, Function, GateFuture, HostIo, PhaseGate, ProxyAnswer, ProxyCall,
+    ProxyResponse, Runtime,
+};
 use mote_sched::{
     CLASSES, CallQueue, CoreSplit, FunctionKey, SHARE_LEVELS, ShareClass, SplitMismatch, SplitMode,
 };
@@ -473,6 +479,40 @@ impl Microtasks {
         Ok(rx)
     }
 
+    /// Queues `request` to `function`, a `wasi:http` component running `code`, that arrived at
+    /// `arrival`. The receiver gets the response as soon as the guest sets it (its body streams
+    /// while the guest runs), or why there is none.
+    pub(crate) fn submit_http<B>(
+        &self,
+        function: Arc<Deployed>,
+        code: Arc<Function>,
+        request: http::Request<B>,
+        arrival: Instant,
+    ) -> Result<oneshot::Receiver<Result<ProxyResponse, InvokeError>>, InvokeError>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: std::error::Error + Send + Sync + 'static,
+    {
+        function.admit()?;
+        let waiting = self.shared.submitted.fetch_add(1, Ordering::Relaxed);
+        if waiting >= self.shared.max_waiting {
+            self.shared.submitted.fetch_sub(1, Ordering::Relaxed);
+            function.count(Outcome::Rejected);
+            return Err(InvokeError::QueueFull {
+                waiting,
+                limit: self.shared.max_waiting,
+            });
+        }
+        let (reply, rx) = oneshot::channel();
+        let shared = self.shared.clone();
+        let threads = self.threads.as_ref().expect("running until dropped");
+        threads.spawn(async move {
+            shared.serve(function, code, request, reply, arrival).await;
+            shared.submitted.fetch_sub(1, Ordering::Relaxed);
+        });
+        Ok(rx)
+    }
+
     /// Drops what the classes know about a function that was replaced or removed.
     pub(crate) fn forget(&self, function: FunctionKey) {
         self.shared.gate.forget(function);
@@ -564,6 +604,140 @@ impl Shared {
             }
         };
         let _ = reply.send(self.ledger.settle(&function, result, arrival, started));
+    }
+}
+
+impl Shared {
+    /// Serves one request to a component: waits for a slot and a core like any microtask call,
+    /// replies with the response head as soon as the guest sets it, and settles the call when
+    /// the guest returns.
+    async fn serve<B>(
+        &self,
+        function: Arc<Deployed>,
+        code: Arc<Function>,
+        request: http::Request<B>,
+        mut reply: oneshot::Sender<Result<ProxyResponse, InvokeError>>,
+        arrival: Instant,
+    ) where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: std::error::Error + Send + Sync + 'static,
+    {
+        let Ok(_slot) = self.alive.acquire().await else {
+            return;
+        };
+        let mut gate = CallGate::new(self.gate.clone(), function.key(), arrival);
+        tokio::select! {
+            () = gate.acquire() => {}
+            () = reply.closed() => {
+                function.count(Outcome::Cancelled);
+                return;
+            }
+        }
+        if let Err(e) = function.admit() {
+            let _ = reply.send(Err(e));
+            return;
+        }
+        let started = Instant::now();
+        let (respond, mut answer) = oneshot::channel::<ProxyAnswer>();
+        let call = ProxyCall {
+            function: &code,
+            name: function.name(),
+            limits: function.record().limits,
+            started,
+            http: function.http().clone(),
+        };
+        let serving = gated(
+            gate,
+            self.runtime.serve_http(call, request, respond, &self.host),
+        );
+        let mut serving = std::pin::pin!(serving);
+        let first = tokio::select! {
+            biased;
+            answered = &mut answer => First::Answered(answered.ok()),
+            result = &mut serving => First::Ended(result),
+            () = reply.closed() => First::Gone,
+        };
+        let outcome = match first {
+            First::Answered(Some(answer)) => {
+                // The head goes out now; the body streams while the guest goes on.
+                let _ = reply.send(answer.map_err(|code| CallError::Answered(code).into()));
+                let result = serving.await;
+                if let Err(e) = &result {
+                    tracing::warn!(function = %function.name(), error = %e, "a component failed after it sent its response head; the client's body was cut short");
+                }
+                outcome_of(&result)
+            }
+            // Dropped unset: the call is ending without a response.
+            First::Answered(None) => unanswered(reply, serving.await),
+            First::Ended(result) => match answer.try_recv() {
+                // It set its response and returned at once: the body is already whole.
+                Ok(answer) => {
+                    let _ = reply.send(answer.map_err(|code| CallError::Answered(code).into()));
+                    outcome_of(&result)
+                }
+                Err(_) => unanswered(reply, result),
+            },
+            First::Gone => {
+                function.count(Outcome::Cancelled);
+                return;
+            }
+        };
+        self.ledger.book(&function, outcome, started.elapsed());
+    }
+}
+
+/// What a request to a component came to first.
+enum First {
+    /// The guest set its response (or dropped the outparam unset: `None`).
+    Answered(Option<ProxyAnswer>),
+    /// The guest returned or failed.
+    Ended(Result<CallOutput, CallError>),
+    /// The client left before the response head: the call is dropped, which stops the guest.
+    Gone,
+}
+
+fn outcome_of(result: &Result<CallOutput, CallError>) -> Outcome {
+    match result {
+        Ok(_) => Outcome::Ok,
+        Err(e) => Outcome::of(e),
+    }
+}
+
+/// Replies to a request whose guest ended without a response with why, and returns how it ended.
+fn unanswered(
+    reply: oneshot::Sender<Result<ProxyResponse, InvokeError>>,
+    result: Result<CallOutput, CallError>,
+) -> Outcome {
+    let error = match result {
+        Ok(_) => CallError::NoResponse,
+        Err(e) => e,
+    };
+    let outcome = Outcome::of(&error);
+    let _ = reply.send(Err(error.into()));
+    outcome
+}
+
+/// Polls `call` only while holding a share of a core: between polls, while the guest waits on
+/// a body or an outbound response, the share goes back to the gate, and the call queues for it
+/// again when its wait is over. (Under `--microtasks off` the call keeps its core throughout.)
+async fn gated<F: std::future::Future>(mut gate: CallGate, call: F) -> F::Output {
+    let mut call = std::pin::pin!(call);
+    loop {
+        gate.resume().await;
+        let polled =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(call.as_mut().poll(cx))).await;
+        match polled {
+            std::task::Poll::Ready(output) => return output,
+            std::task::Poll::Pending => gate.suspend(),
+        }
+        // The call registered this task's waker for what it waits on: the next poll of this
+        // task is that wake (or a spurious one, which costs one more turn of the loop).
+        let mut waited = false;
+        std::future::poll_fn(|_| match std::mem::replace(&mut waited, true) {
+            true => std::task::Poll::Ready(()),
+            false => std::task::Poll::Pending,
+        })
+        .await;
     }
 }
 

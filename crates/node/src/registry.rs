@@ -18,7 +18,7 @@ use bytes::Bytes;
 use mote_runtime::{Function, Runtime};
 use mote_sched::FunctionKey;
 use mote_state::{ModuleBlobs, StateStore};
-use mote_types::{FunctionName, FunctionRecord, Limits};
+use mote_types::{FunctionName, FunctionRecord, GuestKind, HttpSettings, Limits};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 use std::collections::HashMap;
@@ -35,6 +35,8 @@ pub struct Deployed {
     key: FunctionKey,
     record: FunctionRecord,
     name: Arc<str>,
+    /// The record's HTTP settings, shared with each of its calls.
+    http: Arc<HttpSettings>,
     resident: Slot,
     quarantine: Quarantine,
     outcomes: [Counter; Outcome::ALL.len()],
@@ -67,12 +69,18 @@ impl Deployed {
             key,
             expected,
             name: record.name.as_str().into(),
+            http: Arc::new(record.http.clone()),
             record,
             resident: Slot::default(),
             quarantine: Quarantine::new(quarantine_after, metrics.quarantined.clone()),
             outcomes,
             duration,
         }
+    }
+
+    /// A `wasi:http` component's route and allowed outbound hosts.
+    pub fn http(&self) -> &Arc<HttpSettings> {
+        &self.http
     }
 
     /// The stored record.
@@ -162,6 +170,8 @@ pub struct Registry {
     residency: Arc<Residency>,
     quarantine_after: u32,
     table: ArcSwap<Table>,
+    /// The functions mounted on a route, most specific route first; rebuilt with the table.
+    routes: ArcSwap<Vec<Arc<Deployed>>>,
     changes: tokio::sync::Mutex<()>,
     next_key: AtomicU64,
 }
@@ -188,6 +198,7 @@ impl Registry {
             metrics,
             quarantine_after,
             table: ArcSwap::from_pointee(Table::new()),
+            routes: ArcSwap::from_pointee(Vec::new()),
             changes: tokio::sync::Mutex::new(()),
             next_key: AtomicU64::new(1),
         }
@@ -197,6 +208,15 @@ impl Registry {
     #[inline]
     pub fn get(&self, name: &str) -> Option<Arc<Deployed>> {
         self.table.load().get(name).cloned()
+    }
+
+    /// The component mounted on the most specific route that serves `path`, if any.
+    pub fn route(&self, path: &str) -> Option<Arc<Deployed>> {
+        self.routes
+            .load()
+            .iter()
+            .find(|f| f.http.route.as_ref().is_some_and(|r| r.matches(path)))
+            .cloned()
     }
 
     /// The resident code of `function` for a call arriving at `now`, if it is resident.
@@ -294,8 +314,7 @@ impl Registry {
             }
             table.insert(deployed.record.name.clone(), deployed);
         }
-        self.metrics.functions.set(table.len() as i64);
-        self.table.store(Arc::new(table));
+        self.publish(table);
         Ok(())
     }
 
@@ -308,6 +327,7 @@ impl Registry {
         name: FunctionName,
         wasm: Bytes,
         limits: Limits,
+        http: HttpSettings,
     ) -> Result<(FunctionRecord, Option<Arc<Deployed>>), DeployError> {
         let _changes = self.changes.lock().await;
         let (runtime, bytes) = (self.runtime.clone(), wasm.clone());
@@ -321,6 +341,7 @@ impl Registry {
                 limit_mb: limits.memory_mb,
             });
         }
+        self.check_http(&name, function.kind(), &http)?;
         let record = FunctionRecord {
             name: name.clone(),
             sha256: function.sha256().to_owned(),
@@ -331,6 +352,7 @@ impl Registry {
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map(|d| d.as_millis() as u64)
                 .unwrap_or(0),
+            http,
         };
         if let Err(e) = self.write(wasm, &function, &record).await {
             self.collect_unused(&record.sha256);
@@ -482,8 +504,49 @@ impl Registry {
         function.quarantine.retire();
     }
 
+    /// Refuses HTTP settings on a function that is not a component, and a route another
+    /// function is mounted on already.
+    fn check_http(
+        &self,
+        name: &FunctionName,
+        kind: GuestKind,
+        http: &HttpSettings,
+    ) -> Result<(), DeployError> {
+        if kind != GuestKind::WasiHttp && !http.is_empty() {
+            return Err(DeployError::NotHttp { kind });
+        }
+        let Some(route) = &http.route else {
+            return Ok(());
+        };
+        let table = self.table.load();
+        let owner = table
+            .values()
+            .find(|f| f.record.name != *name && f.http.route.as_ref() == Some(route));
+        match owner {
+            Some(owner) => Err(DeployError::RouteTaken {
+                route: route.to_string(),
+                owner: owner.record.name.to_string(),
+            }),
+            None => Ok(()),
+        }
+    }
+
     fn publish(&self, table: Table) {
         self.metrics.functions.set(table.len() as i64);
+        let mut routes: Vec<Arc<Deployed>> = table
+            .values()
+            .filter(|f| f.http.route.is_some())
+            .cloned()
+            .collect();
+        // Most specific first; the name breaks ties, so two nodes that both accepted the same
+        // route (deployed on each at once) serve it from the same function.
+        routes.sort_by(|a, b| {
+            let specificity = |f: &Deployed| f.http.route.as_ref().map(|r| r.specificity());
+            specificity(b)
+                .cmp(&specificity(a))
+                .then_with(|| a.record.name.cmp(&b.record.name))
+        });
+        self.routes.store(Arc::new(routes));
         self.table.store(Arc::new(table));
     }
 

@@ -21,6 +21,7 @@ use std::fs::File;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use wasmtime::component::Component;
 use wasmtime::{Engine, Module};
 use xxhash_rust::xxh3::Xxh3;
 
@@ -62,6 +63,13 @@ impl ArtifactCache {
         self.dir.join(format!("{sha256}-{}.cwasm", self.engine_tag))
     }
 
+    /// Where the artefact of the component with this sha256 lives: a name of its own, so a
+    /// module's cold start never opens a file to learn which kind it has.
+    pub fn component_path(&self, sha256: &str) -> PathBuf {
+        self.dir
+            .join(format!("{sha256}-{}.component.cwasm", self.engine_tag))
+    }
+
     /// Loads the artefact for `sha256`, or `None` if there is none or it is unusable (in which
     /// case the caller compiles again and overwrites it).
     pub fn load(&self, engine: &Engine, sha256: &str) -> Option<Module> {
@@ -80,9 +88,29 @@ impl ArtifactCache {
         }
     }
 
+    /// Loads the artefact of the component `sha256`, like [`ArtifactCache::load`].
+    pub fn load_component(&self, engine: &Engine, sha256: &str) -> Option<Component> {
+        let path = self.component_path(sha256);
+        self.verified(&path)?;
+        // SAFETY: as in `load`: `verified` checked that the file is whole and what `store`
+        // wrote from a component this engine compiled; only mote writes this directory.
+        match unsafe { Component::deserialize_file(engine, &path) } {
+            Ok(component) => Some(component),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "discarding unusable compiled artefact");
+                None
+            }
+        }
+    }
+
     /// Whether a whole, unchanged artefact for `sha256` is on disk.
     pub fn is_stored(&self, sha256: &str) -> bool {
         self.verified(&self.path(sha256)).is_some()
+    }
+
+    /// Whether a whole, unchanged artefact for the component `sha256` is on disk.
+    pub fn is_stored_component(&self, sha256: &str) -> bool {
+        self.verified(&self.component_path(sha256)).is_some()
     }
 
     /// The artefact at `path`, opened, if its checksum matches its contents.
@@ -109,14 +137,20 @@ impl ArtifactCache {
     /// Writes the artefact of `module` under `sha256`: to a temporary file, synced, then
     /// renamed into place.
     pub fn store(&self, sha256: &str, module: &Module) -> Result<(), CompileError> {
-        let path = self.path(sha256);
+        self.write(self.path(sha256), module.serialize())
+    }
+
+    /// Writes the artefact of `component` under `sha256`, like [`ArtifactCache::store`].
+    pub fn store_component(&self, sha256: &str, component: &Component) -> Result<(), CompileError> {
+        self.write(self.component_path(sha256), component.serialize())
+    }
+
+    fn write(&self, path: PathBuf, bytes: wasmtime::Result<Vec<u8>>) -> Result<(), CompileError> {
         let io = |source| CompileError::Cache {
             path: path.clone(),
             source,
         };
-        let bytes = module
-            .serialize()
-            .map_err(|e| io(std::io::Error::other(e.to_string())))?;
+        let bytes = bytes.map_err(|e| io(std::io::Error::other(e.to_string())))?;
         let mut tmp = tempfile::NamedTempFile::new_in(&self.dir).map_err(io)?;
         tmp.write_all(&bytes).map_err(io)?;
         tmp.write_all(&trailer(&bytes)).map_err(io)?;
@@ -128,6 +162,7 @@ impl ArtifactCache {
     /// Deletes the artefact for `sha256`, if any.
     pub fn remove(&self, sha256: &str) {
         let _ = std::fs::remove_file(self.path(sha256));
+        let _ = std::fs::remove_file(self.component_path(sha256));
     }
 }
 

@@ -110,9 +110,9 @@ impl Runtime {
 
     /// A store for `call`, with its limits; the caller arms the deadline.
     fn new_store(&self, call: &Call<'_>, microtask: Option<MicrotaskState>) -> Store<CallState> {
-        let stdin = match call.function.entry {
-            Entry::WasiCommand { .. } => Bytes::copy_from_slice(call.input),
-            Entry::MoteAbi { .. } | Entry::Job => Bytes::new(),
+        let stdin = match call.function.entry() {
+            Some(Entry::WasiCommand { .. }) => Bytes::copy_from_slice(call.input),
+            _ => Bytes::new(),
         };
         let state = CallState::new(
             call.name.clone(),
@@ -122,7 +122,7 @@ impl Runtime {
             self.max_response_bytes(),
             microtask,
         );
-        let mut store = Store::new(call.function.pre.module().engine(), state);
+        let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
         store
     }

@@ -1,10 +1,13 @@
-//! The wasmtime engine and its configuration, the two linkers with mote's host functions, and
-//! turning module bytes into a [`Function`]: compiled, or loaded from its cached artefact.
+//! The wasmtime engine and its configuration, the linkers with mote's host functions (two for
+//! core modules, one for `wasi:http` components), and turning module or component bytes into a
+//! [`Function`]: compiled, or loaded from its cached artefact.
 
 use crate::artifact::ArtifactCache;
 use crate::error::{CompileError, RuntimeError};
+use crate::function::Code;
 use crate::function::Function;
 use crate::host;
+use crate::proxy::{self, ProxyState};
 use crate::state::CallState;
 use crate::ticker::{EpochTicker, TickerPeriods};
 use mote_types::abi;
@@ -35,7 +38,16 @@ pub struct RuntimeConfig {
     /// Further instance slots, with fiber stacks, for calls of microtask functions: the most
     /// such calls alive at once (a call waiting on storage counts).
     pub microtask_slots: u32,
+    /// Component instance slots, with fiber stacks, for requests to `wasi:http` components: the
+    /// most such requests alive at once (one waiting on a body counts).
+    pub proxy_slots: u32,
 }
+
+/// What the pool reserves per component slot: a proxy component built with the preview1
+/// adapter is several core instances (the guest, the adapter, and the shims between them),
+/// each with its tables, and up to two memories.
+const CORE_INSTANCES_PER_PROXY: u32 = 8;
+const MEMORIES_PER_PROXY: u32 = 2;
 
 impl RuntimeConfig {
     /// Defaults sized for `executors` concurrent calls, caching artefacts under `artifact_dir`.
@@ -54,17 +66,20 @@ impl RuntimeConfig {
             max_response_bytes: 16 << 20,
             keep_resident_bytes: 2 << 20,
             microtask_slots: 256,
+            proxy_slots: 256,
         }
     }
 }
 
 /// The engine, linkers and caches shared by every call on a node.
 pub struct Runtime {
-    engine: Engine,
+    pub(crate) engine: Engine,
     /// Host functions for calls that run to completion on the calling thread.
     linker: Linker<CallState>,
     /// Asynchronous host functions for microtask functions, whose calls are futures.
     microtask_linker: Linker<CallState>,
+    /// WASI 0.2 and `wasi:http` for proxy components.
+    proxy_linker: wasmtime::component::Linker<ProxyState>,
     artifacts: ArtifactCache,
     config: RuntimeConfig,
     /// `None` only when `epoch_interruption` is off.
@@ -80,6 +95,7 @@ impl Runtime {
         host::add_blocking(&mut linker).map_err(engine_error)?;
         let mut microtask_linker = Linker::new(&engine);
         host::add_async(&mut microtask_linker).map_err(engine_error)?;
+        let proxy_linker = proxy::linker(&engine).map_err(engine_error)?;
         let artifacts = ArtifactCache::open(&config.artifact_dir, &engine)?;
         let ticker = config
             .epoch_interruption
@@ -95,6 +111,7 @@ impl Runtime {
             engine,
             linker,
             microtask_linker,
+            proxy_linker,
             artifacts,
             config,
             ticker,
@@ -120,15 +137,37 @@ impl Runtime {
     /// that accepts the function calls [`Runtime::keep`] once it has checked everything else.
     pub fn compile(&self, wasm: &[u8]) -> Result<Arc<Function>, CompileError> {
         let sha256 = ArtifactCache::digest(wasm);
+        if check_header(wasm)? == Layer::Component {
+            let component = match self.artifacts.load_component(&self.engine, &sha256) {
+                Some(component) => component,
+                None => proxy::compile(&self.engine, wasm)?,
+            };
+            return Ok(Arc::new(Function::link_component(
+                &self.proxy_linker,
+                component,
+                sha256,
+            )?));
+        }
         let module = match self.artifacts.load(&self.engine, &sha256) {
             Some(module) => module,
-            None => self.compile_bytes(wasm)?,
+            None => self.compile_module(wasm)?,
         };
         Ok(Arc::new(self.link(module, sha256)?))
     }
 
-    fn compile_bytes(&self, wasm: &[u8]) -> Result<wasmtime::Module, CompileError> {
-        check_header(wasm)?;
+    /// Compiles and links bytes not seen before: a module or a component, by their header.
+    fn compile_bytes(&self, wasm: &[u8], sha256: String) -> Result<Function, CompileError> {
+        match check_header(wasm)? {
+            Layer::Module => self.link(self.compile_module(wasm)?, sha256),
+            Layer::Component => Function::link_component(
+                &self.proxy_linker,
+                proxy::compile(&self.engine, wasm)?,
+                sha256,
+            ),
+        }
+    }
+
+    fn compile_module(&self, wasm: &[u8]) -> Result<wasmtime::Module, CompileError> {
         wasmtime::Module::from_binary(&self.engine, wasm)
             .map_err(|e| CompileError::Invalid(format!("{e:#}")))
     }
@@ -136,11 +175,18 @@ impl Runtime {
     /// Makes sure `function`'s compiled artefact is on disk, whole, so that later loads map it
     /// instead of compiling; writes it (synced) unless it is there already.
     pub fn keep(&self, function: &Function) -> Result<(), CompileError> {
-        if self.artifacts.is_stored(function.sha256()) {
-            return Ok(());
+        match &function.code {
+            Code::Module { pre, .. } => match self.artifacts.is_stored(function.sha256()) {
+                true => Ok(()),
+                false => self.artifacts.store(function.sha256(), pre.module()),
+            },
+            Code::Proxy(code) => match self.artifacts.is_stored_component(function.sha256()) {
+                true => Ok(()),
+                false => self
+                    .artifacts
+                    .store_component(function.sha256(), code.pre.instance_pre().component()),
+            },
         }
-        self.artifacts
-            .store(function.sha256(), function.pre.module())
     }
 
     /// Loads a function whose module was accepted before, from its cached artefact if there is
@@ -155,6 +201,14 @@ impl Runtime {
         if let Some(module) = self.artifacts.load(&self.engine, sha256) {
             return Ok(Arc::new(self.link(module, sha256.to_owned())?));
         }
+        // Only a component's cold start, or a module whose artefact is gone, gets here.
+        if let Some(component) = self.artifacts.load_component(&self.engine, sha256) {
+            return Ok(Arc::new(Function::link_component(
+                &self.proxy_linker,
+                component,
+                sha256.to_owned(),
+            )?));
+        }
         let wasm = read_wasm().map_err(|e| {
             CompileError::Invalid(format!("cannot read stored module {sha256}: {e}"))
         })?;
@@ -164,7 +218,7 @@ impl Runtime {
                 "stored module {sha256} is damaged: its bytes hash to {found}"
             )));
         }
-        let function = Arc::new(self.link(self.compile_bytes(&wasm)?, found)?);
+        let function = Arc::new(self.compile_bytes(&wasm, found)?);
         if let Err(e) = self.keep(&function) {
             // The function still runs; its next cold start compiles again.
             tracing::warn!(error = %e, "cannot cache the compiled artefact");
@@ -191,20 +245,24 @@ impl Runtime {
 /// stacks for microtask calls) and epoch interruption.
 fn build_engine(config: &RuntimeConfig) -> wasmtime::Result<Engine> {
     let slots = config.instance_slots.saturating_add(config.microtask_slots);
+    let proxies = config.proxy_slots;
     let mut pool = PoolingAllocationConfig::default();
-    pool.total_core_instances(slots)
-        .total_memories(slots)
-        .total_tables(slots)
-        .total_stacks(config.microtask_slots)
-        .max_memory_size((config.max_memory_mb as usize) << 20)
-        // Between calls, reset only the pages a call dirtied (found with the PAGEMAP_SCAN
-        // ioctl on Linux 6.7+) by rewriting them in place, up to this many bytes. Unmapping
-        // them instead (madvise) costs a TLB shoot-down on every core and a page fault per
-        // page on the next call; measured on the Rust `echo` guest it was 14 µs of a 16 µs
-        // call. Without PAGEMAP_SCAN, wasmtime falls back to resetting only the first bytes.
-        .pagemap_scan(wasmtime::Enabled::Auto)
-        .linear_memory_keep_resident(config.keep_resident_bytes)
-        .table_keep_resident(64 << 10);
+    pool.total_core_instances(
+        slots.saturating_add(proxies.saturating_mul(CORE_INSTANCES_PER_PROXY)),
+    )
+    .total_memories(slots.saturating_add(proxies.saturating_mul(MEMORIES_PER_PROXY)))
+    .total_tables(slots.saturating_add(proxies.saturating_mul(CORE_INSTANCES_PER_PROXY)))
+    .total_component_instances(proxies)
+    .total_stacks(config.microtask_slots.saturating_add(proxies))
+    .max_memory_size((config.max_memory_mb as usize) << 20)
+    // Between calls, reset only the pages a call dirtied (found with the PAGEMAP_SCAN
+    // ioctl on Linux 6.7+) by rewriting them in place, up to this many bytes. Unmapping
+    // them instead (madvise) costs a TLB shoot-down on every core and a page fault per
+    // page on the next call; measured on the Rust `echo` guest it was 14 µs of a 16 µs
+    // call. Without PAGEMAP_SCAN, wasmtime falls back to resetting only the first bytes.
+    .pagemap_scan(wasmtime::Enabled::Auto)
+    .linear_memory_keep_resident(config.keep_resident_bytes)
+    .table_keep_resident(64 << 10);
     let mut wasm = Config::new();
     wasm.epoch_interruption(config.epoch_interruption)
         .memory_init_cow(true)
@@ -215,8 +273,16 @@ fn build_engine(config: &RuntimeConfig) -> wasmtime::Result<Engine> {
     Engine::new(&wasm)
 }
 
-/// Rejects bytes that are not a core WebAssembly module with a message that says what they are.
-fn check_header(wasm: &[u8]) -> Result<(), CompileError> {
+/// Which layer of WebAssembly a binary is.
+#[derive(Debug, PartialEq, Eq)]
+enum Layer {
+    Module,
+    Component,
+}
+
+/// Rejects bytes that are not WebAssembly with a message that says what they are, and tells a
+/// core module from a component.
+fn check_header(wasm: &[u8]) -> Result<Layer, CompileError> {
     const MAGIC: &[u8] = b"\0asm";
     if !wasm.starts_with(MAGIC) {
         let shown: String = wasm.iter().take(4).map(|b| format!("{b:02x}")).collect();
@@ -228,9 +294,9 @@ fn check_header(wasm: &[u8]) -> Result<(), CompileError> {
     }
     // Bytes 4..8 are the version; components set the layer field (bytes 6..8) to 1.
     if wasm.len() >= 8 && wasm[6..8] == [1, 0] {
-        return Err(CompileError::Component);
+        return Ok(Layer::Component);
     }
-    Ok(())
+    Ok(Layer::Module)
 }
 
 #[cfg(test)]
@@ -297,13 +363,11 @@ mod tests {
         let path = rt.artifacts.path(&sha);
         let mut bytes = std::fs::read(&path).unwrap();
         // Flip bytes in the middle of the function bodies, where nothing but a checksum looks.
-        let text = rt
-            .load(&sha, || unreachable!())
-            .unwrap()
-            .pre
-            .module()
-            .text()
-            .to_vec();
+        let loaded = rt.load(&sha, || unreachable!()).unwrap();
+        let Code::Module { pre, .. } = &loaded.code else {
+            unreachable!("a module was deployed")
+        };
+        let text = pre.module().text().to_vec();
         let at = bytes
             .windows(text.len())
             .position(|w| w == text)
@@ -349,10 +413,10 @@ mod tests {
         assert!(e.contains("68656c6c"), "{e}");
         assert!(check_header(b"").unwrap_err().to_string().contains("empty"));
         let component = [0, b'a', b's', b'm', 0x0d, 0, 1, 0];
-        assert!(matches!(
-            check_header(&component),
-            Err(CompileError::Component)
-        ));
-        assert!(check_header(&[0, b'a', b's', b'm', 1, 0, 0, 0]).is_ok());
+        assert_eq!(check_header(&component).unwrap(), Layer::Component);
+        assert_eq!(
+            check_header(&[0, b'a', b's', b'm', 1, 0, 0, 0]).unwrap(),
+            Layer::Module
+        );
     }
 }

@@ -11,7 +11,7 @@
 //! types the ABI requires, so calls here type them without wasmtime's per-call check.
 
 use crate::error::CallError;
-use crate::function::{Entry, Function};
+use crate::function::{Code, Entry, Function};
 use crate::host::log_output;
 use crate::state::CallState;
 use bytes::Bytes;
@@ -123,9 +123,12 @@ pub(crate) async fn run<I: Invoke>(
     store: &mut Store<CallState>,
     input: &[u8],
 ) -> Result<CallOutput, Failure> {
-    let instantiate = I::instantiate(&function.pre, store).await;
+    let Code::Module { pre, entry } = &function.code else {
+        return Err(Failure::Known(CallError::IsProxy));
+    };
+    let instantiate = I::instantiate(pre, store).await;
     let instance = instantiated(store, instantiate)?;
-    match &function.entry {
+    match entry {
         Entry::MoteAbi {
             memory,
             alloc,
@@ -193,7 +196,7 @@ pub(crate) fn finish(
         Some(io) => {
             let stderr = io.stderr.contents();
             log_output(&state.function, &stderr);
-            if matches!(function.entry, Entry::MoteAbi { .. }) {
+            if matches!(function.entry(), Some(Entry::MoteAbi { .. })) {
                 log_output(&state.function, &io.stdout.contents());
             }
             stderr
@@ -370,7 +373,7 @@ pub(crate) fn trap_message(e: &wasmtime::Error) -> String {
 }
 
 /// The last line or so of a guest's stderr, formatted to append to an error message.
-fn quote_tail(stderr: &[u8]) -> String {
+pub(crate) fn quote_tail(stderr: &[u8]) -> String {
     const TAIL: usize = 512;
     let text = String::from_utf8_lossy(stderr);
     let text = text.trim_end();

@@ -26,11 +26,25 @@ pub enum CompileError {
     /// The bytes are not a WebAssembly binary at all.
     #[error("not a WebAssembly module: {0}")]
     NotWasm(String),
-    /// The bytes are a WebAssembly component, which mote does not run yet.
+    /// The bytes are a WebAssembly component that does not export an HTTP handler.
     #[error(
-        "this is a WebAssembly component; mote runs core modules (build for wasm32-wasip1, or wasm32-unknown-unknown with the mote ABI)"
+        "this component exports [{exports}], not `wasi:http/incoming-handler@0.2.x`; mote runs components of the wasi:http/proxy world (what `wasmtime serve` and Spin 2+ run) and core modules (mote ABI, WASI preview1 commands, jobs){}",
+        if *p3 { ". Its `wasi:http/handler@0.3` is WASIp3 (spin-sdk 6 and later), which mote does not run yet: build it with spin-sdk 5.x or the `wasip2` crate" } else { "" }
     )]
-    Component,
+    NotProxy {
+        /// The component's exports, comma-separated.
+        exports: String,
+        /// Whether it exports the WASIp3 handler instead.
+        p3: bool,
+    },
+    /// A component imports something the platform does not provide.
+    #[error(
+        "component imports `{name}`, which mote does not provide; components may import wasi:http (types, outgoing-handler) and the rest of WASI 0.2 (io, clocks, random, cli, filesystem and sockets with nothing granted) (docs/abi.md)"
+    )]
+    UnknownComponentImport {
+        /// The import's name, as in `wasi:keyvalue/store@0.2.0`.
+        name: String,
+    },
     /// The module failed validation or compilation.
     #[error("invalid WebAssembly module: {0}")]
     Invalid(String),
@@ -122,6 +136,25 @@ pub enum CallError {
         "this function is a job: run it with `mote job run NAME` (POST /v1/jobs); it cannot be invoked"
     )]
     IsJob,
+    /// The function is a `wasi:http` component, which takes whole HTTP requests.
+    #[error(
+        "this function is a wasi:http component: send it HTTP requests at /v1/invoke/NAME/PATH (any method) or on its route; it has no request-body-in, body-out call"
+    )]
+    IsProxy,
+    /// The function is not a `wasi:http` component but was given an HTTP request to serve.
+    #[error("this function is not a wasi:http component")]
+    NotProxy,
+    /// A `wasi:http` component answered with an error code instead of a response.
+    #[error("function answered with the error code {0} instead of a response")]
+    Answered(String),
+    /// A `wasi:http` component returned without setting its response.
+    #[error(
+        "function returned without a response: its handler must call response-outparam.set before it returns"
+    )]
+    NoResponse,
+    /// The request could not be handed to the component.
+    #[error("the request cannot be handed to the function: {0}")]
+    BadRequest(String),
     /// No instance could be created (the instance pool is exhausted or the OS refused memory).
     #[error("cannot instantiate function: {0}")]
     Instantiate(String),

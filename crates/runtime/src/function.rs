@@ -1,19 +1,21 @@
-//! A deployed module made ready to run: guest kind detected, exports checked and resolved to
-//! indices once, imports linked into an `InstancePre`. Everything that can be decided at deploy
-//! time is decided here, so the call path only instantiates and calls.
+//! A deployed module or component made ready to run: guest kind detected, exports checked and
+//! resolved to indices once, imports linked into an `InstancePre` (a `ProxyPre` for a
+//! `wasi:http` component). Everything that can be decided at deploy time is decided here, so
+//! the call path only instantiates and calls.
 
 use crate::error::CompileError;
 use crate::host::PROVIDED_MODULES;
+use crate::proxy::{self, ProxyCode, ProxyState};
 use crate::state::CallState;
 use mote_types::{GuestKind, abi};
+use wasmtime::component::Component;
 use wasmtime::{ExternType, FuncType, InstancePre, Linker, Module, ModuleExport, ValType};
 
 /// A compiled, linked function, shared by every executor that runs it.
 pub struct Function {
     pub(crate) sha256: String,
     pub(crate) kind: GuestKind,
-    pub(crate) pre: InstancePre<CallState>,
-    pub(crate) entry: Entry,
+    pub(crate) code: Code,
     microtask: bool,
     min_memory_bytes: u64,
     resident_bytes: u64,
@@ -29,8 +31,19 @@ impl std::fmt::Debug for Function {
     }
 }
 
+/// What a call instantiates.
+pub(crate) enum Code {
+    /// A core module and the entry points its kind calls.
+    Module {
+        pre: InstancePre<CallState>,
+        entry: Entry,
+    },
+    /// A `wasi:http` proxy component.
+    Proxy(Box<ProxyCode>),
+}
+
 /// The exports a call uses, resolved at deploy time. Every function export here has the type
-/// the ABI requires, checked by `detect` against `Function::pre`'s module: calls rely on this to
+/// the ABI requires, checked by `detect` against the module: calls rely on this to
 /// skip wasmtime's per-call type check.
 pub(crate) enum Entry {
     MoteAbi {
@@ -101,12 +114,51 @@ impl Function {
         Ok(Self {
             sha256,
             kind,
-            pre,
-            entry,
+            code: Code::Module { pre, entry },
             microtask,
             min_memory_bytes,
             resident_bytes,
         })
+    }
+
+    /// Checks that `component` is a `wasi:http` proxy and links it.
+    pub(crate) fn link_component(
+        linker: &wasmtime::component::Linker<ProxyState>,
+        component: Component,
+        sha256: String,
+    ) -> Result<Self, CompileError> {
+        let code = proxy::link(linker, &component)?;
+        let image = component.image_range();
+        Ok(Self {
+            sha256,
+            kind: GuestKind::WasiHttp,
+            code: Code::Proxy(Box::new(code)),
+            microtask: false,
+            min_memory_bytes: 0,
+            resident_bytes: (image.end as usize - image.start as usize) as u64,
+        })
+    }
+
+    /// The module and entry points of a core module's call; `None` for a component.
+    pub(crate) fn entry(&self) -> Option<&Entry> {
+        match &self.code {
+            Code::Module { entry, .. } => Some(entry),
+            Code::Proxy(_) => None,
+        }
+    }
+
+    /// The linked component of a `wasi:http` function.
+    pub(crate) fn proxy(&self) -> Option<&ProxyCode> {
+        match &self.code {
+            Code::Proxy(code) => Some(code),
+            Code::Module { .. } => None,
+        }
+    }
+
+    /// Whether it is a `wasi:http` component, whose calls are HTTP requests
+    /// ([`crate::Runtime::serve_http`]).
+    pub fn is_proxy(&self) -> bool {
+        matches!(self.code, Code::Proxy(_))
     }
 
     /// Lowercase hex sha256 of the module's bytes.

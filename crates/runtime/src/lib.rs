@@ -15,13 +15,17 @@
 //!   `mote.phase`, `mote.sleep_us` or an object storage function), whose phase changes and waits
 //!   go through the node's [`PhaseGate`] and whose object I/O runs on the node's [`HostIo`].
 //!   Every other function keeps the blocking path and pays nothing for this.
+//! - A `wasi:http` proxy component ([`Function::is_proxy`]) serves one HTTP request per call
+//!   with [`Runtime::serve_http`] (`proxy`): a fresh component instance from the same pool, the
+//!   request's body and the response's streaming while the guest runs, its outbound requests
+//!   checked against the function's allowed hosts.
 //! - A job module (a Canary job's driver and tasks) runs on a [`JobEngine`] of its own, in
 //!   instances that live as long as the partitions they hold (`job`).
 //! - `state` is what a call keeps in its `Store`; `host` registers the host functions guests may
 //!   import; `gate` is what the node provides to microtask calls.
 //!
-//! Modules depend one way: `gate` <- `state` <- `host` <- `function` <- `entry` <- `engine`
-//! (with `artifact`, `ticker`) <- `call`.
+//! Modules depend one way: `gate` <- `state` <- `host` <- `proxy` <- `function` <- `entry` <-
+//! `engine` (with `artifact`, `ticker`) <- `call`.
 //!
 //! Per call the guest gets: a linear memory capped by `memory_mb` (enforced by a
 //! `ResourceLimiter`), a wall-clock deadline (epoch interruption plus a clock check in the epoch
@@ -38,6 +42,7 @@ mod function;
 mod gate;
 mod host;
 mod job;
+mod proxy;
 mod state;
 mod ticker;
 
@@ -49,4 +54,5 @@ pub use error::{CallError, CompileError, RuntimeError};
 pub use function::Function;
 pub use gate::{GateFuture, HostIo, PhaseGate};
 pub use job::{JobContext, JobEngine, JobError, JobInstance, JobModule, TaskOutput};
+pub use proxy::{BodyError, ProxyAnswer, ProxyCall, ProxyResponse, ResponseBody};
 pub use ticker::{EpochTicker, TickerPeriods};

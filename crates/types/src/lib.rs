@@ -4,15 +4,18 @@
 //! - [`Limits`]: what one call of a function may consume (time, memory), with the platform defaults.
 //! - [`GuestKind`]: which calling convention a module follows, detected from its exports.
 //! - [`FunctionRecord`]: the persisted description of a deployed function.
+//! - [`HttpSettings`]: a `wasi:http` component's [`Route`] and the [`OutboundHost`]s it may call.
 //! - [`abi`]: the names and status codes of the mote guest ABI (the `mote-abi` crate, which the
 //!   guest SDK shares).
 
 pub use mote_abi as abi;
 
+mod http;
 mod limits;
 mod name;
 mod record;
 
+pub use http::{HttpSettings, OutboundHost, OutboundHostError, Route, RouteError};
 pub use limits::{Limits, LimitsError, ShowBudget, Timeout};
 pub use name::{FunctionName, NameError};
 pub use record::{FunctionRecord, GuestKind};

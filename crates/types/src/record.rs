@@ -1,6 +1,6 @@
 //! The persisted description of a deployed function.
 
-use crate::{FunctionName, Limits};
+use crate::{FunctionName, HttpSettings, Limits};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -17,6 +17,11 @@ pub enum GuestKind {
     /// never invoked as a function.
     #[serde(rename = "job")]
     Job,
+    /// A WebAssembly component of the `wasi:http/proxy` world: exports
+    /// `wasi:http/incoming-handler` (what `wasmtime serve` and Spin run); serves whole HTTP
+    /// requests, on `/v1/invoke/NAME/...` and on its route.
+    #[serde(rename = "wasi-http")]
+    WasiHttp,
 }
 
 impl GuestKind {
@@ -26,6 +31,7 @@ impl GuestKind {
             Self::MoteAbiV1 => "mote-abi-v1",
             Self::WasiCommand => "wasi-command",
             Self::Job => "job",
+            Self::WasiHttp => "wasi-http",
         }
     }
 }
@@ -52,6 +58,9 @@ pub struct FunctionRecord {
     pub size_bytes: u64,
     /// When it was deployed, in milliseconds since the Unix epoch.
     pub deployed_at_ms: u64,
+    /// A `wasi:http` component's route and outbound hosts; absent for other kinds.
+    #[serde(default, skip_serializing_if = "HttpSettings::is_empty")]
+    pub http: HttpSettings,
 }
 
 #[cfg(test)]
@@ -67,9 +76,14 @@ mod tests {
             limits: Limits::default(),
             size_bytes: 42,
             deployed_at_ms: 1,
+            http: HttpSettings::default(),
         };
         let json = serde_json::to_string(&r).unwrap();
         assert!(json.contains("\"kind\":\"wasi-command\""));
+        assert!(
+            !json.contains("http"),
+            "records of other kinds stay as they were: {json}"
+        );
         assert_eq!(serde_json::from_str::<FunctionRecord>(&json).unwrap(), r);
     }
 }

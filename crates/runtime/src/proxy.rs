@@ -1,0 +1,372 @@
+//! `wasi:http` proxy components: what `wasmtime serve`, Spin and others run. One request is one
+//! call: a fresh component instance from the pool, the request handed to its
+//! `wasi:http/incoming-handler`, its response handed back as soon as the guest sets it, with the
+//! body streaming both ways while the guest runs.
+//!
+//! The call is a future. Waits on a request body, a response body's room or an outbound
+//! response suspend the guest's fiber, so the node can give its core to others meanwhile; the
+//! function's budget covers the whole request, waits included (the epoch callback stops
+//! compute, a timer stops waits). Outbound requests go through [`Outbound`]: denied unless the
+//! function's `allow_outbound` names the host, with connect and response timeouts bounded by
+//! the budget, and run on the node's I/O runtime, because the threads that poll guests are
+//! confined by seccomp and hold no sockets.
+
+use crate::error::{CallError, CompileError};
+use crate::gate::HostIo;
+use crate::state::CallLimiter;
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use http_body_util::combinators::UnsyncBoxBody;
+use mote_types::{HttpSettings, Limits};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Engine, Store};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::p2::bindings::ProxyPre;
+use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
+use wasmtime_wasi_http::{
+    RequestOptions, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView,
+};
+
+/// The export that makes a component a proxy, without its version.
+const INCOMING_HANDLER: &str = "wasi:http/incoming-handler@0.2";
+/// The export of a WASIp3 HTTP component (spin-sdk 6 and later), which mote does not run yet.
+const P3_HANDLER: &str = "wasi:http/handler@0.3";
+/// How much of a component's stderr is kept, to quote the end of it when the call fails.
+const STDERR_CAPACITY: usize = 64 << 10;
+/// The longest an outbound connection may take to open, whatever the guest asks for.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A proxy component, linked and ready to instantiate.
+pub(crate) struct ProxyCode {
+    pub(crate) pre: ProxyPre<ProxyState>,
+}
+
+/// A response as the guest set it: the head, and a body that streams while the guest writes it.
+pub type ProxyResponse = http::Response<ResponseBody>;
+
+/// The body of a [`ProxyResponse`]. It ends with an error if the guest stopped before finishing
+/// it (a trap, its budget).
+pub type ResponseBody = UnsyncBoxBody<Bytes, BodyError>;
+
+/// Why a response body ended early.
+#[derive(Debug, thiserror::Error)]
+#[error("the function's response body failed: {0}")]
+pub struct BodyError(String);
+
+/// What a guest answered for its response: the response, or the error code it set instead.
+pub type ProxyAnswer = Result<ProxyResponse, String>;
+
+/// One request to run: the function, its name, its limits, when it began, and the hosts its
+/// outbound requests may reach.
+pub struct ProxyCall<'a> {
+    /// The compiled component.
+    pub function: &'a crate::Function,
+    /// The name it is deployed as, for its log lines.
+    pub name: &'a Arc<str>,
+    /// What it may consume; the budget covers the whole request.
+    pub limits: Limits,
+    /// When the request began: the budget runs from here.
+    pub started: Instant,
+    /// Its route and allowed outbound hosts.
+    pub http: Arc<HttpSettings>,
+}
+
+/// What a proxy call keeps in its `Store`.
+pub(crate) struct ProxyState {
+    wasi: WasiCtx,
+    http: WasiHttpCtx,
+    table: ResourceTable,
+    outbound: Outbound,
+    pub(crate) limiter: CallLimiter,
+    pub(crate) deadline: Instant,
+    pub(crate) timed_out: bool,
+    stderr: MemoryOutputPipe,
+}
+
+impl WasiView for ProxyState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for ProxyState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.outbound,
+        }
+    }
+}
+
+/// A call's outbound requests: checked against the function's allowed hosts, then sent from
+/// the node's I/O runtime.
+struct Outbound {
+    function: Arc<str>,
+    http: Arc<HttpSettings>,
+    io: tokio::runtime::Handle,
+    deadline: Instant,
+}
+
+type Sent = wasmtime_wasi_http::Result<(
+    http::Response<wasmtime_wasi_http::WasiBody>,
+    Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
+)>;
+
+impl WasiHttpHooks for Outbound {
+    fn send_request(
+        &mut self,
+        request: http::Request<wasmtime_wasi_http::WasiBody>,
+        options: Option<RequestOptions>,
+        _sent: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
+    ) -> Box<dyn Future<Output = Sent> + Send> {
+        let uri = request.uri();
+        let host = uri.host().unwrap_or_default().to_owned();
+        let https = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        if !self.http.allows(&host, port) {
+            tracing::warn!(
+                function = %self.function,
+                host, port,
+                "outbound request denied: the host is not in the function's --allow-outbound"
+            );
+            return Box::new(std::future::ready(Err(
+                wasmtime_wasi_http::Error::HttpRequestDenied,
+            )));
+        }
+        // No wait of an outbound request may outlast the call's budget.
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        let bound = |asked: Option<Duration>, most: Duration| Some(asked.unwrap_or(most).min(most));
+        let options = RequestOptions {
+            connect_timeout: bound(
+                options.and_then(|o| o.connect_timeout),
+                CONNECT_TIMEOUT.min(left),
+            ),
+            first_byte_timeout: bound(options.and_then(|o| o.first_byte_timeout), left),
+            between_bytes_timeout: bound(options.and_then(|o| o.between_bytes_timeout), left),
+        };
+        let io = self.io.clone();
+        Box::new(async move {
+            let send = io.spawn(async move {
+                let (response, connection) =
+                    wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
+                Ok::<_, wasmtime_wasi_http::Error>((
+                    response.map(BodyExt::boxed_unsync),
+                    connection,
+                ))
+            });
+            let lost = |e: tokio::task::JoinError| {
+                wasmtime_wasi_http::Error::InternalError(Some(format!(
+                    "the outbound request's task ended: {e}"
+                )))
+            };
+            let (response, connection) = send.await.map_err(lost)??;
+            // The connection reads and writes its socket, so it runs where sockets are allowed.
+            let connection = io.spawn(connection);
+            let connection: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send> =
+                Box::new(async move { connection.await.map_err(lost)? });
+            Ok((response, connection))
+        })
+    }
+}
+
+/// Adds what proxy components may import: `wasi:http` (types and the outgoing handler) and the
+/// rest of WASI 0.2, with nothing granted (no preopened directories, no sockets, no
+/// environment), so components built for `wasmtime serve -Scli` or with toolchains that import
+/// more than the proxy world (componentize-py) link too.
+pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<ProxyState>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    Ok(linker)
+}
+
+/// Compiles `wasm`, a component, for `engine`.
+pub(crate) fn compile(engine: &Engine, wasm: &[u8]) -> Result<Component, CompileError> {
+    Component::from_binary(engine, wasm).map_err(|e| CompileError::Invalid(format!("{e:#}")))
+}
+
+/// Checks that `component` is a proxy and links it.
+pub(crate) fn link(
+    linker: &Linker<ProxyState>,
+    component: &Component,
+) -> Result<ProxyCode, CompileError> {
+    let engine = linker.engine();
+    let ty = component.component_type();
+    let exports: Vec<&str> = ty.exports(engine).map(|(name, _)| name).collect();
+    if !exports.iter().any(|e| e.starts_with(INCOMING_HANDLER)) {
+        return Err(CompileError::NotProxy {
+            exports: exports.join(", "),
+            p3: exports.iter().any(|e| e.starts_with(P3_HANDLER)),
+        });
+    }
+    let pre = linker.instantiate_pre(component).map_err(|e| {
+        let msg = format!("{e:#}");
+        match missing_import(&msg) {
+            Some(name) => CompileError::UnknownComponentImport {
+                name: name.to_owned(),
+            },
+            None => CompileError::Link(msg),
+        }
+    })?;
+    let pre = ProxyPre::new(pre).map_err(|e| CompileError::Link(format!("{e:#}")))?;
+    component
+        .initialize_copy_on_write_image()
+        .map_err(|e| CompileError::Link(format!("cannot build the memory image: {e:#}")))?;
+    Ok(ProxyCode { pre })
+}
+
+/// wasmtime names an import the linker lacks as "component imports instance `NAME`, but a
+/// matching implementation was not found in the linker" (or "function", "resource").
+fn missing_import(msg: &str) -> Option<&str> {
+    let rest = msg.split("component imports ").nth(1)?;
+    rest.split('`').nth(1)
+}
+
+impl crate::Runtime {
+    /// Serves one request with `call`'s component in a fresh instance. The response goes to
+    /// `respond` as soon as the guest sets it, so its body streams while the guest writes; the
+    /// future resolves when the guest returns (or fails), with what the ledger settles. It must
+    /// be polled on a Tokio runtime with its timer; dropping it stops the guest.
+    pub async fn serve_http<B>(
+        &self,
+        call: ProxyCall<'_>,
+        request: http::Request<B>,
+        respond: oneshot::Sender<ProxyAnswer>,
+        io: &HostIo,
+    ) -> Result<crate::CallOutput, CallError>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: std::error::Error + Send + Sync + 'static,
+    {
+        let Some(code) = call.function.proxy() else {
+            return Err(CallError::NotProxy);
+        };
+        let deadline = call.started + call.limits.timeout();
+        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+        let state = ProxyState {
+            wasi: WasiCtx::builder().stderr(stderr.clone()).build(),
+            http: WasiHttpCtx::new(),
+            table: ResourceTable::new(),
+            outbound: Outbound {
+                function: call.name.clone(),
+                http: call.http.clone(),
+                io: io.io.clone(),
+                deadline,
+            },
+            limiter: CallLimiter {
+                memory_limit: call.limits.memory_bytes(),
+                denied: None,
+            },
+            deadline,
+            timed_out: false,
+            stderr,
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        self.arm_proxy_deadline(&mut store, call.limits);
+        let request = request.map(|body| {
+            body.map_err(|e| {
+                wasmtime_wasi_http::Error::InternalError(Some(format!(
+                    "reading the request body: {e}"
+                )))
+            })
+        });
+        let setup: wasmtime::Result<_> = (|| {
+            let mut http = store.data_mut().http();
+            let request = http.new_incoming_request(Scheme::Http, request)?;
+            let out = http.new_response_outparam_from_callback(move |answer| {
+                let answer = answer
+                    .map(|response| {
+                        response
+                            .map(|body| body.map_err(|e| BodyError(e.to_string())).boxed_unsync())
+                    })
+                    .map_err(|code| describe(&code));
+                let _ = respond.send(answer);
+            })?;
+            Ok((request, out))
+        })();
+        let (request, out) = setup.map_err(|e| CallError::BadRequest(format!("{e:#}")))?;
+        let run = async {
+            let proxy = match code.pre.instantiate_async(&mut store).await {
+                Ok(proxy) => proxy,
+                Err(e) if store.data().limiter.denied.is_some() => return Err(e),
+                Err(e) => return Ok(Err(CallError::Instantiate(format!("{e:#}")))),
+            };
+            let entered = Instant::now();
+            proxy
+                .wasi_http_incoming_handler()
+                .call_handle(&mut store, request, out)
+                .await?;
+            Ok(Ok(entered))
+        };
+        let result = tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), run).await;
+        let output = match result {
+            Ok(Ok(Ok(entered))) => Ok(crate::CallOutput {
+                body: Vec::new(),
+                entered,
+            }),
+            Ok(Ok(Err(known))) => Err(known),
+            Ok(Err(e)) => Err(classify(e, store.data(), call.limits)),
+            // Waiting past the deadline: the guest holds no thread, so no epoch tick stops it.
+            Err(_) => Err(CallError::Timeout {
+                timeout_us: call.limits.timeout_us,
+            }),
+        };
+        crate::host::log_output(call.name, &store.data().stderr.contents());
+        output
+    }
+
+    /// Stops the guest at every epoch tick past its deadline, and yields to other calls at every
+    /// tick before it (the call is a future on threads shared by many).
+    fn arm_proxy_deadline(&self, store: &mut Store<ProxyState>, limits: Limits) {
+        let Some(ticker) = self.ticker() else {
+            return;
+        };
+        ticker.call_starting(limits.timeout());
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|mut ctx| {
+            let state = ctx.data_mut();
+            if Instant::now() >= state.deadline {
+                state.timed_out = true;
+                return Err(wasmtime::Trap::Interrupt.into());
+            }
+            Ok(wasmtime::UpdateDeadline::Yield(1))
+        });
+    }
+}
+
+/// A failed call, explained: its budget, its memory limit, or the trap with the end of stderr.
+fn classify(e: wasmtime::Error, state: &ProxyState, limits: Limits) -> CallError {
+    if state.timed_out {
+        return CallError::Timeout {
+            timeout_us: limits.timeout_us,
+        };
+    }
+    if let Some(desired) = state.limiter.denied {
+        return CallError::MemoryLimit {
+            memory_mb: limits.memory_mb,
+            detail: format!(
+                "it asked for {} MiB, then failed with: {}",
+                desired.div_ceil(1 << 20),
+                e.root_cause()
+            ),
+        };
+    }
+    let mut message = format!("function {}", crate::entry::trap_message(&e));
+    message.push_str(&crate::entry::quote_tail(&state.stderr.contents()));
+    CallError::Trap { message }
+}
+
+/// An error code a guest answered with, as the client reads it.
+fn describe(code: &ErrorCode) -> String {
+    format!("{code:?}")
+}
