@@ -6,6 +6,7 @@ mod bad_input;
 mod burst;
 mod cli;
 mod cluster;
+mod components;
 mod fixtures;
 mod jobs;
 mod limits;

@@ -106,6 +106,7 @@ pub fn router(
         )
         .route("/v1/functions/{name}/release", post(release_function))
         .route("/v1/invoke/{name}", any(invoke))
+        .route("/v1/invoke/{name}/", any(invoke))
         .route("/v1/invoke/{name}/{*path}", any(invoke_path))
         .route("/v1/node", get(node_status))
         .route("/v1/cluster", get(cluster))

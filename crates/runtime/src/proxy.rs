@@ -370,3 +370,62 @@ fn classify(e: wasmtime::Error, state: &ProxyState, limits: Limits) -> CallError
 fn describe(code: &ErrorCode) -> String {
     format!("{code:?}")
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{CompileError, Runtime, RuntimeConfig};
+
+    fn runtime() -> (Runtime, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        (
+            Runtime::new(RuntimeConfig::new(dir.path(), 1)).unwrap(),
+            dir,
+        )
+    }
+
+    fn compile(rt: &Runtime, wat: &str) -> CompileError {
+        rt.compile(&wat::parse_str(wat).unwrap()).unwrap_err()
+    }
+
+    #[test]
+    fn a_component_that_is_not_a_proxy_is_named_by_its_exports() {
+        let (rt, _dir) = runtime();
+        let e = compile(&rt, "(component)");
+        assert!(
+            matches!(&e, CompileError::NotProxy { exports, p3: false } if exports.is_empty()),
+            "{e}"
+        );
+        let e = compile(
+            &rt,
+            r#"(component (instance $h) (export "wasi:http/handler@0.3.0" (instance $h)))"#,
+        );
+        assert!(
+            e.to_string().contains("WASIp3") && e.to_string().contains("spin-sdk 5.x"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_import_mote_does_not_provide_is_named() {
+        let (rt, _dir) = runtime();
+        let e = compile(
+            &rt,
+            r#"(component
+                 (import "wasi:keyvalue/store@0.2.0" (instance (export "get" (func))))
+                 (instance $h)
+                 (export "wasi:http/incoming-handler@0.2.0" (instance $h)))"#,
+        );
+        assert!(
+            matches!(&e, CompileError::UnknownComponentImport { name } if name == "wasi:keyvalue/store@0.2.0"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("docs/abi.md"), "{e}");
+    }
+
+    #[test]
+    fn wasmtime_s_missing_import_message_is_parsed() {
+        let msg = "component imports instance `wasi:x/y@1.0.0`, but a matching implementation was not found in the linker";
+        assert_eq!(super::missing_import(msg), Some("wasi:x/y@1.0.0"));
+        assert_eq!(super::missing_import("something else"), None);
+    }
+}

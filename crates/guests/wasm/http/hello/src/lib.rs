@@ -16,6 +16,8 @@
 //!   before the body has been read.
 //! - `/trap`: panics (`asked to trap`), which traps as the guests build with `panic = "abort"`.
 //! - `/spin`: computes forever.
+//! - `/grow?mb=N`: allocates and touches N MiB, then answers `grew N MiB\n` (or traps at the
+//!   function's memory limit).
 //! - `/fetch?url=URL`: GETs URL (percent-decoded) through `wasi:http/outgoing-handler` and
 //!   answers `upstream <status>\n` and the upstream body, or 502 with the `error-code`.
 //! - anything else: `Hello from a wasi:http component\n`.
@@ -57,6 +59,7 @@ impl wasip2::exports::http::incoming_handler::Guest for HttpHello {
             Route::Sum => sum(request, response_out),
             Route::Trap => panic!("asked to trap"),
             Route::Spin => spin(),
+            Route::Grow { query } => grow(query, response_out),
             Route::Fetch { query } => fetch(query, response_out),
         };
         // The response has begun, so the client cannot be told; the host's log can.
@@ -300,4 +303,15 @@ fn method_name(method: &Method) -> &str {
         Method::Patch => "PATCH",
         Method::Other(other) => other,
     }
+}
+
+/// Allocates and touches `mb` MiB, so the function's memory limit can be met on purpose.
+fn grow(query: &str, response_out: ResponseOutparam) -> Result<(), Broken> {
+    let Some(mb) = text::query_param(query, "mb").and_then(|n| n.parse::<usize>().ok()) else {
+        return respond(response_out, 400, b"/grow needs ?mb=N\n");
+    };
+    let block = vec![1u8; mb << 20];
+    let touched: usize = block.iter().step_by(4096).map(|&b| usize::from(b)).sum();
+    let message = format!("grew {} MiB\n", touched * 4096 >> 20);
+    respond(response_out, 200, message.as_bytes())
 }

@@ -18,6 +18,8 @@ pub enum Route<'a> {
     Trap,
     /// `/spin`: computes forever.
     Spin,
+    /// `/grow?mb=N`: allocates and touches N MiB, then says so.
+    Grow { query: &'a str },
     /// `/fetch?url=URL`: GETs URL through `wasi:http/outgoing-handler`.
     Fetch { query: &'a str },
 }
@@ -33,6 +35,7 @@ pub fn route(path_with_query: &str) -> Route<'_> {
         "/sum" => Route::Sum,
         "/trap" => Route::Trap,
         "/spin" => Route::Spin,
+        "/grow" => Route::Grow { query },
         "/fetch" => Route::Fetch { query },
         _ => match path.strip_prefix("/status/") {
             Some(status) => Route::Status(status),
