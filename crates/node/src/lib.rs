@@ -321,7 +321,7 @@ impl Node {
 
     /// The kind of the function deployed as `name`, if there is one; a lookup without locks.
     pub fn kind(&self, name: &str) -> Option<GuestKind> {
-        self.registry.get(name).map(|f| f.record().kind)
+        self.registry.kind(name)
     }
 
     /// The component mounted on the most specific route that serves `path`, if any.

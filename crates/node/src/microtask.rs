@@ -855,6 +855,36 @@ mod tests {
         assert!(futures_poll_once(&mut queued).is_ready());
     }
 
+    #[tokio::test]
+    async fn a_gated_call_holds_its_core_only_while_it_is_polled_and_ready_to_run() {
+        let gate = gate(1, MicrotaskMode::On(SplitMode::Dynamic));
+        let mut a = call(&gate);
+        a.acquire().await;
+        let (tx, rx) = oneshot::channel::<u32>();
+        let mut gated_call = Box::pin(gated(a, async move { rx.await.unwrap() + 1 }));
+        // Waiting on its channel, the call gives the only core back...
+        assert!(futures_poll_once(&mut gated_call).is_pending());
+        assert_eq!(running(&gate), [0, 0, 0, 0]);
+        // ...which another call takes meanwhile.
+        let mut b = call(&gate);
+        b.acquire().await;
+        tx.send(41).unwrap();
+        // Woken, it queues for the core again and runs once b gives it back.
+        assert!(futures_poll_once(&mut gated_call).is_pending());
+        assert!(futures_poll_once(&mut gated_call).is_pending());
+        assert_eq!(gate.snapshot()[0].waiting, 1);
+        drop(b);
+        match futures_poll_once(&mut gated_call) {
+            std::task::Poll::Ready(v) => assert_eq!(v, 42),
+            std::task::Poll::Pending => panic!("the call did not run once the core was free"),
+        }
+        assert_eq!(
+            running(&gate),
+            [0, 0, 0, 0],
+            "the finished call holds nothing"
+        );
+    }
+
     /// Polls a future once with a waker that does nothing.
     fn futures_poll_once<F: std::future::Future + Unpin>(f: &mut F) -> std::task::Poll<F::Output> {
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());

@@ -210,6 +210,12 @@ impl Registry {
         self.table.load().get(name).cloned()
     }
 
+    /// The kind of the function deployed as `name`, without locking or cloning it.
+    #[inline]
+    pub fn kind(&self, name: &str) -> Option<GuestKind> {
+        self.table.load().get(name).map(|f| f.record.kind)
+    }
+
     /// The component mounted on the most specific route that serves `path`, if any.
     pub fn route(&self, path: &str) -> Option<Arc<Deployed>> {
         self.routes
