@@ -6,6 +6,7 @@ use clap::{Args, Subcommand};
 use mote_bench::burst::{self, BurstOptions, PaperLoad};
 use mote_bench::call_path::{self, CallPathConfig, CallPathReport};
 use mote_bench::cluster::{self, ClusterBenchConfig, ClusterBurstConfig};
+use mote_bench::http::{self, HttpBenchConfig, Pinning};
 use mote_bench::jobs::{self, JobsBenchConfig};
 use mote_bench::micro::{self, MicroConfig, MicroReport};
 use mote_bench::results::ResultsDir;
@@ -48,6 +49,12 @@ pub enum BenchCommand {
     /// the task rate and LR iteration beside Ray, Dask and Spark; real `mote up` processes on
     /// loopback. Writes results.json, report.md, figure4.png and figure8.png.
     Jobs(JobsArgs),
+    /// The same wasi:http component (`http-hello`) under `mote up` and under `wasmtime serve`
+    /// 48.0.8 (scripts/wasmtime-cli installs it), real processes on loopback driven by one
+    /// keep-alive load generator at several concurrencies: requests/s and p50/p99 side by side,
+    /// the ratios and the floor (docs/benchmarks/http.md). Writes results.json and
+    /// report.md.
+    Http(HttpArgs),
     /// The process baseline's worker: answers requests on stdin (used by `bench micro`).
     #[command(hide = true)]
     ProcessWorker {
@@ -238,6 +245,48 @@ pub struct JobsArgs {
     out: Option<PathBuf>,
 }
 
+/// Options of `mote bench http`.
+#[derive(Args)]
+pub struct HttpArgs {
+    /// The `wasmtime` binary (48.0.8) whose `wasmtime serve` is the baseline
+    /// (scripts/wasmtime-cli prints its directory). Without it, mote alone is measured.
+    #[arg(long, conflicts_with = "smoke")]
+    wasmtime: Option<PathBuf>,
+    /// wasmtime serve's `-O` options (`wasmtime serve -O help` lists them), such as
+    /// `pooling-allocator,pooling-pagemap-scan=y`.
+    #[arg(long, default_value = http::WASMTIME_OPTIMIZE, requires = "wasmtime")]
+    wasmtime_optimize: String,
+    /// Connections, comma-separated: one point per value and system [default: 1,8,32,64; 1,8
+    /// with --smoke].
+    #[arg(long)]
+    concurrency: Option<String>,
+    /// The measured window of each point, seconds [default: 5; 1 with --smoke].
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// Warm-up before each window, seconds [default: 1; 0.25 with --smoke].
+    #[arg(long)]
+    warmup: Option<f64>,
+    /// Rounds of every point, whose median is reported [default: 5; 1 with --smoke].
+    #[arg(long)]
+    rounds: Option<usize>,
+    /// Run the load generator on CPU 0 and each server on CPU 1 (taskset), instead of all of
+    /// them sharing every core.
+    #[arg(long)]
+    pin: bool,
+    /// mote alone, 1 s per point at 1 and 8 connections, for the test command; fails if any
+    /// request failed. Its figures are not the benchmark's. Writes to a temporary directory
+    /// unless --out is given.
+    #[arg(long)]
+    smoke: bool,
+    /// Print one JSON object instead of the tables.
+    #[arg(long)]
+    json: bool,
+    /// Directory for the results [default: docs/benchmarks/http; with --smoke, a temporary
+    /// directory removed at exit].
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
 /// Options of `mote bench store`.
 #[derive(Args)]
 pub struct StoreArgs {
@@ -361,6 +410,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Sort(args) => run_sort(args),
         BenchCommand::Cluster(args) => run_cluster(args),
         BenchCommand::Jobs(args) => run_jobs(args),
+        BenchCommand::Http(args) => run_http(args),
         BenchCommand::ProcessWorker { once } => Ok(micro::process_worker(once)?),
     }
 }
@@ -447,6 +497,33 @@ fn run_jobs(args: JobsArgs) -> anyhow::Result<()> {
     let out = ResultsDir::create(args.out, args.smoke, "jobs")?;
     let report = jobs::run(&config, out.path(), &mut progress)?;
     print_report(&report, args.json, |r| r.table())
+}
+
+fn run_http(args: HttpArgs) -> anyhow::Result<()> {
+    let mote = std::env::current_exe().context("finding the mote binary")?;
+    let mut config = match args.smoke {
+        true => HttpBenchConfig::smoke(mote, command_line()),
+        false => HttpBenchConfig::full(mote, args.wasmtime, command_line()),
+    };
+    if let Some(list) = &args.concurrency {
+        config.concurrencies = http::parse_concurrencies(list).context("--concurrency")?;
+    }
+    let seconds = |s: f64, what: &str| {
+        Duration::try_from_secs_f64(s).with_context(|| format!("{what} {s}: not a duration"))
+    };
+    if let Some(s) = args.seconds {
+        config.duration = seconds(s, "--seconds")?.max(Duration::from_millis(100));
+    }
+    if let Some(s) = args.warmup {
+        config.warmup = seconds(s, "--warmup")?;
+    }
+    config.rounds = args.rounds.unwrap_or(config.rounds).max(1);
+    config.pin = args.pin.then_some(Pinning::SPLIT);
+    config.wasmtime_optimize = args.wasmtime_optimize;
+    let out = ResultsDir::create(args.out, args.smoke, "http")?;
+    let report = http::run(&config, out.path(), &mut progress)?;
+    print_report(&report, args.json, |r| r.table())?;
+    Ok(report.check()?)
 }
 
 /// Where a benchmark's progress goes, a line at a time.

@@ -21,6 +21,9 @@
 //!   same call sent to its node; the burst sent to one node of two, against one node alone.
 //! - [`jobs`]: the Canary paper's Figures 4 and 8 on `mote up` processes: what scheduling a job's
 //!   task costs, LR iterations against partitions per core and workers, beside Ray, Dask and Spark.
+//! - [`http`]: the same `wasi:http` component under `mote up` and under `wasmtime serve`, real
+//!   processes driven by one keep-alive load generator at several concurrencies: requests/s and
+//!   latency percentiles, side by side.
 //! - [`simulate`]: the call-scheduling paper's cluster experiment (section VIII) and 100 nodes,
 //!   in virtual time, driving the real placement and policies.
 //! - [`stats`]: the median every report takes, `None` where there is no data.
@@ -33,6 +36,7 @@
 pub mod burst;
 pub mod call_path;
 pub mod cluster;
+pub mod http;
 pub mod jobs;
 pub mod micro;
 pub mod plot;

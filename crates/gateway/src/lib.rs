@@ -144,6 +144,14 @@ pub async fn serve(
     config: GatewayConfig,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
+    // Responses often leave in two writes (a head, then a streamed body): with Nagle's algorithm
+    // the second waits for the client's delayed acknowledgement, up to 40 ms.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY on a connection");
+        }
+    });
     axum::serve(listener, router(node, peers, jobs, config))
         .with_graceful_shutdown(shutdown)
         .await

@@ -40,6 +40,13 @@ const P3_HANDLER: &str = "wasi:http/handler@0.3";
 const STDERR_CAPACITY: usize = 64 << 10;
 /// The longest an outbound connection may take to open, whatever the guest asks for.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How much of a response body the guest may write ahead of the client, as chunks of at most
+/// [`BODY_CHUNK`] bytes. wasmtime's default (one chunk of 1 MiB) makes a guest that wrote its
+/// whole small response wait for the gateway thread to take it before it can finish the body:
+/// a round trip between threads on every request. Four chunks of 256 KiB let a response of up
+/// to 1 MiB be written at once, and bound what a request in flight buffers to the same.
+const BODY_CHUNKS: usize = 4;
+const BODY_CHUNK: usize = 256 << 10;
 
 /// A proxy component, linked and ready to instantiate.
 pub(crate) struct ProxyCode {
@@ -107,8 +114,8 @@ impl WasiHttpView for ProxyState {
     }
 }
 
-/// A call's outbound requests: checked against the function's allowed hosts, then sent from
-/// the node's I/O runtime.
+/// A call's outbound requests, checked against the function's allowed hosts and sent from the
+/// node's I/O runtime, and how its response body is buffered.
 struct Outbound {
     function: Arc<str>,
     http: Arc<HttpSettings>,
@@ -122,6 +129,14 @@ type Sent = wasmtime_wasi_http::Result<(
 )>;
 
 impl WasiHttpHooks for Outbound {
+    fn p2_outgoing_body_buffer_chunks(&mut self) -> usize {
+        BODY_CHUNKS
+    }
+
+    fn p2_outgoing_body_chunk_size(&mut self) -> usize {
+        BODY_CHUNK
+    }
+
     fn send_request(
         &mut self,
         request: http::Request<wasmtime_wasi_http::WasiBody>,
