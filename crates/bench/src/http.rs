@@ -29,6 +29,7 @@
 //! mote's own-ABI `echo` (`POST /v1/invoke/echo`, 64 bytes) is measured at one concurrency as a
 //! reference line: what the same gateway does for a plain mote function.
 
+use crate::results::{cpu_model, load_average};
 use anyhow::{Context, bail};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
@@ -1261,24 +1262,6 @@ fn point_line(round: usize, rounds: usize, system: System, c: usize, r: &Round) 
         latency(r.p99_us),
         r.non_200 + r.errors
     )
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown".into())
 }
 
 /// A latency given in µs, as `87 µs`, `1.23 ms` or `45.6 ms`; `–` if there is none.

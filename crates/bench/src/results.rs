@@ -1,5 +1,6 @@
-//! Where a benchmark that writes files puts them ([`ResultsDir`]), and what it hands back to
-//! the command that ran it ([`Outcome`], failing as [`RunFailed`]).
+//! Where a benchmark that writes files puts them ([`ResultsDir`]), what it hands back to the
+//! command that ran it ([`Outcome`], failing as [`RunFailed`]), and the machine it ran on as
+//! reports name it ([`cpu_model`], [`load_average`]).
 
 use std::path::{Path, PathBuf};
 
@@ -139,4 +140,24 @@ mod tests {
         assert!(message.contains("file/out"), "{message}");
         assert!(message.contains("--out"), "{message}");
     }
+}
+
+/// The 1, 5 and 15-minute load averages, as `/proc/loadavg` gives them.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// The CPU's model name, from `/proc/cpuinfo`.
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown".into())
 }

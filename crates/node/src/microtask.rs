@@ -459,23 +459,10 @@ impl Microtasks {
         input: Bytes,
         arrival: Instant,
     ) -> Result<oneshot::Receiver<Reply>, InvokeError> {
-        function.admit()?;
-        let waiting = self.shared.submitted.fetch_add(1, Ordering::Relaxed);
-        if waiting >= self.shared.max_waiting {
-            self.shared.submitted.fetch_sub(1, Ordering::Relaxed);
-            function.count(Outcome::Rejected);
-            return Err(InvokeError::QueueFull {
-                waiting,
-                limit: self.shared.max_waiting,
-            });
-        }
         let (reply, rx) = oneshot::channel();
-        let shared = self.shared.clone();
-        let threads = self.threads.as_ref().expect("running until dropped");
-        threads.spawn(async move {
+        self.enqueue(function, move |shared, function| async move {
             shared.run(function, code, input, reply, arrival).await;
-            shared.submitted.fetch_sub(1, Ordering::Relaxed);
-        });
+        })?;
         Ok(rx)
     }
 
@@ -493,6 +480,23 @@ impl Microtasks {
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: std::error::Error + Send + Sync + 'static,
     {
+        let (reply, rx) = oneshot::channel();
+        self.enqueue(function, move |shared, function| async move {
+            shared.serve(function, code, request, reply, arrival).await;
+        })?;
+        Ok(rx)
+    }
+
+    /// Admits a call of `function` within the bound on waiting calls and spawns what `call`
+    /// makes of it on the threads.
+    fn enqueue<F>(
+        &self,
+        function: Arc<Deployed>,
+        call: impl FnOnce(Arc<Shared>, Arc<Deployed>) -> F,
+    ) -> Result<(), InvokeError>
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
         function.admit()?;
         let waiting = self.shared.submitted.fetch_add(1, Ordering::Relaxed);
         if waiting >= self.shared.max_waiting {
@@ -503,14 +507,14 @@ impl Microtasks {
                 limit: self.shared.max_waiting,
             });
         }
-        let (reply, rx) = oneshot::channel();
         let shared = self.shared.clone();
+        let call = call(shared.clone(), function);
         let threads = self.threads.as_ref().expect("running until dropped");
         threads.spawn(async move {
-            shared.serve(function, code, request, reply, arrival).await;
+            call.await;
             shared.submitted.fetch_sub(1, Ordering::Relaxed);
         });
-        Ok(rx)
+        Ok(())
     }
 
     /// Drops what the classes know about a function that was replaced or removed.
@@ -561,6 +565,30 @@ fn lower_this_thread(nice: i32) {
 }
 
 impl Shared {
+    /// Waits for an instance slot and then a whole core for a call of `function`: `Err(None)`
+    /// if its caller left meanwhile (or the node stopped), `Err(Some(..))` if the function was
+    /// quarantined meanwhile.
+    async fn admit<R>(
+        &self,
+        function: &Deployed,
+        arrival: Instant,
+        reply: &mut oneshot::Sender<R>,
+    ) -> Result<(tokio::sync::SemaphorePermit<'_>, CallGate), Option<InvokeError>> {
+        let Ok(slot) = self.alive.acquire().await else {
+            return Err(None);
+        };
+        let mut gate = CallGate::new(self.gate.clone(), function.key(), arrival);
+        tokio::select! {
+            () = gate.acquire() => {}
+            () = reply.closed() => {
+                function.count(Outcome::Cancelled);
+                return Err(None);
+            }
+        }
+        function.admit().map_err(Some)?;
+        Ok((slot, gate))
+    }
+
     async fn run(
         &self,
         function: Arc<Deployed>,
@@ -569,21 +597,14 @@ impl Shared {
         mut reply: oneshot::Sender<Reply>,
         arrival: Instant,
     ) {
-        let Ok(_slot) = self.alive.acquire().await else {
-            return;
-        };
-        let mut gate = CallGate::new(self.gate.clone(), function.key(), arrival);
-        tokio::select! {
-            () = gate.acquire() => {}
-            () = reply.closed() => {
-                function.count(Outcome::Cancelled);
+        let (_slot, gate) = match self.admit(&function, arrival, &mut reply).await {
+            Ok(admitted) => admitted,
+            Err(Some(e)) => {
+                let _ = reply.send(Reply::unstarted(Err(e)));
                 return;
             }
-        }
-        if let Err(e) = function.admit() {
-            let _ = reply.send(Reply::unstarted(Err(e)));
-            return;
-        }
+            Err(None) => return,
+        };
         let started = Instant::now();
         let call = Call {
             function: &code,
@@ -622,21 +643,14 @@ impl Shared {
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: std::error::Error + Send + Sync + 'static,
     {
-        let Ok(_slot) = self.alive.acquire().await else {
-            return;
-        };
-        let mut gate = CallGate::new(self.gate.clone(), function.key(), arrival);
-        tokio::select! {
-            () = gate.acquire() => {}
-            () = reply.closed() => {
-                function.count(Outcome::Cancelled);
+        let (_slot, gate) = match self.admit(&function, arrival, &mut reply).await {
+            Ok(admitted) => admitted,
+            Err(Some(e)) => {
+                let _ = reply.send(Err(e));
                 return;
             }
-        }
-        if let Err(e) = function.admit() {
-            let _ = reply.send(Err(e));
-            return;
-        }
+            Err(None) => return,
+        };
         let started = Instant::now();
         let (respond, mut answer) = oneshot::channel::<ProxyAnswer>();
         let call = ProxyCall {

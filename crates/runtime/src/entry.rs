@@ -328,12 +328,25 @@ fn wasi_command_output(
 /// Turns a wasmtime error into what happened, in the order that explains it best: a deadline
 /// that fired, a memory limit that was hit, then the trap itself.
 fn classify(e: wasmtime::Error, state: &CallState, limits: Limits, stderr: &[u8]) -> CallError {
-    if state.timed_out {
+    explain(e, state.timed_out, state.limiter.denied, limits, stderr)
+}
+
+/// What a call's wasmtime error means, given whether its deadline fired (`timed_out`) and the
+/// memory size its limiter refused (`denied`), if any; the end of its `stderr` is quoted in a
+/// trap's message.
+pub(crate) fn explain(
+    e: wasmtime::Error,
+    timed_out: bool,
+    denied: Option<usize>,
+    limits: Limits,
+    stderr: &[u8],
+) -> CallError {
+    if timed_out {
         return CallError::Timeout {
             timeout_us: limits.timeout_us,
         };
     }
-    if let Some(desired) = state.limiter.denied {
+    if let Some(desired) = denied {
         return CallError::MemoryLimit {
             memory_mb: limits.memory_mb,
             detail: format!(

@@ -330,7 +330,17 @@ impl crate::Runtime {
                 entered,
             }),
             Ok(Ok(Err(known))) => Err(known),
-            Ok(Err(e)) => Err(classify(e, store.data(), call.limits)),
+            Ok(Err(e)) => {
+                let state = store.data();
+                let stderr = state.stderr.contents();
+                Err(crate::entry::explain(
+                    e,
+                    state.timed_out,
+                    state.limiter.denied,
+                    call.limits,
+                    &stderr,
+                ))
+            }
             // Waiting past the deadline: the guest holds no thread, so no epoch tick stops it.
             Err(_) => Err(CallError::Timeout {
                 timeout_us: call.limits.timeout_us,
@@ -357,28 +367,6 @@ impl crate::Runtime {
             Ok(wasmtime::UpdateDeadline::Yield(1))
         });
     }
-}
-
-/// A failed call, explained: its budget, its memory limit, or the trap with the end of stderr.
-fn classify(e: wasmtime::Error, state: &ProxyState, limits: Limits) -> CallError {
-    if state.timed_out {
-        return CallError::Timeout {
-            timeout_us: limits.timeout_us,
-        };
-    }
-    if let Some(desired) = state.limiter.denied {
-        return CallError::MemoryLimit {
-            memory_mb: limits.memory_mb,
-            detail: format!(
-                "it asked for {} MiB, then failed with: {}",
-                desired.div_ceil(1 << 20),
-                e.root_cause()
-            ),
-        };
-    }
-    let mut message = format!("function {}", crate::entry::trap_message(&e));
-    message.push_str(&crate::entry::quote_tail(&state.stderr.contents()));
-    CallError::Trap { message }
 }
 
 /// An error code a guest answered with, as the client reads it.

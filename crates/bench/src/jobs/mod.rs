@@ -23,6 +23,7 @@ pub mod points;
 pub mod recovery;
 mod report;
 
+use crate::results::{cpu_model, load_average};
 use anyhow::{Context, bail};
 use nodes::{JobSpec, Status, run_job, up};
 use serde::Serialize;
@@ -359,24 +360,6 @@ fn lr(
         tasks_per_s_runs: rates,
         tasks_per_iteration: per_iteration,
     })
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown".into())
 }
 
 /// Runs the benchmark, writes `results.json`, `report.md` and the plots to `out`, and returns

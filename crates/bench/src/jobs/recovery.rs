@@ -13,9 +13,9 @@
 //!    and 2 + K iterations differenced: the added time per iteration over the bytes a snapshot
 //!    stores, and the workers' own barrier-to-stored time over those bytes.
 
-use super::{cpu_model, load_average};
 use crate::cluster::{Served, agent, node, store};
 use crate::plot::{ErrorBar, Line, Panel, error_bar_png};
+use crate::results::{cpu_model, load_average};
 use anyhow::{Context, bail};
 use serde::Serialize;
 use serde_json::{Value, json};

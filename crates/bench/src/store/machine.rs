@@ -94,14 +94,8 @@ pub(super) fn ticks_to_s(ticks: u64) -> f64 {
     ticks as f64 / 100.0
 }
 
-pub(super) fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
-}
-
 pub(super) fn load_one() -> f64 {
-    load_average()
+    crate::results::load_average()
         .split_whitespace()
         .next()
         .and_then(|l| l.parse().ok())
@@ -139,7 +133,7 @@ impl Machine {
             memory_gib,
             etcd_version,
             started: utc_minutes(SystemTime::now()),
-            load_at_start: load_average(),
+            load_at_start: crate::results::load_average(),
             load_at_end: String::new(),
         }
     }

@@ -36,9 +36,10 @@ pub use parse::{BenchSummary, ParseError};
 pub use report::{Aggregate, Floor, StoreReport};
 
 use crate::results::Outcome;
+use crate::results::load_average;
 use anyhow::Context;
 use cluster::{Cluster, last_lines};
-use machine::{children_cpu_ticks, load_average, load_one, machine_busy_ticks, ticks_to_s};
+use machine::{children_cpu_ticks, load_one, machine_busy_ticks, ticks_to_s};
 use mote_testbed::KilledOnDrop;
 use serde::Serialize;
 use std::fs::File;
