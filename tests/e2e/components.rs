@@ -101,6 +101,13 @@ fn method_path_query_headers_status_and_body_round_trip() {
     }
     let (_, _, body) = request(&p, "GET", "/v1/invoke/h/", &[], b"");
     assert_eq!(body, b"Hello from a wasi:http component\n");
+    // The component sees the path as sent, escapes and all (decoded, this would be a 423).
+    assert_eq!(
+        request(&p, "GET", "/v1/invoke/h/status/4%32%33", &[], b"").0,
+        400
+    );
+    let (_, headers, _) = request(&p, "POST", "/v1/invoke/h/echo?q=a%20b", &[], b"");
+    assert_eq!(header(&headers, "x-path"), "/echo?q=a%20b");
 
     // A function that is not a component keeps its POST-only call.
     p.deploy("echo", mote_guests::ECHO.wasm, "");
@@ -128,7 +135,7 @@ fn method_path_query_headers_status_and_body_round_trip() {
     );
     let metrics = p.get("/metrics").text();
     assert!(
-        metrics.contains(r#"mote_invocations_total{function="h",outcome="ok"} 7"#),
+        metrics.contains(r#"mote_invocations_total{function="h",outcome="ok"} 9"#),
         "{metrics}"
     );
 }

@@ -326,10 +326,11 @@ async fn invoke(
     }
 }
 
-/// `ANY /v1/invoke/{name}/{path}`: a request to a component, which sees `/{path}`.
+/// `ANY /v1/invoke/{name}/{path}`: a request to a component, which sees `/{path}` as the
+/// client sent it (still percent-encoded, as the extracted `path` would not be).
 async fn invoke_path(
     State(gw): State<Gateway>,
-    Path((name, path)): Path<(String, String)>,
+    Path((name, _)): Path<(String, String)>,
     request: axum::extract::Request,
 ) -> Response {
     if gw.node.kind(&name) != Some(GuestKind::WasiHttp) {
@@ -339,7 +340,12 @@ async fn invoke_path(
         };
         return ran_here(&gw, error.into_response());
     }
-    serve_component(&gw, &name, &format!("/{path}"), request).await
+    let raw = request.uri().path();
+    let at = raw
+        .find(&format!("/{name}/"))
+        .map_or(raw.len(), |i| i + name.len() + 1);
+    let path = raw[at..].to_owned();
+    serve_component(&gw, &name, &path, request).await
 }
 
 /// Serves `request` with the component `name`, which sees `path` and the request's query.
