@@ -205,6 +205,7 @@ mod tests {
         let mut config = RuntimeConfig::new(dir.path(), 1);
         config.instance_slots = 1;
         config.microtask_slots = 0;
+        config.proxy_slots = 0;
         let rt = Runtime::new(config).unwrap();
         let f = rt
             .compile(&wat::parse_str(abi("i64.const 0")).unwrap())
