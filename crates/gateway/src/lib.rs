@@ -333,18 +333,21 @@ async fn invoke_path(
     Path((name, _)): Path<(String, String)>,
     request: axum::extract::Request,
 ) -> Response {
-    if gw.node.kind(&name) != Some(GuestKind::WasiHttp) {
-        let error = match gw.node.kind(&name) {
-            None => ApiError::FunctionNotFound(name),
-            Some(_) => ApiError::NoRoute,
-        };
+    let error = match gw.node.kind(&name) {
+        Some(GuestKind::WasiHttp) => None,
+        Some(_) => Some(ApiError::NoRoute),
+        None => Some(ApiError::FunctionNotFound(name.clone())),
+    };
+    if let Some(error) = error {
         return ran_here(&gw, error.into_response());
     }
+    // `/v1/invoke/{name}{path}`: everything from the slash after the name on.
     let raw = request.uri().path();
-    let at = raw
-        .find(&format!("/{name}/"))
-        .map_or(raw.len(), |i| i + name.len() + 1);
-    let path = raw[at..].to_owned();
+    let path = raw
+        .strip_prefix("/v1/invoke/")
+        .and_then(|rest| rest.find('/').map(|i| &rest[i..]))
+        .unwrap_or("/")
+        .to_owned();
     serve_component(&gw, &name, &path, request).await
 }
 

@@ -12,7 +12,7 @@ use crate::entry::{self, CallOutput, Failure, Fiber};
 use crate::error::CallError;
 use crate::function::{Entry, Function};
 use crate::gate::{HostIo, MicrotaskState, PhaseGate};
-use crate::state::CallState;
+use crate::state::{CallState, Deadline};
 use bytes::Bytes;
 use mote_types::Limits;
 use std::sync::Arc;
@@ -128,9 +128,14 @@ impl Runtime {
     }
 
     /// Checks the call's wall-clock deadline at every epoch tick and stops the guest past it;
-    /// with `yield_each_tick` (microtask calls) the guest also yields to other calls at every
-    /// tick.
-    fn arm_deadline(&self, store: &mut Store<CallState>, limits: Limits, yield_each_tick: bool) {
+    /// with `yield_each_tick` (calls that are futures: microtask calls, requests to components)
+    /// the guest also yields to other calls at every tick.
+    pub(crate) fn arm_deadline<T: Deadline + 'static>(
+        &self,
+        store: &mut Store<T>,
+        limits: Limits,
+        yield_each_tick: bool,
+    ) {
         let Some(ticker) = self.ticker() else {
             return;
         };
@@ -138,8 +143,8 @@ impl Runtime {
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |mut ctx| {
             let state = ctx.data_mut();
-            if Instant::now() >= state.deadline {
-                state.timed_out = true;
+            if Instant::now() >= state.deadline() {
+                state.time_out();
                 return Err(Trap::Interrupt.into());
             }
             Ok(match yield_each_tick {

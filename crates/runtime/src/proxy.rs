@@ -13,7 +13,7 @@
 
 use crate::error::{CallError, CompileError};
 use crate::gate::HostIo;
-use crate::state::CallLimiter;
+use crate::state::{CallLimiter, Deadline};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
@@ -93,6 +93,16 @@ pub(crate) struct ProxyState {
     pub(crate) deadline: Instant,
     pub(crate) timed_out: bool,
     stderr: MemoryOutputPipe,
+}
+
+impl Deadline for ProxyState {
+    fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    fn time_out(&mut self) {
+        self.timed_out = true;
+    }
 }
 
 impl WasiView for ProxyState {
@@ -287,7 +297,8 @@ impl crate::Runtime {
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
-        self.arm_proxy_deadline(&mut store, call.limits);
+        // The call is a future on threads many calls share: it yields at every tick.
+        self.arm_deadline(&mut store, call.limits, true);
         let request = request.map(|body| {
             body.map_err(|e| {
                 wasmtime_wasi_http::Error::InternalError(Some(format!(
@@ -348,24 +359,6 @@ impl crate::Runtime {
         };
         crate::host::log_output(call.name, &store.data().stderr.contents());
         output
-    }
-
-    /// Stops the guest at every epoch tick past its deadline, and yields to other calls at every
-    /// tick before it (the call is a future on threads shared by many).
-    fn arm_proxy_deadline(&self, store: &mut Store<ProxyState>, limits: Limits) {
-        let Some(ticker) = self.ticker() else {
-            return;
-        };
-        ticker.call_starting(limits.timeout());
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(|mut ctx| {
-            let state = ctx.data_mut();
-            if Instant::now() >= state.deadline {
-                state.timed_out = true;
-                return Err(wasmtime::Trap::Interrupt.into());
-            }
-            Ok(wasmtime::UpdateDeadline::Yield(1))
-        });
     }
 }
 

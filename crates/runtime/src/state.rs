@@ -16,6 +16,25 @@ const STDERR_CAPACITY: usize = 64 << 10;
 /// The most table elements an instance may grow to.
 const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 
+/// What the epoch callback of a call's store reads and marks: every call's state (a module's
+/// [`CallState`], a component's `ProxyState`) has a deadline and says whether it fired.
+pub(crate) trait Deadline {
+    /// When the call's budget ends.
+    fn deadline(&self) -> Instant;
+    /// Records that the call was stopped for its budget.
+    fn time_out(&mut self);
+}
+
+impl Deadline for CallState {
+    fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    fn time_out(&mut self) {
+        self.timed_out = true;
+    }
+}
+
 /// Per-call state inside the wasmtime `Store`.
 pub(crate) struct CallState {
     pub(crate) limiter: CallLimiter,
