@@ -5,6 +5,7 @@
 //! - [`GuestKind`]: which calling convention a module follows, detected from its exports.
 //! - [`FunctionRecord`]: the persisted description of a deployed function.
 //! - [`HttpSettings`]: a `wasi:http` component's [`Route`] and the [`OutboundHost`]s it may call.
+//! - [`ClusterSecret`]: what the nodes and store replicas of one cluster show each other.
 //! - [`abi`]: the names and status codes of the mote guest ABI (the `mote-abi` crate, which the
 //!   guest SDK shares).
 
@@ -14,8 +15,10 @@ mod http;
 mod limits;
 mod name;
 mod record;
+mod secret;
 
 pub use http::{HttpSettings, OutboundHost, OutboundHostError, Route, RouteError};
 pub use limits::{Limits, LimitsError, ShowBudget, Timeout};
 pub use name::{FunctionName, NameError};
 pub use record::{FunctionRecord, GuestKind};
+pub use secret::{CLUSTER_SECRET_HEADER, ClusterSecret, SecretError};
