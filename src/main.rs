@@ -43,6 +43,9 @@ enum Command {
     /// Run data-parallel jobs (Canary): `run`, `ls`, `status`, `cancel`.
     #[command(subcommand)]
     Job(commands::job::JobCommand),
+    /// Make, list and revoke tokens: `create`, `ls`, `revoke`.
+    #[command(subcommand)]
+    Token(commands::token::TokenCommand),
     /// Run one replica of mote store, an eventually consistent store with the etcd v3 API.
     Store(commands::store::StoreArgs),
     /// Measure the platform (see docs/benchmarks.md).
@@ -61,6 +64,7 @@ fn main() -> ExitCode {
         Command::Release(args) => commands::client::release(args),
         Command::Nodes(args) => commands::client::nodes(args),
         Command::Job(cmd) => commands::job::run(cmd),
+        Command::Token(cmd) => commands::token::run(cmd),
         Command::Store(args) => commands::store::run(args),
         Command::Bench(cmd) => commands::bench::run(cmd),
     };

@@ -20,7 +20,56 @@ pub struct Server {
         global = true
     )]
     pub(crate) server: String,
+    /// The token to send (`Authorization: Bearer`) [default: DATA/admin.token, if readable].
+    #[arg(long, env = "MOTE_TOKEN", hide_env_values = true, global = true)]
+    token: Option<String>,
+    /// The platform's data directory, where `mote up` wrote admin.token: the token used when
+    /// none is given.
+    #[arg(long, default_value = "mote.data", env = "MOTE_DATA", global = true)]
+    data_dir: PathBuf,
 }
+
+impl Server {
+    /// A GET of `url`, with the token.
+    pub(crate) fn get(&self, url: &str) -> ureq::RequestBuilder<ureq::typestate::WithoutBody> {
+        self.authorize(agent().get(url))
+    }
+
+    /// A POST to `url`, with the token.
+    pub(crate) fn post(&self, url: &str) -> ureq::RequestBuilder<ureq::typestate::WithBody> {
+        self.authorize(agent().post(url))
+    }
+
+    /// A PUT to `url`, with the token.
+    pub(crate) fn put(&self, url: &str) -> ureq::RequestBuilder<ureq::typestate::WithBody> {
+        self.authorize(agent().put(url))
+    }
+
+    /// A DELETE of `url`, with the token.
+    pub(crate) fn delete(&self, url: &str) -> ureq::RequestBuilder<ureq::typestate::WithoutBody> {
+        self.authorize(agent().delete(url))
+    }
+
+    fn authorize<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        match self.token() {
+            Some(token) => request.header("authorization", format!("Bearer {token}")),
+            None => request,
+        }
+    }
+
+    /// `--token` (or MOTE_TOKEN), else the admin token `mote up` wrote in its data directory.
+    fn token(&self) -> Option<String> {
+        let token = match &self.token {
+            Some(token) => token.clone(),
+            None => std::fs::read_to_string(self.data_dir.join(ADMIN_TOKEN_FILE)).ok()?,
+        };
+        let token = token.trim();
+        (!token.is_empty()).then(|| token.to_owned())
+    }
+}
+
+/// The file in a data directory where `mote up` writes the admin token it made on first start.
+pub(crate) const ADMIN_TOKEN_FILE: &str = "admin.token";
 
 /// Options of `mote deploy`.
 #[derive(Args)]
@@ -48,6 +97,9 @@ pub struct DeployArgs {
     /// (`*.example.com` for subdomains, `*` for any) [default: none].
     #[arg(long, value_name = "HOSTS")]
     allow_outbound: Option<String>,
+    /// Let anyone call it without a token (on a node that requires tokens).
+    #[arg(long)]
+    public: bool,
     #[command(flatten)]
     server: Server,
 }
@@ -99,6 +151,8 @@ struct FunctionInfo {
     memory_mb: u32,
     size_bytes: u64,
     route: Option<String>,
+    #[serde(default)]
+    public: bool,
 }
 
 #[derive(Deserialize)]
@@ -121,6 +175,7 @@ pub fn deploy(args: DeployArgs) -> anyhow::Result<()> {
         args.allow_outbound
             .as_deref()
             .map(|v| format!("allow_outbound={}", query_escape(v))),
+        args.public.then(|| "public=true".to_owned()),
     ]
     .into_iter()
     .flatten()
@@ -128,16 +183,17 @@ pub fn deploy(args: DeployArgs) -> anyhow::Result<()> {
     if !params.is_empty() {
         url = format!("{url}?{}", params.join("&"));
     }
-    let body = request(&args.server, agent().put(&url).send(&wasm[..]))?;
+    let body = request(&args.server, args.server.put(&url).send(&wasm[..]))?;
     let f: FunctionInfo = serde_json::from_slice(&body).context("unexpected deploy response")?;
     println!(
-        "deployed {} ({}, {} bytes, sha256 {}, timeout {}, memory {} MiB)",
+        "deployed {} ({}, {} bytes, sha256 {}, timeout {}, memory {} MiB{})",
         f.name,
         f.kind,
         f.size_bytes,
         &f.sha256[..12.min(f.sha256.len())],
         ShowBudget(f.timeout_us),
-        f.memory_mb
+        f.memory_mb,
+        if f.public { ", public" } else { "" }
     );
     if f.kind == "wasi-http" {
         let base = base(&args.server);
@@ -179,7 +235,7 @@ pub fn invoke(args: InvokeArgs) -> anyhow::Result<()> {
         d => d.as_bytes().to_vec(),
     };
     let url = format!("{}/v1/invoke/{}", base(&args.server), args.name);
-    let body = request(&args.server, agent().post(&url).send(&input[..]))?;
+    let body = request(&args.server, args.server.post(&url).send(&input[..]))?;
     std::io::stdout().write_all(&body)?;
     Ok(())
 }
@@ -187,7 +243,7 @@ pub fn invoke(args: InvokeArgs) -> anyhow::Result<()> {
 /// `mote ls`.
 pub fn ls(args: LsArgs) -> anyhow::Result<()> {
     let url = format!("{}/v1/functions", base(&args.server));
-    let body = request(&args.server, agent().get(&url).call())?;
+    let body = request(&args.server, args.server.get(&url).call())?;
     let list: FunctionList = serde_json::from_slice(&body).context("unexpected list response")?;
     if list.functions.is_empty() {
         println!("no functions deployed; deploy one with `mote deploy NAME FILE.wasm`");
@@ -249,7 +305,7 @@ struct MemberView {
 /// `mote nodes`.
 pub fn nodes(args: NodesArgs) -> anyhow::Result<()> {
     let url = format!("{}/v1/cluster", base(&args.server));
-    let body = request(&args.server, agent().get(&url).call())?;
+    let body = request(&args.server, args.server.get(&url).call())?;
     let view: ClusterView = serde_json::from_slice(&body).context("unexpected cluster response")?;
     println!(
         "{:<20} {:<9} {:>5} {:>7} {:>6} {:>9} {:>7}  URL",
@@ -286,7 +342,7 @@ pub fn nodes(args: NodesArgs) -> anyhow::Result<()> {
 /// `mote rm NAME`.
 pub fn rm(args: RmArgs) -> anyhow::Result<()> {
     let url = format!("{}/v1/functions/{}", base(&args.server), args.name);
-    request(&args.server, agent().delete(&url).call())?;
+    request(&args.server, args.server.delete(&url).call())?;
     println!("removed {}", args.name);
     Ok(())
 }
@@ -294,7 +350,7 @@ pub fn rm(args: RmArgs) -> anyhow::Result<()> {
 /// `mote release NAME`.
 pub fn release(args: ReleaseArgs) -> anyhow::Result<()> {
     let url = format!("{}/v1/functions/{}/release", base(&args.server), args.name);
-    let body = request(&args.server, agent().post(&url).send_empty())?;
+    let body = request(&args.server, args.server.post(&url).send_empty())?;
     let released: serde_json::Value =
         serde_json::from_slice(&body).context("unexpected release response")?;
     if released["released"] == true {
@@ -309,7 +365,7 @@ pub(crate) fn base(server: &Server) -> &str {
     server.server.trim_end_matches('/')
 }
 
-pub(crate) fn agent() -> ureq::Agent {
+fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(15 * 60)))

@@ -1,8 +1,10 @@
 //! One module per subcommand group.
 
+pub mod access;
 pub mod bench;
 pub mod client;
 pub mod job;
 pub mod platform;
 pub mod store;
+pub mod token;
 pub mod up;

@@ -12,7 +12,7 @@ use mote_gateway::GatewayConfig;
 use mote_node::{ExecutorsConfig, MicrotaskConfig, MicrotaskMode, NodeConfig};
 use mote_objects::{Objects, ObjectsConfig, S3Endpoint};
 use mote_peers::{Peers, PeersConfig, StorePeering};
-use mote_types::{FunctionName, HttpSettings, Limits, Route};
+use mote_types::{DeployOptions, FunctionName, HttpSettings, Limits, Route};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -139,6 +139,24 @@ pub struct UpArgs {
     /// the routing table; then it exits anyway.
     #[arg(long, default_value_t = 30)]
     stop_timeout_s: u64,
+    /// Require a token on every request (`Authorization: Bearer`) even when listening only on
+    /// loopback. A node that listens on any other address always requires them, unless
+    /// --insecure.
+    #[arg(long)]
+    require_tokens: bool,
+    /// Take requests without tokens on an address beyond loopback: anyone who reaches the port
+    /// may deploy and run code. Only for networks nobody else can reach.
+    #[arg(long)]
+    insecure: bool,
+    /// A file holding the cluster's secret, which its nodes and store replicas show each other;
+    /// every node of a cluster needs the same [default: with tokens required, DATA/cluster.secret,
+    /// made on first start].
+    #[arg(long, env = "MOTE_CLUSTER_SECRET_FILE")]
+    cluster_secret_file: Option<PathBuf>,
+    /// Failed authentications allowed per client address and minute; past that its requests get
+    /// 429 until the minute ends (0: no limit).
+    #[arg(long, default_value_t = 30)]
+    auth_failures_per_minute: u32,
     /// Log filter (tracing's EnvFilter syntax), e.g. `info` or `mote=debug`.
     #[arg(long, default_value = "info", env = "MOTE_LOG")]
     log: String,
@@ -273,6 +291,19 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
     Peers::check_name(&state.etcd, &peers_config)
         .await
         .context("cannot join the cluster")?;
+    let access = super::access::set_up(
+        &super::access::AccessOptions {
+            listen: args.listen,
+            require_tokens: args.require_tokens,
+            insecure: args.insecure,
+            cluster_secret_file: args.cluster_secret_file.clone(),
+            failures_per_minute: args.auth_failures_per_minute,
+        },
+        &args.data,
+        &state.etcd,
+        &name,
+    )
+    .await?;
     let node = start_node(&args.data, state.store.clone(), config).await?;
     if args.examples {
         for example in mote_guests::ALL.into_iter().chain(mote_guests::JOBS) {
@@ -282,15 +313,18 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
                 .with_context(|| format!("deploying the example `{}`", example.name))?;
         }
         let example = mote_guests::HTTP_HELLO;
-        let http = HttpSettings {
-            route: Some(Route::parse(EXAMPLE_ROUTE)?),
-            allow_outbound: Vec::new(),
+        let options = DeployOptions {
+            http: HttpSettings {
+                route: Some(Route::parse(EXAMPLE_ROUTE)?),
+                allow_outbound: Vec::new(),
+            },
+            public: false,
         };
         node.deploy_with(
             FunctionName::new(example.name)?,
             Bytes::from_static(example.wasm),
             Limits::default(),
-            http,
+            options,
         )
         .await
         .with_context(|| format!("deploying the example `{}`", example.name))?;
@@ -357,7 +391,7 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
             stopping.notify_one();
         }
     };
-    let server = mote_gateway::serve(listener, node, peers.clone(), jobs, config, signal);
+    let server = mote_gateway::serve(listener, node, peers.clone(), jobs, config, access, signal);
     let stop_timeout = Duration::from_secs(args.stop_timeout_s);
     tokio::select! {
         served = server => served?,

@@ -1,6 +1,7 @@
 //! End-to-end tests: each starts the real `mote` binary (`mote up` on a free port and a fresh
 //! data directory) and drives it over HTTP or through the CLI, as a user would.
 
+mod access;
 mod api;
 mod bad_input;
 mod burst;

@@ -1,8 +1,9 @@
 //! The one table from errors to HTTP responses. Every error body is `{"error": "..."}` with a
 //! message that names the thing and the fix.
 
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use mote_access::TokenStoreError;
 use mote_job_service::JobServiceError;
 use mote_node::{DeployError, InvokeError};
 use mote_runtime::CallError;
@@ -38,6 +39,17 @@ pub enum ApiError {
     Invoke(InvokeError),
     /// A job request failed.
     Job(JobServiceError),
+    /// No credentials, or ones that are not valid: says what is needed.
+    Unauthorized(String),
+    /// Valid credentials without the scope: says which is needed.
+    Forbidden(String),
+    /// The client's address failed to authenticate too often.
+    TooManyFailures {
+        /// Seconds until it may try again.
+        retry_after_s: u64,
+    },
+    /// Making, listing or revoking a token failed.
+    Token(TokenStoreError),
 }
 
 impl ApiError {
@@ -49,6 +61,16 @@ impl ApiError {
                 StatusCode::NOT_FOUND
             }
             Self::NoNodeTakes(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::TooManyFailures { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::Token(e) => match e {
+                TokenStoreError::Taken(_) => StatusCode::CONFLICT,
+                TokenStoreError::NotFound(_) => StatusCode::NOT_FOUND,
+                TokenStoreError::NoScopes => StatusCode::BAD_REQUEST,
+                TokenStoreError::State(_) => StatusCode::SERVICE_UNAVAILABLE,
+                TokenStoreError::Damaged { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            },
             Self::PeerFailed(_) => StatusCode::BAD_GATEWAY,
             Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Job(e) => match e {
@@ -96,7 +118,14 @@ impl ApiError {
 
     fn message(&self) -> String {
         match self {
-            Self::BadRequest(m) | Self::MethodNotAllowed(m) => m.clone(),
+            Self::BadRequest(m)
+            | Self::MethodNotAllowed(m)
+            | Self::Unauthorized(m)
+            | Self::Forbidden(m) => m.clone(),
+            Self::TooManyFailures { retry_after_s } => format!(
+                "too many failed authentications from this address; try again in {retry_after_s} s"
+            ),
+            Self::Token(e) => e.to_string(),
             Self::NoRoute => {
                 "no such route; the API is under /v1/functions, /v1/invoke and /v1/jobs, plus /healthz and /metrics, and no component is mounted on this path (GET /v1/functions lists routes)".into()
             }
@@ -131,11 +160,21 @@ impl IntoResponse for ApiError {
             axum::Json(serde_json::json!({ "error": self.message() })),
         )
             .into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            response.headers_mut().insert(
-                axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from_static("1"),
-            );
+        let headers = response.headers_mut();
+        match self {
+            Self::TooManyFailures { retry_after_s } => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after_s));
+            }
+            Self::Unauthorized(_) => {
+                headers.insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"mote\""),
+                );
+            }
+            _ if status == StatusCode::SERVICE_UNAVAILABLE => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            _ => {}
         }
         response
     }
@@ -156,6 +195,12 @@ impl From<LimitsError> for ApiError {
 impl From<DeployError> for ApiError {
     fn from(e: DeployError) -> Self {
         Self::Deploy(e)
+    }
+}
+
+impl From<TokenStoreError> for ApiError {
+    fn from(e: TokenStoreError) -> Self {
+        Self::Token(e)
     }
 }
 

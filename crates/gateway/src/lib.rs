@@ -27,15 +27,23 @@
 //!   `POST /v1/internal/jobs/{id}/messages` takes another worker's message,
 //!   `POST /v1/internal/jobs/{id}/reports` a worker's report, `DELETE /v1/internal/jobs/{id}`
 //!   stops the worker.
+//! - `POST /v1/tokens` (`{"name", "scopes"}`) makes a token (201, the token in the body, once),
+//!   `GET /v1/tokens` lists them, `DELETE /v1/tokens/{name}` revokes one.
 //! - `GET /healthz`, `GET /metrics` (Prometheus text format).
+//!
+//! Every route needs what [`need`] says: a token's scope, the cluster secret (the internal
+//! routes), or nothing; [`Access`] holds the node's tokens and secret.
 //!
 //! In a cluster ([`mote_peers::Peers`]) an invocation runs where placement says: here, or on
 //! one peer, which runs it whatever its load (the request says who forwarded it). A peer that
 //! cannot be reached is skipped for the next choice; one that fails while it holds the call is
 //! a 502 naming it. Every invocation's response names the node that ran it in `mote-node`.
 
+mod auth;
 mod error;
+mod tokens;
 
+pub use auth::{Access, Need, need};
 pub use error::ApiError;
 
 use axum::Router;
@@ -52,7 +60,8 @@ use mote_job_service::{JobService, RunRequest};
 use mote_node::Node;
 use mote_peers::{FORWARDED_BY, ForwardError, Peers, Route};
 use mote_types::{
-    FunctionName, FunctionRecord, GuestKind, HttpSettings, Limits, OutboundHost, Timeout,
+    DeployOptions, FunctionName, FunctionRecord, GuestKind, HttpSettings, Limits, OutboundHost,
+    Timeout,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -86,17 +95,27 @@ struct Gateway {
     /// This node's name, as `mote-node` carries it.
     name: HeaderValue,
     config: GatewayConfig,
+    access: Arc<Access>,
 }
 
-/// Builds the API's router over `node`, a member of the cluster `peers`.
+/// Builds the API's router over `node`, a member of the cluster `peers`, guarded by `access`.
 pub fn router(
     node: Arc<Node>,
     peers: Arc<Peers>,
     jobs: Arc<JobService>,
     config: GatewayConfig,
+    access: Arc<Access>,
 ) -> Router {
     let name = HeaderValue::from_str(peers.name()).expect("node names are header-safe");
-    Router::new()
+    let gateway = Gateway {
+        node,
+        peers,
+        jobs,
+        name,
+        config,
+        access,
+    };
+    let router = Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .route("/v1/functions", get(list_functions))
@@ -125,14 +144,18 @@ pub fn router(
         )
         .route("/v1/internal/jobs/{id}/run", post(run_worker))
         .route("/v1/internal/jobs/{id}/reports", post(job_report))
-        .fallback(not_found)
-        .with_state(Gateway {
-            node,
-            peers,
-            jobs,
-            name,
-            config,
-        })
+        .route("/v1/tokens", post(tokens::create).get(tokens::list))
+        .route("/v1/tokens/{name}", axum::routing::delete(tokens::revoke))
+        .fallback(not_found);
+    // A node with nothing to guard pays nothing per request.
+    let router = match gateway.access.guards() {
+        true => router.layer(axum::middleware::from_fn_with_state(
+            gateway.clone(),
+            auth::guard,
+        )),
+        false => router,
+    };
+    router.with_state(gateway)
 }
 
 /// Serves the API on `listener` until `shutdown` resolves.
@@ -142,6 +165,7 @@ pub async fn serve(
     peers: Arc<Peers>,
     jobs: Arc<JobService>,
     config: GatewayConfig,
+    access: Arc<Access>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     use axum::serve::ListenerExt;
@@ -152,9 +176,14 @@ pub async fn serve(
             tracing::debug!(error = %e, "cannot set TCP_NODELAY on a connection");
         }
     });
-    axum::serve(listener, router(node, peers, jobs, config))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let app = router(node, peers, jobs, config, access);
+    // Client addresses, for the log of refused requests and the limit on failures.
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
 }
 
 /// 200 while the node serves; the text says whether its state store answers.
@@ -186,6 +215,9 @@ struct DeployParams {
     memory_mb: Option<u32>,
     route: Option<String>,
     allow_outbound: Option<String>,
+    /// Callable without a token.
+    #[serde(default)]
+    public: bool,
 }
 
 impl DeployParams {
@@ -218,6 +250,9 @@ struct FunctionView<'a> {
     /// A component's route and the hosts it may call.
     #[serde(flatten)]
     http: &'a HttpSettings,
+    /// Callable without a token.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    public: bool,
     /// Budget kills in a row that put it in quarantine, if it is quarantined.
     #[serde(skip_serializing_if = "Option::is_none")]
     quarantined_after_kills: Option<u32>,
@@ -243,6 +278,7 @@ impl<'a> From<&'a FunctionRecord> for FunctionView<'a> {
             memory_mb: r.limits.memory_mb,
             size_bytes: r.size_bytes,
             http: &r.http,
+            public: r.public,
             quarantined_after_kills: None,
         }
     }
@@ -259,11 +295,14 @@ async fn deploy(
     let Query(params) = params.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let timeout = Timeout::from_params(params.timeout_ms, params.timeout_us)?;
     let limits = Limits::new(timeout, params.memory_mb)?;
-    let http = params.http()?;
+    let options = DeployOptions {
+        http: params.http()?,
+        public: params.public,
+    };
     let wasm = read_body(&headers, body, gw.config.max_module_bytes, "module").await?;
     let record = gw
         .node
-        .deploy_with(name, wasm.clone(), limits, http)
+        .deploy_with(name, wasm.clone(), limits, options)
         .await?;
     gw.peers.keep_module(&record.sha256, wasm).await;
     Ok((StatusCode::CREATED, axum::Json(FunctionView::from(&record))).into_response())
@@ -492,7 +531,10 @@ async fn module(
 }
 
 /// A JSON body, or a 400 that says what is wrong with it.
-fn json_body<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, ApiError> {
+pub(crate) fn json_body<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    what: &str,
+) -> Result<T, ApiError> {
     serde_json::from_slice(body)
         .map_err(|e| ApiError::BadRequest(format!("the body is not a valid {what}: {e}")))
 }

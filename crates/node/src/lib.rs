@@ -53,7 +53,7 @@ use executor::Call;
 use ledger::Ledger;
 use mote_runtime::{CallError, Function, ProxyResponse, Runtime, RuntimeConfig};
 use mote_state::{EmbeddedStore, ModuleBlobs, StateError, StateStore};
-use mote_types::{FunctionName, FunctionRecord, GuestKind, HttpSettings, Limits};
+use mote_types::{DeployOptions, FunctionName, FunctionRecord, GuestKind, Limits};
 use pending::Pending;
 use resident::Code;
 use std::path::Path;
@@ -324,6 +324,11 @@ impl Node {
         self.registry.kind(name)
     }
 
+    /// Whether `name` is deployed and may be called without a token; a lookup without locks.
+    pub fn is_public(&self, name: &str) -> bool {
+        self.registry.is_public(name)
+    }
+
     /// The component mounted on the most specific route that serves `path`, if any.
     pub fn route(&self, path: &str) -> Option<Arc<Deployed>> {
         self.registry.route(path)
@@ -399,20 +404,21 @@ impl Node {
         wasm: Bytes,
         limits: Limits,
     ) -> Result<FunctionRecord, DeployError> {
-        self.deploy_with(name, wasm, limits, HttpSettings::default())
+        self.deploy_with(name, wasm, limits, DeployOptions::default())
             .await
     }
 
     /// Deploys (or replaces) `name` with `wasm`; a `wasi:http` component may be mounted on a
-    /// route and allowed outbound hosts with `http`.
+    /// route and allowed outbound hosts with `options.http`; `options.public` lets anyone call
+    /// it.
     pub async fn deploy_with(
         &self,
         name: FunctionName,
         wasm: Bytes,
         limits: Limits,
-        http: HttpSettings,
+        options: DeployOptions,
     ) -> Result<FunctionRecord, DeployError> {
-        let (record, replaced) = self.registry.deploy(name, wasm, limits, http).await?;
+        let (record, replaced) = self.registry.deploy(name, wasm, limits, options).await?;
         if let Some(old) = replaced {
             self.forget(&old);
         }

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use mote_runtime::{Function, Runtime};
 use mote_sched::FunctionKey;
 use mote_state::{ModuleBlobs, StateStore};
-use mote_types::{FunctionName, FunctionRecord, GuestKind, HttpSettings, Limits};
+use mote_types::{DeployOptions, FunctionName, FunctionRecord, GuestKind, HttpSettings, Limits};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 use std::collections::HashMap;
@@ -216,6 +216,12 @@ impl Registry {
         self.table.load().get(name).map(|f| f.record.kind)
     }
 
+    /// Whether `name` may be called without a token, without locking or cloning it.
+    #[inline]
+    pub fn is_public(&self, name: &str) -> bool {
+        self.table.load().get(name).is_some_and(|f| f.record.public)
+    }
+
     /// The component mounted on the most specific route that serves `path`, if any.
     pub fn route(&self, path: &str) -> Option<Arc<Deployed>> {
         self.routes
@@ -333,8 +339,9 @@ impl Registry {
         name: FunctionName,
         wasm: Bytes,
         limits: Limits,
-        http: HttpSettings,
+        options: DeployOptions,
     ) -> Result<(FunctionRecord, Option<Arc<Deployed>>), DeployError> {
+        let DeployOptions { http, public } = options;
         let _changes = self.changes.lock().await;
         let (runtime, bytes) = (self.runtime.clone(), wasm.clone());
         let function = tokio::task::spawn_blocking(move || runtime.compile(&bytes))
@@ -359,6 +366,7 @@ impl Registry {
                 .map(|d| d.as_millis() as u64)
                 .unwrap_or(0),
             http,
+            public,
         };
         if let Err(e) = self.write(wasm, &function, &record).await {
             self.collect_unused(&record.sha256);

@@ -20,5 +20,5 @@ mod secret;
 pub use http::{HttpSettings, OutboundHost, OutboundHostError, Route, RouteError};
 pub use limits::{Limits, LimitsError, ShowBudget, Timeout};
 pub use name::{FunctionName, NameError};
-pub use record::{FunctionRecord, GuestKind};
+pub use record::{DeployOptions, FunctionRecord, GuestKind};
 pub use secret::{CLUSTER_SECRET_HEADER, ClusterSecret, SecretError};

@@ -61,6 +61,18 @@ pub struct FunctionRecord {
     /// A `wasi:http` component's route and outbound hosts; absent for other kinds.
     #[serde(default, skip_serializing_if = "HttpSettings::is_empty")]
     pub http: HttpSettings,
+    /// Whether anyone may call it without a token (on a node that requires tokens).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub public: bool,
+}
+
+/// What a deploy sets beside the module and its limits.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeployOptions {
+    /// A `wasi:http` component's route and outbound hosts.
+    pub http: HttpSettings,
+    /// Callable without a token.
+    pub public: bool,
 }
 
 #[cfg(test)]
@@ -77,6 +89,7 @@ mod tests {
             size_bytes: 42,
             deployed_at_ms: 1,
             http: HttpSettings::default(),
+            public: false,
         };
         let json = serde_json::to_string(&r).unwrap();
         assert!(json.contains("\"kind\":\"wasi-command\""));
@@ -84,6 +97,7 @@ mod tests {
             !json.contains("http"),
             "records of other kinds stay as they were: {json}"
         );
+        assert!(!json.contains("public"), "{json}");
         assert_eq!(serde_json::from_str::<FunctionRecord>(&json).unwrap(), r);
     }
 }

@@ -1,0 +1,120 @@
+//! What `mote up` sets up for access control: whether tokens are required (always off loopback
+//! unless `--insecure`), the admin token made on first start (`DATA/admin.token`), the cluster
+//! secret, and the live token table followed from the store.
+
+use super::client::ADMIN_TOKEN_FILE;
+use anyhow::Context;
+use mote_access::{FailureLimiter, Grants, Scope, TokenName, TokenStore};
+use mote_gateway::Access;
+use mote_state::EtcdStore;
+use mote_types::ClusterSecret;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The file in a data directory that keeps the cluster secret a node made for itself.
+const CLUSTER_SECRET_FILE: &str = "cluster.secret";
+
+/// What the operator chose.
+pub struct AccessOptions {
+    pub listen: SocketAddr,
+    pub require_tokens: bool,
+    pub insecure: bool,
+    pub cluster_secret_file: Option<PathBuf>,
+    pub failures_per_minute: u32,
+}
+
+/// Sets up the node's access control; `node` names the admin token it makes.
+pub async fn set_up(
+    options: &AccessOptions,
+    data: &Path,
+    store: &EtcdStore,
+    node: &str,
+) -> anyhow::Result<Arc<Access>> {
+    let loopback = options.listen.ip().is_loopback();
+    let tokens_required = options.require_tokens || (!loopback && !options.insecure);
+    if options.insecure && !loopback {
+        tracing::warn!(listen = %options.listen, "--insecure: this node takes requests without tokens from anyone who reaches it");
+        println!(
+            "WARNING: --insecure: anyone who can reach {} may deploy and run code on this node without a token",
+            options.listen
+        );
+    }
+    let cluster_secret = match &options.cluster_secret_file {
+        Some(path) => Some(read_secret(path)?),
+        // Internal routes need a secret once tokens are required; a node alone makes its own
+        // (its jobs call its own internal routes), which its peers must then share.
+        None if tokens_required => Some(own_secret(data)?),
+        None => None,
+    };
+    let tokens = TokenStore::new(store.clone());
+    let admin = data.join(ADMIN_TOKEN_FILE);
+    if !admin.exists() {
+        let name = TokenName::new(format!("admin-{node}"))
+            .or_else(|_| TokenName::new("admin"))
+            .expect("`admin` is a token name");
+        let scopes = [Scope::Admin].into_iter().collect();
+        let (token, _) = tokens
+            .create(name.clone(), scopes, true)
+            .await
+            .context("cannot make the admin token")?;
+        write_private(&admin, token.expose())?;
+        println!(
+            "made the admin token `{name}` in {} (the CLI reads it from there, or from MOTE_TOKEN)",
+            admin.display()
+        );
+    }
+    let grants = Arc::new(Grants::new());
+    tokens
+        .follow(&grants)
+        .await
+        .context("cannot read the token records")?;
+    Ok(Arc::new(Access {
+        tokens_required,
+        grants,
+        tokens,
+        failures: FailureLimiter::new(options.failures_per_minute, Duration::from_secs(60)),
+        cluster_secret,
+    }))
+}
+
+fn read_secret(path: &Path) -> anyhow::Result<ClusterSecret> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the cluster secret from {}", path.display()))?;
+    ClusterSecret::new(&text).with_context(|| format!("the cluster secret in {}", path.display()))
+}
+
+/// `DATA/cluster.secret`, made on first use.
+fn own_secret(data: &Path) -> anyhow::Result<ClusterSecret> {
+    let path = data.join(CLUSTER_SECRET_FILE);
+    if !path.exists() {
+        let token = mote_access::Token::generate();
+        write_private(&path, &token.expose()[mote_access::Token::PREFIX.len()..])?;
+        println!(
+            "made a cluster secret in {}: start the other nodes of this cluster with --cluster-secret-file pointing to a copy of it",
+            path.display()
+        );
+    }
+    read_secret(&path)
+}
+
+/// Writes `text` to a new file only its owner may read.
+fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
+    let write = || -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)?;
+        writeln!(file, "{text}")?;
+        file.sync_all()
+    };
+    write().with_context(|| format!("cannot write {}", path.display()))
+}
