@@ -1,6 +1,7 @@
 //! `mote bench`: the benchmarks of docs/benchmarks.md.
 
 use super::platform::{available_cores, baseline_cap};
+use super::progress::Progress;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use mote_bench::burst::{self, BurstOptions, PaperLoad};
@@ -402,6 +403,14 @@ pub struct CallArgs {
 
 /// Runs a benchmark and prints its report.
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
+    let result = run_bench(cmd);
+    if let Some(spinner) = std::sync::LazyLock::get(&SPINNER) {
+        spinner.clear();
+    }
+    result
+}
+
+fn run_bench(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Call(args) => run_call(args),
         BenchCommand::Burst(args) => run_burst(args),
@@ -526,10 +535,15 @@ fn run_http(args: HttpArgs) -> anyhow::Result<()> {
     Ok(report.check()?)
 }
 
-/// Where a benchmark's progress goes, a line at a time.
+/// Where a benchmark's progress goes, a line at a time: above a spinner on a terminal,
+/// nowhere otherwise.
 fn progress(line: &str) {
-    eprintln!("{line}");
+    SPINNER.line(line);
 }
+
+/// The running benchmark's spinner, made on its first progress line.
+static SPINNER: std::sync::LazyLock<Progress> =
+    std::sync::LazyLock::new(|| Progress::spinner("starting"));
 
 /// The command line as typed, for the report.
 fn command_line() -> String {

@@ -1,6 +1,7 @@
 //! The client commands (`deploy`, `invoke`, `ls`, `rm`, `release`, `nodes`): each makes one HTTP request to a running
 //! platform and prints the result for a human, or the server's error message on failure.
 
+use super::progress::Progress;
 use anyhow::{Context, bail};
 use clap::Args;
 use mote_types::ShowBudget;
@@ -183,7 +184,21 @@ pub fn deploy(args: DeployArgs) -> anyhow::Result<()> {
     if !params.is_empty() {
         url = format!("{url}?{}", params.join("&"));
     }
-    let body = request(&args.server, args.server.put(&url).send(&wasm[..]))?;
+    let size = wasm.len() as u64;
+    let body = match size >= LARGE_MODULE {
+        false => request(&args.server, args.server.put(&url).send(&wasm[..]))?,
+        true => {
+            let progress = Progress::bytes(size, &format!("uploading {}", args.file.display()));
+            let upload = progress.reader(std::io::Cursor::new(wasm));
+            let sent = args
+                .server
+                .put(&url)
+                .header("content-length", size)
+                .send(ureq::SendBody::from_owned_reader(upload));
+            progress.wait("the server is compiling it");
+            request(&args.server, sent)?
+        }
+    };
     let f: FunctionInfo = serde_json::from_slice(&body).context("unexpected deploy response")?;
     println!(
         "deployed {} ({}, {} bytes, sha256 {}, timeout {}, memory {} MiB{})",
@@ -207,6 +222,9 @@ pub fn deploy(args: DeployArgs) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// From this size on, a deploy shows its upload's progress (on a terminal).
+const LARGE_MODULE: u64 = 4 << 20;
 
 /// Escapes a query parameter's value: the characters a route or host list may hold that a
 /// query gives a meaning of its own.

@@ -2,10 +2,10 @@
 //! request to the node that controls the job (`docs/jobs.md`).
 
 use super::client::{Server, base, request};
+use super::progress::Progress;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use mote_job_service::{JobState, JobStatus, RunRequest, WorkerChoice};
-use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 /// `mote job ...`.
@@ -129,30 +129,21 @@ fn run_job(args: RunArgs) -> anyhow::Result<()> {
         println!("{}", status.id);
         return Ok(());
     }
-    let terminal = std::io::stderr().is_terminal();
-    eprintln!(
+    let progress = Progress::spinner(&format!(
         "job {} started: {} partitions on {} workers",
         status.id,
         status.partitions,
         status.workers.len()
-    );
+    ));
     while status.state == JobState::Running {
         std::thread::sleep(Duration::from_millis(200));
         status = fetch(&args.server, &status.id)?;
-        if terminal {
-            eprint!(
-                "\r\x1b[2Kiteration {}  tasks {}  {:.0} tasks/s  {:.1} s",
-                status.iteration,
-                status.tasks,
-                status.tasks_per_s,
-                status.elapsed_ms as f64 / 1000.0
-            );
-            let _ = std::io::stderr().flush();
-        }
+        progress.set(&format!(
+            "job {}: iteration {}  tasks {}  {:.0} tasks/s",
+            status.id, status.iteration, status.tasks, status.tasks_per_s
+        ));
     }
-    if terminal {
-        eprintln!();
-    }
+    drop(progress);
     match status.state {
         JobState::Succeeded => {
             println!(

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod client;
 pub mod job;
 pub mod platform;
+pub mod progress;
 pub mod store;
 pub mod token;
 pub mod up;
