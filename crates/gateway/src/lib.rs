@@ -28,12 +28,16 @@
 //!   `POST /v1/internal/jobs/{id}/reports` a worker's report, `DELETE /v1/internal/jobs/{id}`
 //!   stops the worker.
 //! - `GET /healthz`, `GET /metrics` (Prometheus text format).
+//! - `GET /ui` (the live dashboard's page and its files under `/ui/`), `GET /v1/dashboard` (one
+//!   snapshot of what the page shows), `GET /v1/dashboard/events` (a snapshot every second, as
+//!   server-sent events): [`dashboard`].
 //!
 //! In a cluster ([`mote_peers::Peers`]) an invocation runs where placement says: here, or on
 //! one peer, which runs it whatever its load (the request says who forwarded it). A peer that
 //! cannot be reached is skipped for the next choice; one that fails while it holds the call is
 //! a 502 naming it. Every invocation's response names the node that ran it in `mote-node`.
 
+pub mod dashboard;
 mod error;
 
 pub use error::ApiError;
@@ -96,6 +100,7 @@ pub fn router(
     config: GatewayConfig,
 ) -> Router {
     let name = HeaderValue::from_str(peers.name()).expect("node names are header-safe");
+    let dashboard = dashboard::router(node.clone(), peers.clone(), jobs.clone());
     Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
@@ -133,6 +138,7 @@ pub fn router(
             name,
             config,
         })
+        .merge(dashboard)
 }
 
 /// Serves the API on `listener` until `shutdown` resolves.
