@@ -35,7 +35,8 @@ export class Browser {
     ];
     // Chromium's sandbox needs user namespaces, which a CI container run as root lacks.
     if (process.getuid && process.getuid() === 0) args.unshift("--no-sandbox");
-    const child = spawn(chromiumPath(), args, { stdio: ["ignore", "ignore", "pipe", "pipe", "pipe"] });
+    // In a process group of its own, so that closing it ends its helper processes too.
+    const child = spawn(chromiumPath(), args, { stdio: ["ignore", "ignore", "pipe", "pipe", "pipe"], detached: true });
     let stderr = "";
     child.stderr.on("data", (d) => {
       stderr = (stderr + d).slice(-4000);
@@ -112,7 +113,17 @@ export class Browser {
     }
     if (this.child.exitCode === null) this.child.kill("SIGKILL");
     await this.exited;
-    rmSync(this.profile, { recursive: true, force: true });
+    // Its helpers (network service, crash handler) may outlive it by a moment.
+    try {
+      process.kill(-this.child.pid, "SIGKILL");
+    } catch (_) {
+      // The group is gone already.
+    }
+    try {
+      rmSync(this.profile, { recursive: true, force: true, maxRetries: 20, retryDelay: 100 });
+    } catch (e) {
+      console.warn(`# left the browser profile ${this.profile}: ${e.message}`);
+    }
   }
 }
 
@@ -173,7 +184,12 @@ export class Page {
     }
   }
 
-  async screenshot() {
+  /** A PNG of the whole page, `width` wide, as tall as its content. */
+  async screenshot(width = 1280) {
+    const height = await this.eval("Math.ceil(document.documentElement.scrollHeight)");
+    await this.send("Emulation.setDeviceMetricsOverride", { width, height, deviceScaleFactor: 1, mobile: false });
+    // The charts redraw for the new size on the next frame.
+    await this.eval("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))");
     const { data } = await this.send("Page.captureScreenshot", { format: "png" });
     return Buffer.from(data, "base64");
   }

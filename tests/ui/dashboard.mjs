@@ -6,12 +6,14 @@
 //
 //   node tests/ui/dashboard.mjs [path/to/mote]
 //
-// MOTE_UI_SCREENSHOT=docs/dashboard.png saves a 1280×900 screenshot after
-// MOTE_UI_SCREENSHOT_AFTER_S seconds (default 20) of traffic.
+// MOTE_UI_SCREENSHOT=docs/dashboard.png saves a screenshot of the whole page, 1280 wide, after
+// MOTE_UI_SCREENSHOT_AFTER_S seconds (default 20) of traffic, with a second node in the edge
+// set-up so that the cluster and store panels have something to show.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
+import net from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Browser } from "./cdp.mjs";
@@ -32,11 +34,21 @@ function ok(what) {
   console.log(`ok ${passed} - ${what}`);
 }
 
+/** A port free now. */
+function freePort() {
+  return new Promise((r) => {
+    const server = net.createServer().listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => r(port));
+    });
+  });
+}
+
 /** Starts `mote up` on `listen`; resolves with the process and its base URL once it serves. */
-async function startMote(data, listen) {
+async function startMote(data, listen, { name = NODE_NAME, extra = [] } = {}) {
   const child = spawn(
     MOTE,
-    ["up", "--examples", "--listen", listen, "--store-listen", "127.0.0.1:0", "--data", data, "--node", NODE_NAME, "--cores", "2"],
+    ["up", "--examples", "--listen", listen, "--store-listen", "127.0.0.1:0", "--data", data, "--node", name, "--cores", "2", ...extra],
     { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, RUST_LOG: "warn" } },
   );
   let out = "";
@@ -99,8 +111,9 @@ function traffic(base) {
   };
   const loops = [loop("hello", 20, "dashboard"), loop("echo", 80, "x".repeat(512)), loop("wc", 250, "a b c\nd e\n"), loop("slow", 400), loop("trap", 1500)];
   if (process.env.MOTE_UI_SCREENSHOT) {
-    // Enough work for the screenshot to show busy cores and a queue now and then.
-    loops.push(loop("slow", 30), loop("slow", 45), loop("hello", 5, "more"));
+    // Enough work for the screenshot to show busy cores, a queue now and then, and calls
+    // placed on the other node.
+    loops.push(loop("slow", 10), loop("slow", 20), loop("slow", 30), loop("hello", 5, "more"));
   }
   return async () => {
     running = false;
@@ -138,7 +151,19 @@ const rowCalls = (name) => `Number(document.querySelector('#functions tr[data-fu
 
 async function main() {
   const data = mkdtempSync(join(tmpdir(), "mote-ui-"));
-  let mote = await startMote(data, "127.0.0.1:0");
+  // The screenshot shows a cluster: a second node in the edge set-up, each node's store
+  // replica pulling from the other's.
+  let edge = [];
+  let second = null;
+  if (process.env.MOTE_UI_SCREENSHOT) {
+    const [p1, p2] = [await freePort(), await freePort()];
+    edge = ["--store-peer-listen", `127.0.0.1:${p1}`, "--store-peers", `edge-2=http://127.0.0.1:${p2}`];
+    second = await startMote(join(data, "edge-2"), "127.0.0.1:0", {
+      name: "edge-2",
+      extra: ["--store-peer-listen", `127.0.0.1:${p2}`, "--store-peers", `${NODE_NAME}=http://127.0.0.1:${p1}`],
+    });
+  }
+  let mote = await startMote(join(data, NODE_NAME), "127.0.0.1:0", { extra: edge });
   const { base } = mote;
   const port = new URL(base).port;
   const browser = await Browser.launch();
@@ -223,10 +248,26 @@ async function main() {
     assert.ok(await page.eval(`[...document.querySelectorAll('#chart-calls path.line title')].some(t => t.textContent === 'hello')`));
     ok("the charts are drawn from the stream");
 
+    // A job: its row, state, task rate and partition map.
+    const job = await (await api(base, "/v1/jobs", {
+      method: "POST",
+      body: JSON.stringify({ function: "kmeans", workers: 1, partitions_per_core: 2, args: [["generate", "20000"], ["seed", "1"], ["iterations", "30"]] }),
+    })).json();
+    await page.waitFor(`document.querySelector('#jobs tr[data-job="${job.id}"] [data-field=state]')?.textContent === 'succeeded'`, "the job's row, succeeded", 30000);
+    const map = await page.eval(`document.querySelector('#jobs tr[data-job="${job.id}"] .map').textContent`);
+    assert.match(map, new RegExp(`${NODE_NAME}: g0: 0-3`), `the partition map: ${map}`);
+    ok("the jobs table shows a job, its state and its partition map");
+
     if (process.env.MOTE_UI_SCREENSHOT) {
+      // A long job across both nodes, running while the screenshot is taken.
+      const long = await (await api(base, "/v1/jobs", {
+        method: "POST",
+        body: JSON.stringify({ function: "kmeans", workers: 2, partitions_per_core: 2, args: [["generate", "20000"], ["seed", "2"], ["iterations", "1000000"]] }),
+      })).json();
       const wait = Number(process.env.MOTE_UI_SCREENSHOT_AFTER_S || 20);
       await sleep(wait * 1000);
       writeFileSync(process.env.MOTE_UI_SCREENSHOT, await page.screenshot());
+      await api(base, `/v1/jobs/${long.id}`, { method: "DELETE" });
       ok(`screenshot saved to ${process.env.MOTE_UI_SCREENSHOT}`);
     }
     assert.deepEqual(page.errors, [], "no script errors or blocked loads");
@@ -240,7 +281,7 @@ async function main() {
     const text = await page.eval("document.querySelector('#conn').textContent");
     assert.match(text, /disconnected/);
     ok(`the page shows the lost stream: "${text}"`);
-    mote = await startMote(data, `127.0.0.1:${port}`);
+    mote = await startMote(join(data, NODE_NAME), `127.0.0.1:${port}`, { extra: edge });
     const updates = await page.eval("Number(document.body.dataset.updates)");
     await page.waitFor(`document.querySelector('#conn').dataset.state === 'live' && Number(document.body.dataset.updates) > ${updates}`, "the page to reconnect", 30000);
     ok("the page reconnects when the node is back");
@@ -283,6 +324,7 @@ async function main() {
     if (proxy) proxy.close();
     await browser.close();
     await stopMote(mote.child);
+    if (second) await stopMote(second.child);
     rmSync(data, { recursive: true, force: true });
   }
   // In libtest's words, so that scripts/test counts these with the Rust tests.
