@@ -3,10 +3,10 @@
 
 use anyhow::Context;
 use mote_node::{Node, NodeConfig};
-use mote_peers::StorePeering;
+use mote_peers::{ReplicaLag, StorePeering};
 use mote_state::{EtcdStore, StateStore};
 use mote_store::replica::{Member, Replica, check_peer_url};
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -95,11 +95,11 @@ const EMBEDDED_KEEP_REVISIONS: i64 = 10_000;
 /// How often an embedded replica pulls from each peer when there were no changes.
 const EDGE_PULL_INTERVAL: Duration = Duration::from_millis(20);
 
-/// The embedded replica's side of the edge set-up: the replicas it pulls from, by name, and
-/// the pull loops it starts for the ones it learns of from the node keys.
+/// The embedded replica's side of the edge set-up: the replicas it pulls from (their peer URLs
+/// by name), and the pull loops it starts for the ones it learns of from the node keys.
 pub struct ReplicaPeering {
     replica: Arc<Replica>,
-    pulled: Mutex<HashSet<String>>,
+    pulled: Mutex<HashMap<String, String>>,
 }
 
 impl StorePeering for ReplicaPeering {
@@ -112,7 +112,8 @@ impl StorePeering for ReplicaPeering {
             return;
         }
         let mut pulled = self.pulled.lock().unwrap_or_else(|p| p.into_inner());
-        if pulled.insert(name.to_owned()) {
+        if !pulled.contains_key(name) {
+            pulled.insert(name.to_owned(), url.to_owned());
             tracing::info!(replica = name, %url, "the embedded store pulls from a replica it learned of");
             tokio::spawn(
                 self.replica
@@ -120,6 +121,34 @@ impl StorePeering for ReplicaPeering {
                     .run_pull_loop(url.to_owned(), EDGE_PULL_INTERVAL),
             );
         }
+    }
+
+    fn lag(&self) -> Vec<ReplicaLag> {
+        let pulled = self
+            .pulled
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let pulls = self.replica.pulls();
+        let mut lags: Vec<ReplicaLag> = pulled
+            .into_iter()
+            .map(|(name, url)| {
+                let pull = pulls.iter().find(|p| p.url == url);
+                ReplicaLag {
+                    merged_revision: pull.map_or(0, |p| p.merged_revision),
+                    behind_ms: pull
+                        .and_then(|p| p.caught_up_ago)
+                        .map(|d| d.as_millis() as u64),
+                    error: pull.and_then(|p| p.failing.as_ref().map(|(_, e)| e.clone())),
+                    failing_ms: pull
+                        .and_then(|p| p.failing.as_ref().map(|(d, _)| d.as_millis() as u64)),
+                    name,
+                    url,
+                }
+            })
+            .collect();
+        lags.sort_by(|a, b| a.name.cmp(&b.name));
+        lags
     }
 }
 
@@ -176,7 +205,7 @@ async fn start_embedded_store(
             pulled: Mutex::new(
                 replica.members()[1..]
                     .iter()
-                    .map(|m| m.name.clone())
+                    .filter_map(|m| Some((m.name.clone(), m.peer_urls.first()?.clone())))
                     .collect(),
             ),
         };

@@ -555,3 +555,47 @@ fn a_revoked_token_stops_working_on_every_node_within_a_second() {
     }
     drop((n1, n2, store));
 }
+
+#[test]
+fn jobs_run_on_a_node_that_requires_tokens() {
+    // The controller and its worker talk over the internal routes, with the cluster secret.
+    let node = Closed::start(&["--cores", "2"]);
+    let url = &node.p.url;
+    let deploy = bearer(&node.deploy);
+    let deployed = send(
+        "PUT",
+        &format!("{url}/v1/functions/busy"),
+        &[("authorization", &deploy)],
+        mote_guests::BUSY.wasm,
+    );
+    assert_eq!(deployed.status, 201, "{}", deployed.body);
+    let request = br#"{"function":"busy","args":[["stages","20"]]}"#;
+    let started = send(
+        "POST",
+        &format!("{url}/v1/jobs"),
+        &[("authorization", &deploy)],
+        request,
+    );
+    assert_eq!(started.status, 201, "{}", started.body);
+    let id = serde_json::from_str::<serde_json::Value>(&started.body).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        let r = send(
+            "GET",
+            &format!("{url}/v1/jobs/{id}"),
+            &[("authorization", &bearer(&node.read))],
+            b"",
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        let status: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+        if status["state"] != "running" {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the job still runs: {status}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status["state"], "succeeded", "{status}");
+}

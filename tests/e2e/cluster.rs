@@ -261,6 +261,30 @@ fn a_burst_sent_to_one_node_runs_on_several_and_a_redeploy_is_seen_everywhere() 
             && metrics.contains("outcome=\"answered\""),
         "{metrics}"
     );
+    // The dashboard says where the calls ran: here, and on each peer as many as were sent.
+    let snap = cluster.node(0).get("/v1/dashboard").json();
+    let here = replies
+        .iter()
+        .filter(|r| r.node.as_deref() == Some("n1"))
+        .count();
+    for row in snap["nodes"].as_array().unwrap() {
+        let name = row["name"].as_str().unwrap();
+        match row["me"].as_bool().unwrap() {
+            true => assert_eq!(row["ran_here"], here as u64, "{row}"),
+            false => {
+                let sent = replies
+                    .iter()
+                    .filter(|r| r.node.as_deref() == Some(name))
+                    .count();
+                assert_eq!(row["forwarded"]["answered"], sent as u64, "{row}");
+                assert_eq!(
+                    row["forwarded"]["answered"],
+                    sent_to(cluster.node(0), name),
+                    "{row}"
+                );
+            }
+        }
+    }
 
     // A new module under the same name replaces the old one on every node.
     cluster
@@ -618,6 +642,14 @@ fn edge_nodes_serve_on_both_sides_of_a_store_partition_and_converge_after_it_hea
     }
     assert!(!lists(n3, "majority"), "the partition let a record through");
     assert!(!lists(n1, "minority"), "the partition let a record through");
+    // The dashboard shows n3's replica falling behind the others.
+    wait_until("n3's dashboard shows it behind n1 and n2", || {
+        let replicas = replicas(n3);
+        replicas.len() == 2
+            && replicas
+                .iter()
+                .all(|(_, behind, failing)| *failing || *behind > 1000)
+    });
 
     edge.isolate(2, false);
     for (i, node) in edge.nodes.iter().enumerate() {
@@ -636,7 +668,34 @@ fn edge_nodes_serve_on_both_sides_of_a_store_partition_and_converge_after_it_hea
                 reply.text()
             );
         }
+        wait_until(&format!("node {i}'s dashboard shows it caught up"), || {
+            let replicas = replicas(node);
+            replicas.len() == 2
+                && replicas
+                    .iter()
+                    .all(|(_, behind, failing)| !failing && *behind < 1000)
+        });
     }
+    let names: Vec<String> = replicas(n3).into_iter().map(|(name, _, _)| name).collect();
+    assert_eq!(names, ["n1", "n2"]);
+}
+
+/// The store replicas `node`'s dashboard lists: name, ms behind (`u64::MAX` before the first
+/// complete pull), whether pulls fail.
+fn replicas(node: &Platform) -> Vec<(String, u64, bool)> {
+    let snap = node.get("/v1/dashboard").json();
+    snap["store"]["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_owned(),
+                r["behind_ms"].as_u64().unwrap_or(u64::MAX),
+                r.get("error").is_some(),
+            )
+        })
+        .collect()
 }
 
 #[test]
@@ -676,6 +735,11 @@ fn a_node_joins_a_running_edge_cluster_by_naming_one_member() {
         lists(&edge.nodes[1], "late")
     });
     assert_eq!(edge.nodes[1].invoke("late", b"").status, 200);
+    wait_until("n2's dashboard lists the replica it learned of", || {
+        replicas(&edge.nodes[1])
+            .iter()
+            .any(|(name, behind, _)| name == "n3" && *behind < 1000)
+    });
 }
 
 #[test]

@@ -8,6 +8,7 @@ mod burst;
 mod cli;
 mod cluster;
 mod components;
+mod dashboard;
 mod fixtures;
 mod jobs;
 mod limits;

@@ -30,6 +30,9 @@
 //! - `POST /v1/tokens` (`{"name", "scopes"}`) makes a token (201, the token in the body, once),
 //!   `GET /v1/tokens` lists them, `DELETE /v1/tokens/{name}` revokes one.
 //! - `GET /healthz`, `GET /metrics` (Prometheus text format).
+//! - `GET /ui` (the live dashboard's page and its files under `/ui/`), `GET /v1/dashboard` (one
+//!   snapshot of what the page shows), `GET /v1/dashboard/events` (a snapshot every second, as
+//!   server-sent events): [`dashboard`].
 //!
 //! Every route needs what [`need`] says: a token's scope, the cluster secret (the internal
 //! routes), or nothing; [`Access`] holds the node's tokens and secret.
@@ -40,6 +43,7 @@
 //! a 502 naming it. Every invocation's response names the node that ran it in `mote-node`.
 
 mod auth;
+pub mod dashboard;
 mod error;
 mod tokens;
 
@@ -107,6 +111,7 @@ pub fn router(
     access: Arc<Access>,
 ) -> Router {
     let name = HeaderValue::from_str(peers.name()).expect("node names are header-safe");
+    let dashboard = dashboard::router(node.clone(), peers.clone(), jobs.clone());
     let gateway = Gateway {
         node,
         peers,
@@ -146,16 +151,14 @@ pub fn router(
         .route("/v1/internal/jobs/{id}/reports", post(job_report))
         .route("/v1/tokens", post(tokens::create).get(tokens::list))
         .route("/v1/tokens/{name}", axum::routing::delete(tokens::revoke))
-        .fallback(not_found);
+        .fallback(not_found)
+        .with_state(gateway.clone())
+        .merge(dashboard);
     // A node with nothing to guard pays nothing per request.
-    let router = match gateway.access.guards() {
-        true => router.layer(axum::middleware::from_fn_with_state(
-            gateway.clone(),
-            auth::guard,
-        )),
+    match gateway.access.guards() {
+        true => router.layer(axum::middleware::from_fn_with_state(gateway, auth::guard)),
         false => router,
-    };
-    router.with_state(gateway)
+    }
 }
 
 /// Serves the API on `listener` until `shutdown` resolves.

@@ -8,6 +8,7 @@
 //! sleeping an idle executor polls for `spin`, so back-to-back calls are picked up without a
 //! futex wake-up.
 
+use crate::activity::{ExecutorActivity, ExecutorSample};
 use crate::confine::{ConfineError, ExecutorFilter};
 use crate::error::InvokeError;
 use crate::ledger::{Ledger, Reply};
@@ -78,6 +79,7 @@ struct Shared {
     metrics: Arc<NodeMetrics>,
     config: ExecutorsConfig,
     threads: usize,
+    activity: ExecutorActivity,
 }
 
 /// The node's executor threads and the queue in front of them. Stops and joins them when dropped;
@@ -108,6 +110,7 @@ impl Executors {
             metrics,
             config,
             threads,
+            activity: ExecutorActivity::new(threads),
         });
         let filter = match shared.config.seccomp {
             true => Some(Arc::new(ExecutorFilter::new()?)),
@@ -127,7 +130,7 @@ impl Executors {
                         let _ = confined_tx.send(result);
                         drop(confined_tx);
                         if ok {
-                            shared.run_executor();
+                            shared.run_executor(i);
                         }
                     })
                     .expect("spawning an executor thread")
@@ -195,6 +198,11 @@ impl Executors {
     pub fn threads(&self) -> usize {
         self.shared.threads
     }
+
+    /// What each executor thread has run so far.
+    pub fn activity(&self) -> Vec<ExecutorSample> {
+        self.shared.activity.sample()
+    }
 }
 
 impl Drop for Executors {
@@ -212,10 +220,11 @@ impl Drop for Executors {
 }
 
 impl Shared {
-    fn run_executor(&self) {
+    /// Runs executor `i`'s calls until shutdown.
+    fn run_executor(&self, i: usize) {
         let mut next = self.wait_for_call();
         while let Some(call) = next {
-            next = self.run(call);
+            next = self.run(i, call);
         }
     }
 
@@ -227,7 +236,7 @@ impl Shared {
     /// Runs one call, settles it, replies, and returns the next call to run (`None` at
     /// shutdown). The reply goes out before the instance is torn down, and the next call is
     /// taken then too, so a call queued meanwhile is not missed by a sleep.
-    fn run(&self, call: Call) -> Option<Call> {
+    fn run(&self, i: usize, call: Call) -> Option<Call> {
         let Call {
             function,
             code,
@@ -247,6 +256,7 @@ impl Shared {
         }
         self.metrics.busy_executors.inc();
         let started = Instant::now();
+        self.activity.start(i, started);
         let mut reply = Some(reply);
         let mut next = None;
         let ran = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -259,6 +269,7 @@ impl Shared {
             };
             self.runtime.call_then(call, |result| {
                 let settled = self.ledger.settle(&function, result, arrival, started);
+                self.activity.end(i, settled.processing);
                 next = self.next_call();
                 if let Some(reply) = reply.take() {
                     let _ = reply.send(settled);
@@ -279,6 +290,7 @@ impl Shared {
                 let settled = self
                     .ledger
                     .settle_failure(&function, error, arrival, started);
+                self.activity.end(i, settled.processing);
                 next = self.next_call();
                 let _ = reply.send(settled);
             }

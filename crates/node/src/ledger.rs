@@ -62,12 +62,18 @@ impl Ledger {
         arrival: Instant,
         started: Instant,
     ) -> Reply {
-        let processing = started.elapsed();
+        let now = Instant::now();
+        let processing = now.saturating_duration_since(started);
         let (outcome, entered, result) = match result {
             Ok(out) => (Outcome::Ok, Some(out.entered), Ok(out.body)),
             Err(e) => (Outcome::of(&e), None, Err(InvokeError::Call(e))),
         };
-        self.book(function, outcome, processing);
+        self.book(
+            function,
+            outcome,
+            now.saturating_duration_since(arrival),
+            processing,
+        );
         Reply {
             result,
             queued: started.saturating_duration_since(arrival),
@@ -86,8 +92,10 @@ impl Ledger {
         arrival: Instant,
         started: Instant,
     ) -> Reply {
-        let processing = started.elapsed();
-        self.book(function, Outcome::Internal, processing);
+        let now = Instant::now();
+        let processing = now.saturating_duration_since(started);
+        let response = now.saturating_duration_since(arrival);
+        self.book(function, Outcome::Internal, response, processing);
         Reply {
             result: Err(error),
             queued: started.saturating_duration_since(arrival),
@@ -97,12 +105,19 @@ impl Ledger {
         }
     }
 
-    /// Counts a call that ended with `outcome` after `processing`, and tells its quarantine and
-    /// history. A request to a component is settled here directly: its reply (the response)
-    /// left before it ended.
-    pub(crate) fn book(&self, function: &Deployed, outcome: Outcome, processing: Duration) {
+    /// Counts a call that ended with `outcome`, `response` after it arrived and `processing`
+    /// after it started, and tells its quarantine and history. A request to a component is
+    /// settled here directly: its reply (the response) left before it ended.
+    pub(crate) fn book(
+        &self,
+        function: &Deployed,
+        outcome: Outcome,
+        response: Duration,
+        processing: Duration,
+    ) {
         function.count(outcome);
         function.observe_duration(processing);
+        function.call_stats().record(response, processing);
         if function.quarantine().record(outcome == Outcome::Timeout) {
             tracing::warn!(
                 function = %function.name(),

@@ -21,12 +21,15 @@
 //!   they survive restarts; each holds its `resident` slot (within a memory budget their code
 //!   stays resident, the least recently called are evicted past it, cold starts map the
 //!   checked artefact, one load per function at a time) and its `quarantine`.
+//! - `activity`: what the dashboard reads of recent calls (response-time histograms and
+//!   stretch per function, calls and busy time per executor), relaxed atomics on the call path.
 //! - `schedule`: what `GET /v1/node` shows ([`ScheduleSnapshot`]); [`NodeMetrics`]: the
 //!   Prometheus metrics; [`confine`]: the seccomp allow-list executor threads run under.
 //!
-//! Modules depend one way: `metrics`, `quarantine`, `resident`, `pending`, `confine` <-
+//! Modules depend one way: `activity`, `metrics`, `quarantine`, `resident`, `pending`, `confine` <-
 //! `registry` <- `ledger` <- `executor` <- `microtask` <- `schedule` <- the [`Node`] here.
 
+mod activity;
 pub mod confine;
 mod error;
 mod executor;
@@ -39,6 +42,7 @@ mod registry;
 mod resident;
 mod schedule;
 
+pub use activity::{BUCKETS, CallStats, ExecutorSample, LatencyCounts};
 pub use error::{DeployError, InvokeError};
 pub use executor::{Executors, ExecutorsConfig};
 pub use ledger::Reply;
@@ -573,6 +577,16 @@ impl Node {
             microtasks: &self.microtasks,
             functions: &self.registry.functions(),
         })
+    }
+
+    /// Every deployed function, by name, with its call counters.
+    pub fn functions(&self) -> Vec<Arc<Deployed>> {
+        self.registry.functions()
+    }
+
+    /// What each executor thread has run so far.
+    pub fn executors_activity(&self) -> Vec<ExecutorSample> {
+        self.executors.activity()
     }
 
     /// The node's metrics, for the gateway to expose.

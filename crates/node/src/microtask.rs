@@ -696,7 +696,13 @@ impl Shared {
                 return;
             }
         };
-        self.ledger.book(&function, outcome, started.elapsed());
+        let now = Instant::now();
+        self.ledger.book(
+            &function,
+            outcome,
+            now.saturating_duration_since(arrival),
+            now.saturating_duration_since(started),
+        );
     }
 }
 

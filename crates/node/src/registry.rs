@@ -9,6 +9,7 @@
 //!   (copy-on-write) so the call path reads it without a lock.
 //! - A module blob and its compiled artefact are deleted only when no record refers to them.
 
+use crate::activity::CallStats;
 use crate::error::{DeployError, InvokeError};
 use crate::metrics::{FunctionLabels, InvocationLabels, NodeMetrics, Outcome, SecondsGauge};
 use crate::quarantine::Quarantine;
@@ -42,6 +43,7 @@ pub struct Deployed {
     outcomes: [Counter; Outcome::ALL.len()],
     duration: Histogram,
     expected: SecondsGauge,
+    stats: CallStats,
 }
 
 impl Deployed {
@@ -75,6 +77,7 @@ impl Deployed {
             quarantine: Quarantine::new(quarantine_after, metrics.quarantined.clone()),
             outcomes,
             duration,
+            stats: CallStats::default(),
         }
     }
 
@@ -130,6 +133,16 @@ impl Deployed {
 
     pub(crate) fn count(&self, outcome: Outcome) {
         self.outcomes[outcome as usize].inc();
+    }
+
+    /// Its calls so far, by outcome, in [`Outcome::ALL`]'s order.
+    pub fn outcomes(&self) -> [u64; Outcome::ALL.len()] {
+        std::array::from_fn(|i| self.outcomes[i].get())
+    }
+
+    /// Its calls' response times and stretches.
+    pub fn call_stats(&self) -> &CallStats {
+        &self.stats
     }
 
     /// Its expected processing time in seconds, as last settled (zero before its first call).

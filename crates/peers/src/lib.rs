@@ -53,6 +53,30 @@ pub const STORE_PEERS_PATH: &str = "/v1/internal/store-peers";
 pub trait StorePeering: Send + Sync + 'static {
     /// Starts pulling from the replica of node `name` at `url`, unless it already does.
     fn pull_from(&self, name: &str, url: &str);
+
+    /// The replicas it pulls from, and how far behind each it is.
+    fn lag(&self) -> Vec<ReplicaLag>;
+}
+
+/// A store replica this node's replica pulls from (the edge set-up), and how far behind it
+/// this node's replica is.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ReplicaLag {
+    /// The replica's name: its node's.
+    pub name: String,
+    /// Where it serves its peers.
+    pub url: String,
+    /// Its revision up to which this node's replica has merged everything.
+    pub merged_revision: i64,
+    /// How long ago this node's replica last had every change it had, in ms: the lag, give or
+    /// take one pull interval. `None` before the first complete pull.
+    pub behind_ms: Option<u64>,
+    /// Why pulls from it fail, while they do.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// How long pulls from it have failed, in ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failing_ms: Option<u64>,
 }
 
 /// How a node joins its cluster.
@@ -447,6 +471,35 @@ impl Peers {
         }
     }
 
+    /// The calls this node sent to each peer it sees, by outcome.
+    pub fn forwarded(&self) -> Vec<Forwarded> {
+        let count = |peer: &NodeName, outcome| {
+            let labels = ForwardLabels {
+                peer: peer.to_string(),
+                outcome,
+            };
+            self.metrics.forwarded.get(&labels).map_or(0, |c| c.get())
+        };
+        self.others()
+            .into_iter()
+            .map(|(peer, _)| Forwarded {
+                answered: count(&peer, "answered"),
+                unreachable: count(&peer, "unreachable"),
+                lost: count(&peer, "lost"),
+                peer: peer.to_string(),
+            })
+            .collect()
+    }
+
+    /// In the edge set-up, the store replicas this node's replica pulls from and how far
+    /// behind each it is; empty otherwise.
+    pub fn store_replicas(&self) -> Vec<ReplicaLag> {
+        match &self.config.store {
+            Some((_, peering)) => peering.lag(),
+            None => Vec::new(),
+        }
+    }
+
     /// `None` while the store answers; otherwise what `/healthz` says of it.
     pub fn store_trouble(&self) -> Option<String> {
         let lost = lock(&self.store_lost);
@@ -464,6 +517,11 @@ impl Peers {
     pub fn encode_metrics(&self, out: &mut String) {
         prometheus_client::encoding::text::encode_registry(out, &self.registry)
             .expect("writing to a String cannot fail");
+    }
+
+    /// Whether the node is stopping ([`Peers::drain`] was called).
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
     }
 
     /// Stops taking calls: the node's key says it is draining, so peers stop sending it calls,
@@ -793,6 +851,19 @@ pub struct StoreView {
     /// The error it gave.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// The calls one node sent to a peer, by how they went.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Forwarded {
+    /// The peer.
+    pub peer: String,
+    /// Calls it answered.
+    pub answered: u64,
+    /// Calls not sent: it could not be reached.
+    pub unreachable: u64,
+    /// Calls sent that it did not answer.
+    pub lost: u64,
 }
 
 /// A node as another sees it.

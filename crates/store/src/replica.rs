@@ -1,16 +1,17 @@
 //! A running replica: the engine behind a lock, the disk that makes its changes durable, the
 //! feed of its writes for watchers, the lease timer, and the loop that pulls changes from each
-//! peer.
+//! peer, with how far behind that peer it is ([`PullStatus`]).
 
 use crate::disk::{self, Disk};
 use crate::engine::{Applied, Engine, PullCursor};
 use crate::error::StoreError;
 use crate::pb;
 use etcd_client::proto::PbEvent;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{broadcast, oneshot};
 
 /// Write batches kept for watchers that fall behind before they must catch up from history.
@@ -115,6 +116,33 @@ pub struct Replica {
     /// Tells this run of the replica from earlier ones, so peers' pull positions from before a
     /// restart are not trusted.
     incarnation: u64,
+    /// Each pull loop's progress, by the peer URL it pulls from.
+    pulls: Mutex<BTreeMap<String, Pulled>>,
+}
+
+/// How one pull loop is doing.
+#[derive(Clone, Debug, Default)]
+struct Pulled {
+    /// The peer's revision up to which this replica has merged everything.
+    merged: i64,
+    /// When a pull last returned everything the peer had.
+    caught_up: Option<Instant>,
+    /// Why the last pull failed, and since when pulls fail.
+    failing: Option<(Instant, String)>,
+}
+
+/// How far behind one peer a replica is, as [`Replica::pulls`] shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PullStatus {
+    /// The peer's peer-API URL.
+    pub url: String,
+    /// The peer's revision up to which this replica has merged everything.
+    pub merged_revision: i64,
+    /// How long ago this replica last had every change the peer had: its lag behind the peer,
+    /// give or take one pull interval. `None` until the first complete pull.
+    pub caught_up_ago: Option<Duration>,
+    /// Why pulls from the peer fail, and for how long they have, while they do.
+    pub failing: Option<(Duration, String)>,
 }
 
 /// A change applied to the engine, on its way to disk.
@@ -167,6 +195,7 @@ impl Replica {
             disk,
             members,
             incarnation: incarnation(),
+            pulls: Mutex::new(BTreeMap::new()),
         }))
     }
 
@@ -314,6 +343,46 @@ impl Replica {
         self.record_in_background(&engine, applied);
     }
 
+    /// How far behind each peer it pulls from this replica is, by URL.
+    pub fn pulls(&self) -> Vec<PullStatus> {
+        let pulls = self.pulls.lock().unwrap_or_else(|p| p.into_inner());
+        pulls
+            .iter()
+            .map(|(url, pulled)| PullStatus {
+                url: url.clone(),
+                merged_revision: pulled.merged,
+                caught_up_ago: pulled.caught_up.map(|at| at.elapsed()),
+                failing: pulled
+                    .failing
+                    .as_ref()
+                    .map(|(since, error)| (since.elapsed(), error.clone())),
+            })
+            .collect()
+    }
+
+    /// Notes how the last pull from `url` went: `Ok(merged revision, whether it returned
+    /// everything)` or why it failed.
+    fn pulled(&self, url: &str, outcome: Result<(i64, bool), String>) {
+        let mut pulls = self.pulls.lock().unwrap_or_else(|p| p.into_inner());
+        let pulled = pulls.entry(url.to_owned()).or_default();
+        match outcome {
+            Ok((merged, complete)) => {
+                pulled.merged = merged;
+                pulled.failing = None;
+                if complete {
+                    pulled.caught_up = Some(Instant::now());
+                }
+            }
+            Err(error) => {
+                let since = pulled
+                    .failing
+                    .take()
+                    .map_or_else(Instant::now, |(at, _)| at);
+                pulled.failing = Some((since, error));
+            }
+        }
+    }
+
     /// Pulls changes from the peer at `url` forever, every `interval` when idle and at once
     /// while it has more. A peer that is down is retried at the same pace; its changes arrive
     /// when it is back.
@@ -332,6 +401,7 @@ impl Replica {
                             tracing::warn!(peer = %url, error = %e, "cannot reach peer; retrying");
                             failing = true;
                         }
+                        self.pulled(&url, Err(format!("cannot reach the peer: {e}")));
                         tokio::time::sleep(interval).await;
                         continue;
                     }
@@ -347,6 +417,7 @@ impl Replica {
                     let resp = resp.into_inner();
                     let more = resp.more;
                     self.merge(cursor.advance(resp));
+                    self.pulled(&url, Ok((cursor.since(), !more)));
                     if more {
                         continue;
                     }
@@ -356,6 +427,7 @@ impl Replica {
                         tracing::warn!(peer = %url, error = %status, "pull failed; retrying");
                         failing = true;
                     }
+                    self.pulled(&url, Err(format!("pull failed: {}", status.message())));
                     client = None;
                 }
             }

@@ -562,6 +562,74 @@ mod tests {
         }
     }
 
+    /// A replica says how far behind each peer it is: caught up (with the peer's revision
+    /// merged) once a pull returned everything, failing (and why) while a peer does not answer.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_replica_reports_how_far_behind_each_peer_it_is() {
+        let clients = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let peers = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client_url = format!("http://{}", clients.local_addr().unwrap());
+        let peer_url = format!("http://{}", peers.local_addr().unwrap());
+        let me = Member::new("a", vec![client_url.clone()], vec![peer_url.clone()]);
+        let served = Replica::open(vec![me], None).unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        let server = tokio::spawn(serve(
+            served,
+            Duration::from_secs(1),
+            clients,
+            Some(peers),
+            shutdown,
+        ));
+        let mut client = etcd_client::Client::connect([client_url], None)
+            .await
+            .unwrap();
+        let written = client.put("k", "v", None).await.unwrap();
+        let revision = written.header().unwrap().revision();
+
+        let puller = Replica::open(vec![Member::new("b", vec![], vec![])], None).unwrap();
+        let dead = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            format!("http://{}", listener.local_addr().unwrap())
+        };
+        let interval = Duration::from_millis(10);
+        tokio::spawn(puller.clone().run_pull_loop(peer_url.clone(), interval));
+        tokio::spawn(puller.clone().run_pull_loop(dead.clone(), interval));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let pulls = loop {
+            let pulls = puller.pulls();
+            let settled = pulls.len() == 2
+                && pulls
+                    .iter()
+                    .all(|p| p.caught_up_ago.is_some() || p.failing.is_some());
+            if settled || std::time::Instant::now() > deadline {
+                break pulls;
+            }
+            tokio::time::sleep(interval).await;
+        };
+        let live = pulls
+            .iter()
+            .find(|p| p.url == peer_url)
+            .expect("the live peer");
+        assert_eq!(live.merged_revision, revision);
+        assert!(
+            live.caught_up_ago.unwrap() < Duration::from_secs(5),
+            "{live:?}"
+        );
+        assert_eq!(live.failing, None);
+        let down = pulls.iter().find(|p| p.url == dead).expect("the dead peer");
+        assert_eq!(down.caught_up_ago, None);
+        let (_, error) = down
+            .failing
+            .as_ref()
+            .expect("pulls from a closed port fail");
+        assert!(error.contains("cannot reach the peer"), "{error}");
+        stop.send(()).unwrap();
+        stops_within(server, Duration::from_secs(5)).await;
+    }
+
     /// A client that stops reading its watch leaves no room to send the stream's end, and the
     /// server waited for it forever. It waits [`STOP_GRACE`] at most, then drops the
     /// connections still open.

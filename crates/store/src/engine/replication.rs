@@ -173,6 +173,11 @@ impl PullCursor {
         }
     }
 
+    /// The peer's revision up to which everything has been merged.
+    pub fn since(&self) -> i64 {
+        self.since
+    }
+
     /// Takes the peer's answer to the last request; returns its changes, to merge.
     pub fn advance(&mut self, resp: pb::PullResponse) -> Vec<pb::Change> {
         if resp.incarnation != self.incarnation {
