@@ -20,6 +20,10 @@ pub struct Server {
         global = true
     )]
     pub(crate) server: String,
+    /// PEM certificates to trust for an https:// server, such as a node's DATA/tls/cert.pem
+    /// [default: the web PKI roots].
+    #[arg(long, env = "MOTE_TLS_CA", global = true)]
+    pub(crate) tls_ca: Option<PathBuf>,
 }
 
 /// Options of `mote deploy`.
@@ -128,7 +132,7 @@ pub fn deploy(args: DeployArgs) -> anyhow::Result<()> {
     if !params.is_empty() {
         url = format!("{url}?{}", params.join("&"));
     }
-    let body = request(&args.server, agent().put(&url).send(&wasm[..]))?;
+    let body = request(&args.server, agent(&args.server)?.put(&url).send(&wasm[..]))?;
     let f: FunctionInfo = serde_json::from_slice(&body).context("unexpected deploy response")?;
     println!(
         "deployed {} ({}, {} bytes, sha256 {}, timeout {}, memory {} MiB)",
@@ -179,7 +183,10 @@ pub fn invoke(args: InvokeArgs) -> anyhow::Result<()> {
         d => d.as_bytes().to_vec(),
     };
     let url = format!("{}/v1/invoke/{}", base(&args.server), args.name);
-    let body = request(&args.server, agent().post(&url).send(&input[..]))?;
+    let body = request(
+        &args.server,
+        agent(&args.server)?.post(&url).send(&input[..]),
+    )?;
     std::io::stdout().write_all(&body)?;
     Ok(())
 }
@@ -187,7 +194,7 @@ pub fn invoke(args: InvokeArgs) -> anyhow::Result<()> {
 /// `mote ls`.
 pub fn ls(args: LsArgs) -> anyhow::Result<()> {
     let url = format!("{}/v1/functions", base(&args.server));
-    let body = request(&args.server, agent().get(&url).call())?;
+    let body = request(&args.server, agent(&args.server)?.get(&url).call())?;
     let list: FunctionList = serde_json::from_slice(&body).context("unexpected list response")?;
     if list.functions.is_empty() {
         println!("no functions deployed; deploy one with `mote deploy NAME FILE.wasm`");
@@ -249,7 +256,7 @@ struct MemberView {
 /// `mote nodes`.
 pub fn nodes(args: NodesArgs) -> anyhow::Result<()> {
     let url = format!("{}/v1/cluster", base(&args.server));
-    let body = request(&args.server, agent().get(&url).call())?;
+    let body = request(&args.server, agent(&args.server)?.get(&url).call())?;
     let view: ClusterView = serde_json::from_slice(&body).context("unexpected cluster response")?;
     println!(
         "{:<20} {:<9} {:>5} {:>7} {:>6} {:>9} {:>7}  URL",
@@ -286,7 +293,7 @@ pub fn nodes(args: NodesArgs) -> anyhow::Result<()> {
 /// `mote rm NAME`.
 pub fn rm(args: RmArgs) -> anyhow::Result<()> {
     let url = format!("{}/v1/functions/{}", base(&args.server), args.name);
-    request(&args.server, agent().delete(&url).call())?;
+    request(&args.server, agent(&args.server)?.delete(&url).call())?;
     println!("removed {}", args.name);
     Ok(())
 }
@@ -294,7 +301,7 @@ pub fn rm(args: RmArgs) -> anyhow::Result<()> {
 /// `mote release NAME`.
 pub fn release(args: ReleaseArgs) -> anyhow::Result<()> {
     let url = format!("{}/v1/functions/{}/release", base(&args.server), args.name);
-    let body = request(&args.server, agent().post(&url).send_empty())?;
+    let body = request(&args.server, agent(&args.server)?.post(&url).send_empty())?;
     let released: serde_json::Value =
         serde_json::from_slice(&body).context("unexpected release response")?;
     if released["released"] == true {
@@ -309,12 +316,18 @@ pub(crate) fn base(server: &Server) -> &str {
     server.server.trim_end_matches('/')
 }
 
-pub(crate) fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
+/// A client of `server`, trusting its --tls-ca.
+pub(crate) fn agent(server: &Server) -> anyhow::Result<ureq::Agent> {
+    let trust = match &server.tls_ca {
+        Some(ca) => mote_tls::Trust::from_file(ca)?,
+        None => mote_tls::Trust::default(),
+    };
+    Ok(ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(15 * 60)))
+        .tls_config(trust.ureq())
         .build()
-        .into()
+        .into())
 }
 
 /// Reads a response, turning transport failures and error statuses into messages for humans.

@@ -83,7 +83,7 @@ pub fn run(command: JobCommand) -> anyhow::Result<()> {
         }
         JobCommand::Cancel(args) => {
             let url = format!("{}/v1/jobs/{}", base(&args.server), args.id);
-            let body = request(&args.server, agent().delete(&url).call())?;
+            let body = request(&args.server, agent(&args.server)?.delete(&url).call())?;
             let status: JobStatus = serde_json::from_slice(&body).context("unexpected answer")?;
             println!("job {} is {}", status.id, state_name(status.state));
             Ok(())
@@ -119,7 +119,7 @@ fn run_job(args: RunArgs) -> anyhow::Result<()> {
     let url = format!("{}/v1/jobs", base(&args.server));
     let body = request(
         &args.server,
-        agent()
+        agent(&args.server)?
             .post(&url)
             .header("content-type", "application/json")
             .send(serde_json::to_vec(&request_body)?),
@@ -176,13 +176,13 @@ fn run_job(args: RunArgs) -> anyhow::Result<()> {
 
 fn fetch(server: &Server, id: &str) -> anyhow::Result<JobStatus> {
     let url = format!("{}/v1/jobs/{id}", base(server));
-    let body = request(server, agent().get(&url).call())?;
+    let body = request(server, agent(server)?.get(&url).call())?;
     serde_json::from_slice(&body).context("unexpected job status")
 }
 
 fn ls(args: ServerOnly) -> anyhow::Result<()> {
     let url = format!("{}/v1/jobs", base(&args.server));
-    let body = request(&args.server, agent().get(&url).call())?;
+    let body = request(&args.server, agent(&args.server)?.get(&url).call())?;
     let jobs: Vec<JobStatus> = serde_json::from_slice(&body).context("unexpected job list")?;
     if jobs.is_empty() {
         println!("no jobs; start one with `mote job run JOB`");

@@ -15,3 +15,4 @@ mod platform;
 mod restart;
 mod shutdown;
 mod store;
+mod tls;

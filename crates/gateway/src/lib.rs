@@ -35,6 +35,7 @@
 //! a 502 naming it. Every invocation's response names the node that ran it in `mote-node`.
 
 mod error;
+mod tls;
 
 pub use error::ApiError;
 
@@ -135,9 +136,11 @@ pub fn router(
         })
 }
 
-/// Serves the API on `listener` until `shutdown` resolves.
+/// Serves the API on `listener` until `shutdown` resolves: over TLS with `tls` (a rustls
+/// server configuration, such as `mote_tls::Identity::server_config`'s), else plain HTTP.
 pub async fn serve(
     listener: tokio::net::TcpListener,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     node: Arc<Node>,
     peers: Arc<Peers>,
     jobs: Arc<JobService>,
@@ -145,6 +148,13 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     use axum::serve::ListenerExt;
+    let router = router(node, peers, jobs, config);
+    if let Some(tls) = tls {
+        let listener = tls::TlsListener::new(listener, tls)?;
+        return axum::serve(listener, router)
+            .with_graceful_shutdown(shutdown)
+            .await;
+    }
     // Responses often leave in two writes (a head, then a streamed body): with Nagle's algorithm
     // the second waits for the client's delayed acknowledgement, up to 40 ms.
     let listener = listener.tap_io(|tcp| {
@@ -152,7 +162,7 @@ pub async fn serve(
             tracing::debug!(error = %e, "cannot set TCP_NODELAY on a connection");
         }
     });
-    axum::serve(listener, router(node, peers, jobs, config))
+    axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
         .await
 }
