@@ -1,13 +1,17 @@
 //! TLS and the cluster secret (issue 23): a node started with `--tls-self-signed` serves https
 //! only, with a certificate it makes once and keeps; two nodes with TLS and one cluster secret
 //! form a cluster (their store replicas pulling from each other over TLS) and forward calls to
-//! each other; and in the edge set-up a node with another secret gets none of the others'
+//! each other; a node keeps its records in a `mote store` it reaches over TLS; and in the edge
+//! set-up a node with another secret gets none of the others'
 //! records, while they log its refused pulls with its address.
 
 use crate::cluster::wait_until;
 use crate::fixtures;
-use crate::platform::Platform;
+use crate::platform::{Platform, mote_bin};
+use crate::store::Reaper;
+use std::io::{BufRead, BufReader};
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const SECRET: &str = "e2e-cluster-secret-0123456789abcdef";
@@ -42,6 +46,24 @@ fn a_self_signed_node_serves_https_only_and_keeps_its_certificate_across_restart
     assert!(fails(&Platform::agent_trusting(None), &node.url));
     // The node still serves after those failed handshakes.
     assert_eq!(node.get("/healthz").status, 200);
+    // The CLI reaches it when told to trust the certificate, and says why it cannot otherwise.
+    let cli = |trust: Option<&Path>| {
+        let mut command = Command::new(mote_bin());
+        command.args(["ls", "--server", &node.url]);
+        if let Some(ca) = trust {
+            command.arg("--tls-ca").arg(ca);
+        }
+        command.env_remove("MOTE_TLS_CA").output().unwrap()
+    };
+    let listed = cli(Some(&cert));
+    assert!(listed.status.success(), "{listed:?}");
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("busy"));
+    let refused = cli(None);
+    assert!(!refused.status.success(), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("cannot reach mote"),
+        "{refused:?}"
+    );
 
     let first = std::fs::read(&cert).unwrap();
     node.stop();
@@ -182,4 +204,61 @@ fn an_edge_node_with_another_secret_gets_nothing_and_its_pulls_are_logged_refuse
     wait_until("n3 logs why its pulls fail", || {
         log("n3").contains("carries a wrong cluster secret")
     });
+}
+
+/// `mote store` with a self-signed certificate in `data/tls`, serving both ports over TLS and
+/// requiring `secret`: the process and its etcd API's URL.
+fn tls_store(data: &Path, secret: &Path) -> (Reaper, String) {
+    let mut child = Command::new(mote_bin())
+        .args([
+            "store",
+            "--name",
+            "s1",
+            "--log",
+            "warn",
+            "--tls-self-signed",
+        ])
+        .args(["--listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0"])
+        .arg("--cluster-secret-file")
+        .arg(secret)
+        .arg("--data")
+        .arg(data)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("starting mote store");
+    let stdout = child.stdout.take().unwrap();
+    let reaper = Reaper(Some(child));
+    let mut lines = BufReader::new(stdout).lines();
+    let url = loop {
+        let line = lines
+            .next()
+            .expect("mote store exited before it was up")
+            .unwrap();
+        if let Some(rest) = line.split("etcd v3 API on ").nth(1) {
+            break rest.split([',', ' ']).next().unwrap().to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    (reaper, url)
+}
+
+#[test]
+fn a_node_keeps_its_records_in_a_store_it_reaches_over_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("cluster.secret");
+    std::fs::write(&secret, SECRET).unwrap();
+    let store_data = dir.path().join("store");
+    let (_store, url) = tls_store(&store_data, &secret);
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+    let ca = store_data.join("tls").join("cert.pem");
+    let ca = ca.to_str().unwrap();
+    let data = dir.path().join("node");
+    let node = Platform::start_in(&data, &["--store", &url, "--tls-ca", ca]);
+    node.deploy("busy", &fixtures::busy(10), "");
+    node.stop();
+    // A restart reads the record back from the store, over TLS again.
+    let node = Platform::start_in(&data, &["--store", &url, "--tls-ca", ca]);
+    assert_eq!(node.function_names(), ["busy"]);
+    assert_eq!(node.invoke("busy", b"").status, 200);
 }
