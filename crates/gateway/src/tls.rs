@@ -94,3 +94,45 @@ impl Listener for TlsListener {
         Ok(self.local)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls::pki_types::ServerName;
+
+    /// A client that connects and never shakes hands, and one that speaks plain HTTP, hold up
+    /// nobody: the next client's handshake finishes and its connection reaches the server
+    /// well within the silent one's handshake timeout.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn clients_that_fail_or_stall_their_handshake_stall_nobody() {
+        let dir = tempfile::tempdir().unwrap();
+        let identity =
+            mote_tls::Identity::self_signed(dir.path(), &["127.0.0.1".to_owned()]).unwrap();
+        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = tcp.local_addr().unwrap();
+        let mut listener = TlsListener::new(tcp, identity.server_config()).unwrap();
+
+        let _silent = TcpStream::connect(addr).await.unwrap();
+        let mut plain = TcpStream::connect(addr).await.unwrap();
+        plain.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        let trust = mote_tls::Trust::with_own(Some(&identity));
+        let connector = tokio_rustls::TlsConnector::from(trust.client_config());
+        let client = async {
+            let tcp = TcpStream::connect(addr).await.unwrap();
+            let name = ServerName::try_from("127.0.0.1").unwrap();
+            let mut tls = connector.connect(name, tcp).await.unwrap();
+            tls.write_all(b"ping").await.unwrap();
+            tls
+        };
+        let within = HANDSHAKE_TIMEOUT / 2;
+        let ((mut served, peer), _client) =
+            tokio::time::timeout(within, async { tokio::join!(listener.accept(), client) })
+                .await
+                .expect("the good client waited behind the silent one");
+        assert!(peer.ip().is_loopback());
+        let mut ping = [0; 4];
+        served.read_exact(&mut ping).await.unwrap();
+        assert_eq!(&ping, b"ping");
+    }
+}

@@ -18,6 +18,7 @@ use mote_types::CLUSTER_SECRET_HEADER;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch as signal};
@@ -80,46 +81,7 @@ impl Services {
              MOTE_CLUSTER_SECRET), sent as `{CLUSTER_SECRET_HEADER}` metadata"
         )))
     }
-}
 
-/// How often a refused peer is logged at most: a scanner knocking many times a second must not
-/// flood the log, but an operator must learn of it.
-const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
-
-/// The refusals of peers without the cluster secret, logged at most once a
-/// [`REFUSAL_LOG_EVERY`], with how many went unlogged since.
-#[derive(Default)]
-struct Refusals {
-    /// When the last line was logged, in milliseconds since the Unix epoch; 0: never.
-    logged_ms: std::sync::atomic::AtomicU64,
-    unlogged: std::sync::atomic::AtomicU64,
-}
-
-impl Refusals {
-    fn log(&self, peer: &str, what: &str) {
-        use std::sync::atomic::Ordering;
-        let now = now_ms();
-        let last = self.logged_ms.load(Ordering::Relaxed);
-        let due = last == 0 || now.saturating_sub(last) >= REFUSAL_LOG_EVERY.as_millis() as u64;
-        if due
-            && self
-                .logged_ms
-                .compare_exchange(last, now.max(1), Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
-            let unlogged = self.unlogged.swap(0, Ordering::Relaxed);
-            tracing::warn!(
-                %peer,
-                unlogged,
-                "refused a store peer's pull: it {what} (`unlogged` refusals since the last line)"
-            );
-        } else {
-            self.unlogged.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-}
-
-impl Services {
     fn header(&self) -> PbResponseHeader {
         self.replica.engine().header()
     }
@@ -169,6 +131,49 @@ impl<T> Stream for UntilStopped<T> {
             self.ended = true;
         }
         next
+    }
+}
+
+/// How often a refused peer is logged at most: a scanner knocking many times a second must not
+/// flood the log, but an operator must learn of it.
+const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// The refusals of peers without the cluster secret, logged at most once a
+/// [`REFUSAL_LOG_EVERY`], with how many went unlogged since.
+#[derive(Default)]
+struct Refusals {
+    /// When the last line was logged, in milliseconds since the Unix epoch; 0: never.
+    logged_ms: AtomicU64,
+    unlogged: AtomicU64,
+}
+
+impl Refusals {
+    fn log(&self, peer: &str, what: &str) {
+        if let Some(unlogged) = self.note(now_ms()) {
+            tracing::warn!(
+                %peer,
+                unlogged,
+                "refused a store peer's pull: it {what} (`unlogged` refusals since the last line)"
+            );
+        }
+    }
+
+    /// Counts a refusal at `now_ms`; answers whether to log it, with how many refusals went
+    /// unlogged before it.
+    fn note(&self, now_ms: u64) -> Option<u64> {
+        let last = self.logged_ms.load(Ordering::Relaxed);
+        let due = last == 0 || now_ms.saturating_sub(last) >= REFUSAL_LOG_EVERY.as_millis() as u64;
+        // Of refusals arriving together, the one that moves the time on logs.
+        if due
+            && self
+                .logged_ms
+                .compare_exchange(last, now_ms.max(1), Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            return Some(self.unlogged.swap(0, Ordering::Relaxed));
+        }
+        self.unlogged.fetch_add(1, Ordering::Relaxed);
+        None
     }
 }
 
@@ -746,6 +751,20 @@ mod tests {
     }
 
     const SECRET: &str = "the-cluster-secret-0123456789";
+
+    /// A scanner knocking without the secret a thousand times a second gets one log line every
+    /// ten seconds, which counts the refusals it did not log.
+    #[test]
+    fn refusals_are_logged_once_a_period_with_the_count_of_the_rest() {
+        let refusals = Refusals::default();
+        let period = REFUSAL_LOG_EVERY.as_millis() as u64;
+        let start = 1_000_000;
+        assert_eq!(refusals.note(start), Some(0));
+        let logged: Vec<_> = (1..=2 * period)
+            .filter_map(|ms| refusals.note(start + ms).map(|unlogged| (ms, unlogged)))
+            .collect();
+        assert_eq!(logged, [(period, period - 1), (2 * period, period - 1)]);
+    }
 
     /// The answer of the source to one pull made with `secret`, over plain HTTP.
     async fn pull_answer(url: &str, secret: Option<&str>) -> Status {
