@@ -159,7 +159,16 @@ async fn start_embedded_store(
     } else {
         "http"
     };
-    let url = format!("{client_scheme}://{}", clients.local_addr()?);
+    // The node dials its own replica: on loopback when it listens on every address, so that
+    // the URL names an address a certificate can hold.
+    let mut dialled = clients.local_addr()?;
+    if dialled.ip().is_unspecified() {
+        dialled.set_ip(match dialled {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    let url = format!("{client_scheme}://{dialled}");
     let (members, peer_listener) = match edge {
         None => (
             vec![Member::new("mote", vec![url.clone()], Vec::new())],

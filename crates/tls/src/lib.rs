@@ -28,7 +28,7 @@ pub const SELF_SIGNED_KEY: &str = "key.pem";
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     /// A file could not be read.
-    #[error("cannot read the {what} {path}: {source} (check the path)")]
+    #[error("cannot read the {what} {path} (check the path)")]
     Read {
         /// What the file should hold.
         what: &'static str,
@@ -68,7 +68,7 @@ pub enum TlsError {
         detail: String,
     },
     /// A generated file could not be written.
-    #[error("cannot write {path}: {source} (is the data directory writable?)")]
+    #[error("cannot write {path} (is the data directory writable?)")]
     Write {
         /// The file.
         path: PathBuf,
