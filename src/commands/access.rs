@@ -11,7 +11,7 @@ use mote_types::ClusterSecret;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,11 +20,25 @@ const CLUSTER_SECRET_FILE: &str = "cluster.secret";
 
 /// What the operator chose.
 pub struct AccessOptions {
-    pub listen: SocketAddr,
-    pub require_tokens: bool,
-    pub insecure: bool,
-    pub cluster_secret_file: Option<PathBuf>,
+    /// Whether requests need tokens ([`tokens_required`]).
+    pub tokens_required: bool,
+    /// The cluster's secret, if it has one.
+    pub cluster_secret: Option<ClusterSecret>,
+    /// Failed authentications allowed per client address and minute.
     pub failures_per_minute: u32,
+}
+
+/// Whether a node listening on `listen` requires tokens: always off loopback, unless
+/// `insecure`, which it says loudly.
+pub fn tokens_required(listen: SocketAddr, require: bool, insecure: bool) -> bool {
+    let loopback = listen.ip().is_loopback();
+    if insecure && !loopback {
+        tracing::warn!(%listen, "--insecure: this node takes requests without tokens from anyone who reaches it");
+        println!(
+            "WARNING: --insecure: anyone who can reach {listen} may deploy and run code on this node without a token"
+        );
+    }
+    require || (!loopback && !insecure)
 }
 
 /// Sets up the node's access control; `node` names the admin token it makes.
@@ -34,22 +48,6 @@ pub async fn set_up(
     store: &EtcdStore,
     node: &str,
 ) -> anyhow::Result<Arc<Access>> {
-    let loopback = options.listen.ip().is_loopback();
-    let tokens_required = options.require_tokens || (!loopback && !options.insecure);
-    if options.insecure && !loopback {
-        tracing::warn!(listen = %options.listen, "--insecure: this node takes requests without tokens from anyone who reaches it");
-        println!(
-            "WARNING: --insecure: anyone who can reach {} may deploy and run code on this node without a token",
-            options.listen
-        );
-    }
-    let cluster_secret = match &options.cluster_secret_file {
-        Some(path) => Some(read_secret(path)?),
-        // Internal routes need a secret once tokens are required; a node alone makes its own
-        // (its jobs call its own internal routes), which its peers must then share.
-        None if tokens_required => Some(own_secret(data)?),
-        None => None,
-    };
     let tokens = TokenStore::new(store.clone());
     let admin = data.join(ADMIN_TOKEN_FILE);
     if !admin.exists() {
@@ -73,22 +71,17 @@ pub async fn set_up(
         .await
         .context("cannot read the token records")?;
     Ok(Arc::new(Access {
-        tokens_required,
+        tokens_required: options.tokens_required,
         grants,
         tokens,
         failures: FailureLimiter::new(options.failures_per_minute, Duration::from_secs(60)),
-        cluster_secret,
+        cluster_secret: options.cluster_secret.clone(),
     }))
 }
 
-fn read_secret(path: &Path) -> anyhow::Result<ClusterSecret> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the cluster secret from {}", path.display()))?;
-    ClusterSecret::new(&text).with_context(|| format!("the cluster secret in {}", path.display()))
-}
-
-/// `DATA/cluster.secret`, made on first use.
-fn own_secret(data: &Path) -> anyhow::Result<ClusterSecret> {
+/// `DATA/cluster.secret`, made on first use: internal routes need a secret once tokens are
+/// required, and a node alone calls its own (its jobs do), so it makes one its peers then share.
+pub fn own_secret(data: &Path) -> anyhow::Result<ClusterSecret> {
     let path = data.join(CLUSTER_SECRET_FILE);
     if !path.exists() {
         let token = mote_access::Token::generate();
@@ -98,7 +91,9 @@ fn own_secret(data: &Path) -> anyhow::Result<ClusterSecret> {
             path.display()
         );
     }
-    read_secret(&path)
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read the cluster secret from {}", path.display()))?;
+    ClusterSecret::new(&text).with_context(|| format!("the cluster secret in {}", path.display()))
 }
 
 /// Writes `text` to a new file only its owner may read.

@@ -28,27 +28,34 @@ pub struct Server {
     /// none is given.
     #[arg(long, default_value = "mote.data", env = "MOTE_DATA", global = true)]
     data_dir: PathBuf,
+    /// PEM certificates to trust for an https:// server, such as a node's DATA/tls/cert.pem
+    /// [default: the web PKI roots].
+    #[arg(long, env = "MOTE_TLS_CA", global = true)]
+    pub(crate) tls_ca: Option<PathBuf>,
 }
+
+/// A request to the server, with the token.
+type Builder<B> = anyhow::Result<ureq::RequestBuilder<B>>;
 
 impl Server {
     /// A GET of `url`, with the token.
-    pub(crate) fn get(&self, url: &str) -> ureq::RequestBuilder<ureq::typestate::WithoutBody> {
-        self.authorize(agent().get(url))
+    pub(crate) fn get(&self, url: &str) -> Builder<ureq::typestate::WithoutBody> {
+        Ok(self.authorize(agent(self)?.get(url)))
     }
 
     /// A POST to `url`, with the token.
-    pub(crate) fn post(&self, url: &str) -> ureq::RequestBuilder<ureq::typestate::WithBody> {
-        self.authorize(agent().post(url))
+    pub(crate) fn post(&self, url: &str) -> Builder<ureq::typestate::WithBody> {
+        Ok(self.authorize(agent(self)?.post(url)))
     }
 
     /// A PUT to `url`, with the token.
-    pub(crate) fn put(&self, url: &str) -> ureq::RequestBuilder<ureq::typestate::WithBody> {
-        self.authorize(agent().put(url))
+    pub(crate) fn put(&self, url: &str) -> Builder<ureq::typestate::WithBody> {
+        Ok(self.authorize(agent(self)?.put(url)))
     }
 
     /// A DELETE of `url`, with the token.
-    pub(crate) fn delete(&self, url: &str) -> ureq::RequestBuilder<ureq::typestate::WithoutBody> {
-        self.authorize(agent().delete(url))
+    pub(crate) fn delete(&self, url: &str) -> Builder<ureq::typestate::WithoutBody> {
+        Ok(self.authorize(agent(self)?.delete(url)))
     }
 
     fn authorize<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
@@ -186,13 +193,13 @@ pub fn deploy(args: DeployArgs) -> anyhow::Result<()> {
     }
     let size = wasm.len() as u64;
     let body = match size >= LARGE_MODULE {
-        false => request(&args.server, args.server.put(&url).send(&wasm[..]))?,
+        false => request(&args.server, args.server.put(&url)?.send(&wasm[..]))?,
         true => {
             let progress = Progress::bytes(size, &format!("uploading {}", args.file.display()));
             let upload = progress.reader(std::io::Cursor::new(wasm));
             let sent = args
                 .server
-                .put(&url)
+                .put(&url)?
                 .header("content-length", size)
                 .send(ureq::SendBody::from_owned_reader(upload));
             progress.wait("the server is compiling it");
@@ -253,7 +260,7 @@ pub fn invoke(args: InvokeArgs) -> anyhow::Result<()> {
         d => d.as_bytes().to_vec(),
     };
     let url = format!("{}/v1/invoke/{}", base(&args.server), args.name);
-    let body = request(&args.server, args.server.post(&url).send(&input[..]))?;
+    let body = request(&args.server, args.server.post(&url)?.send(&input[..]))?;
     std::io::stdout().write_all(&body)?;
     Ok(())
 }
@@ -261,7 +268,7 @@ pub fn invoke(args: InvokeArgs) -> anyhow::Result<()> {
 /// `mote ls`.
 pub fn ls(args: LsArgs) -> anyhow::Result<()> {
     let url = format!("{}/v1/functions", base(&args.server));
-    let body = request(&args.server, args.server.get(&url).call())?;
+    let body = request(&args.server, args.server.get(&url)?.call())?;
     let list: FunctionList = serde_json::from_slice(&body).context("unexpected list response")?;
     if list.functions.is_empty() {
         println!("no functions deployed; deploy one with `mote deploy NAME FILE.wasm`");
@@ -323,7 +330,7 @@ struct MemberView {
 /// `mote nodes`.
 pub fn nodes(args: NodesArgs) -> anyhow::Result<()> {
     let url = format!("{}/v1/cluster", base(&args.server));
-    let body = request(&args.server, args.server.get(&url).call())?;
+    let body = request(&args.server, args.server.get(&url)?.call())?;
     let view: ClusterView = serde_json::from_slice(&body).context("unexpected cluster response")?;
     println!(
         "{:<20} {:<9} {:>5} {:>7} {:>6} {:>9} {:>7}  URL",
@@ -360,7 +367,7 @@ pub fn nodes(args: NodesArgs) -> anyhow::Result<()> {
 /// `mote rm NAME`.
 pub fn rm(args: RmArgs) -> anyhow::Result<()> {
     let url = format!("{}/v1/functions/{}", base(&args.server), args.name);
-    request(&args.server, args.server.delete(&url).call())?;
+    request(&args.server, args.server.delete(&url)?.call())?;
     println!("removed {}", args.name);
     Ok(())
 }
@@ -368,7 +375,7 @@ pub fn rm(args: RmArgs) -> anyhow::Result<()> {
 /// `mote release NAME`.
 pub fn release(args: ReleaseArgs) -> anyhow::Result<()> {
     let url = format!("{}/v1/functions/{}/release", base(&args.server), args.name);
-    let body = request(&args.server, args.server.post(&url).send_empty())?;
+    let body = request(&args.server, args.server.post(&url)?.send_empty())?;
     let released: serde_json::Value =
         serde_json::from_slice(&body).context("unexpected release response")?;
     if released["released"] == true {
@@ -383,12 +390,17 @@ pub(crate) fn base(server: &Server) -> &str {
     server.server.trim_end_matches('/')
 }
 
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
+fn agent(server: &Server) -> anyhow::Result<ureq::Agent> {
+    let trust = match &server.tls_ca {
+        Some(ca) => mote_tls::Trust::from_file(ca)?,
+        None => mote_tls::Trust::default(),
+    };
+    Ok(ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(15 * 60)))
+        .tls_config(trust.ureq())
         .build()
-        .into()
+        .into())
 }
 
 /// Reads a response, turning transport failures and error statuses into messages for humans.

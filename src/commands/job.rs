@@ -83,7 +83,7 @@ pub fn run(command: JobCommand) -> anyhow::Result<()> {
         }
         JobCommand::Cancel(args) => {
             let url = format!("{}/v1/jobs/{}", base(&args.server), args.id);
-            let body = request(&args.server, args.server.delete(&url).call())?;
+            let body = request(&args.server, args.server.delete(&url)?.call())?;
             let status: JobStatus = serde_json::from_slice(&body).context("unexpected answer")?;
             println!("job {} is {}", status.id, state_name(status.state));
             Ok(())
@@ -120,7 +120,7 @@ fn run_job(args: RunArgs) -> anyhow::Result<()> {
     let body = request(
         &args.server,
         args.server
-            .post(&url)
+            .post(&url)?
             .header("content-type", "application/json")
             .send(serde_json::to_vec(&request_body)?),
     )?;
@@ -167,13 +167,13 @@ fn run_job(args: RunArgs) -> anyhow::Result<()> {
 
 fn fetch(server: &Server, id: &str) -> anyhow::Result<JobStatus> {
     let url = format!("{}/v1/jobs/{id}", base(server));
-    let body = request(server, server.get(&url).call())?;
+    let body = request(server, server.get(&url)?.call())?;
     serde_json::from_slice(&body).context("unexpected job status")
 }
 
 fn ls(args: ServerOnly) -> anyhow::Result<()> {
     let url = format!("{}/v1/jobs", base(&args.server));
-    let body = request(&args.server, args.server.get(&url).call())?;
+    let body = request(&args.server, args.server.get(&url)?.call())?;
     let jobs: Vec<JobStatus> = serde_json::from_slice(&body).context("unexpected job list")?;
     if jobs.is_empty() {
         println!("no jobs; start one with `mote job run JOB`");

@@ -6,6 +6,7 @@ pub mod client;
 pub mod job;
 pub mod platform;
 pub mod progress;
+pub mod security;
 pub mod store;
 pub mod token;
 pub mod up;

@@ -1,6 +1,7 @@
 //! Assembles the single-machine platform from its crates: the state store (an embedded mote
 //! store replica, or any etcd-API endpoint), the runtime and the node.
 
+use super::security::Security;
 use anyhow::Context;
 use mote_node::{Node, NodeConfig};
 use mote_peers::{ReplicaLag, StorePeering};
@@ -56,16 +57,22 @@ pub struct State {
 
 impl State {
     /// Opens the state named by `source`: starts the embedded replica on `data/store`, or
-    /// checks that the remote endpoint answers.
-    pub async fn open(data: &Path, source: StateSource) -> anyhow::Result<Self> {
+    /// checks that the remote endpoint answers; TLS and the cluster secret as `security` says.
+    pub async fn open(
+        data: &Path,
+        source: StateSource,
+        security: &Security,
+    ) -> anyhow::Result<Self> {
         let (endpoints, embedded, peering) = match source {
             StateSource::Remote(urls) => (urls, None, None),
             StateSource::Embedded { listen, edge } => {
-                let (url, server, peering) = start_embedded_store(data, listen, edge).await?;
+                let (url, server, peering) =
+                    start_embedded_store(data, listen, edge, security).await?;
                 (vec![url], Some(server), peering)
             }
         };
-        let store = EtcdStore::connect(&endpoints)
+        let tls = Some(security.access.trust.tonic_client());
+        let store = EtcdStore::connect(&endpoints, tls)
             .await
             .context("cannot reach the state store (point --store at a running etcd-API endpoint, or leave it out to embed one)")?;
         Ok(Self {
@@ -156,11 +163,14 @@ type EmbeddedServer = (oneshot::Sender<()>, JoinHandle<anyhow::Result<()>>);
 
 /// Starts one mote store replica with its data in `data/store`, serving the etcd API on
 /// `listen` (and, in the edge set-up, its peers); returns its URL, the handle that stops it and
-/// its peering.
+/// its peering. With TLS, the peer API serves it, and so does the etcd API unless it listens
+/// on loopback: there only this machine reaches it, and an operator's certificate need not
+/// name 127.0.0.1.
 async fn start_embedded_store(
     data: &Path,
     listen: SocketAddr,
     edge: Option<Edge>,
+    security: &Security,
 ) -> anyhow::Result<(
     String,
     EmbeddedServer,
@@ -170,7 +180,24 @@ async fn start_embedded_store(
     let clients = tokio::net::TcpListener::bind(listen).await.with_context(|| {
         format!("the embedded store cannot listen on {listen} (choose another with --store-listen, or use --store URL)")
     })?;
-    let url = format!("http://{}", clients.local_addr()?);
+    let client_tls = security
+        .store_server()
+        .filter(|_| !listen.ip().is_loopback());
+    let client_scheme = if client_tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    // The node dials its own replica: on loopback when it listens on every address, so that
+    // the URL names an address a certificate can hold.
+    let mut dialled = clients.local_addr()?;
+    if dialled.ip().is_unspecified() {
+        dialled.set_ip(match dialled {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    let url = format!("{client_scheme}://{dialled}");
     let (members, peer_listener) = match edge {
         None => (
             vec![Member::new("mote", vec![url.clone()], Vec::new())],
@@ -185,19 +212,20 @@ async fn start_embedded_store(
                         edge.peer_listen
                     )
                 })?;
-            let peer_url = format!("http://{}", peers.local_addr()?);
+            let peer_url = format!("{}://{}", security.scheme(), peers.local_addr()?);
             let me = Member::new(&edge.name, vec![url.clone()], vec![peer_url]);
             let mut members = vec![me];
             members.extend(edge.peers);
             (members, Some(peers))
         }
     };
-    let replica = Replica::open(members, Some(&dir)).with_context(|| {
-        format!(
-            "cannot open the embedded store in {} (is another `mote up` using it?)",
-            dir.display()
-        )
-    })?;
+    let replica =
+        Replica::open_with(members, Some(&dir), security.store_access()).with_context(|| {
+            format!(
+                "cannot open the embedded store in {} (is another `mote up` using it?)",
+                dir.display()
+            )
+        })?;
     let peering = peer_listener.as_ref().map(|_| {
         let me = replica.me();
         let peering = ReplicaPeering {
@@ -219,6 +247,7 @@ async fn start_embedded_store(
             .run_compactor(EMBEDDED_KEEP_REVISIONS, Duration::from_secs(300)),
     );
     let (stop, stopped) = oneshot::channel::<()>();
+    let peer_tls = security.store_server();
     let server = tokio::spawn(async move {
         let shutdown = async {
             let _ = stopped.await;
@@ -228,6 +257,8 @@ async fn start_embedded_store(
             EDGE_PULL_INTERVAL,
             clients,
             peer_listener,
+            client_tls,
+            peer_tls,
             shutdown,
         )
         .await
@@ -244,7 +275,7 @@ pub fn parse_store_peers(list: &[String], me: &str, flag: &str) -> anyhow::Resul
         .filter(|p| !p.is_empty())
         .map(|p| {
             let (name, url) = p.split_once('=').with_context(|| {
-                format!("{flag} entry `{p}` is not NAME=URL, e.g. b=http://127.0.0.1:2480")
+                format!("{flag} entry `{p}` is not NAME=URL, e.g. b=http://127.0.0.1:2480 (https:// for replicas serving TLS)")
             })?;
             check_peer_url(url).with_context(|| format!("{flag} entry `{p}`"))?;
             Ok((name, url))

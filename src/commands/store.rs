@@ -1,6 +1,7 @@
 //! `mote store`: one replica of mote store, serving the etcd v3 API.
 
 use super::platform::{parse_store_peers, shutdown_signal};
+use super::security::{SecurityArgs, certificate_names};
 use anyhow::Context;
 use clap::Args;
 use mote_store::replica::{Member, Replica};
@@ -45,6 +46,8 @@ pub struct StoreArgs {
     /// Log filter (tracing's EnvFilter syntax), e.g. `info` or `mote_store=debug`.
     #[arg(long, default_value = "info", env = "MOTE_LOG")]
     log: String,
+    #[command(flatten)]
+    security: SecurityArgs,
 }
 
 /// Runs the replica until Ctrl-C or SIGTERM.
@@ -56,19 +59,23 @@ pub fn run(args: StoreArgs) -> anyhow::Result<()> {
         )
         .init();
     let peers = parse_store_peers(&args.peers, &args.name, "--peers")?;
+    let names = certificate_names(&[args.listen.ip(), args.peer_listen.ip()], None);
+    let security = args.security.resolve(args.data.as_deref(), &names)?;
+    let scheme = security.scheme();
     let me = Member::new(
         &args.name,
-        vec![format!("http://{}", args.listen)],
-        vec![format!("http://{}", args.peer_listen)],
+        vec![format!("{scheme}://{}", args.listen)],
+        vec![format!("{scheme}://{}", args.peer_listen)],
     );
     let mut members = vec![me];
     members.extend(peers);
+    let access = security.store_access();
     let replica = match &args.data {
-        Some(dir) => Replica::open(members, Some(dir))
+        Some(dir) => Replica::open_with(members, Some(dir), access)
             .with_context(|| format!("cannot open the store's data in {}", dir.display()))?,
         None => {
             tracing::warn!("no --data: this replica keeps its state in memory only");
-            Replica::open(members, None)?
+            Replica::open_with(members, None, access)?
         }
     };
     let pull_interval = Duration::from_millis(args.pull_interval_ms.max(1));
@@ -86,14 +93,23 @@ pub fn run(args: StoreArgs) -> anyhow::Result<()> {
         let (client_addr, peer_addr) = (clients.local_addr()?, peers.local_addr()?);
         tracing::info!(name = %args.name, clients = %client_addr, peers = %peer_addr, "mote store is up");
         println!(
-            "mote store {} is up: etcd v3 API on http://{client_addr}, peer API on http://{peer_addr}",
+            "mote store {} is up: etcd v3 API on {scheme}://{client_addr}, peer API on {scheme}://{peer_addr}",
             args.name
         );
         if args.auto_compact_keep > 0 {
             let every = Duration::from_secs(args.auto_compact_interval_s.max(1));
             tokio::spawn(replica.clone().run_compactor(args.auto_compact_keep, every));
         }
-        serve(replica, pull_interval, clients, Some(peers), shutdown_signal())
+        let tls = security.store_server();
+        serve(
+            replica,
+            pull_interval,
+            clients,
+            Some(peers),
+            tls.clone(),
+            tls,
+            shutdown_signal(),
+        )
             .await
             .context("the store's server failed")?;
         tracing::info!("mote store stopped");

@@ -68,7 +68,7 @@ pub fn run(command: TokenCommand) -> anyhow::Result<()> {
             let answer = request(
                 &args.server,
                 args.server
-                    .post(&url)
+                    .post(&url)?
                     .header("content-type", "application/json")
                     .send(serde_json::to_vec(&body)?),
             )?;
@@ -88,7 +88,7 @@ pub fn run(command: TokenCommand) -> anyhow::Result<()> {
                 tokens: Vec<TokenInfo>,
             }
             let url = format!("{}/v1/tokens", base(&args.server));
-            let answer = request(&args.server, args.server.get(&url).call())?;
+            let answer = request(&args.server, args.server.get(&url)?.call())?;
             let list: TokenList =
                 serde_json::from_slice(&answer).context("unexpected token list")?;
             println!("{:<32} {:<28} CREATED", "NAME", "SCOPES");
@@ -105,7 +105,7 @@ pub fn run(command: TokenCommand) -> anyhow::Result<()> {
         }
         TokenCommand::Revoke(args) => {
             let url = format!("{}/v1/tokens/{}", base(&args.server), args.name);
-            request(&args.server, args.server.delete(&url).call())?;
+            request(&args.server, args.server.delete(&url)?.call())?;
             println!("revoked {}", args.name);
         }
     }

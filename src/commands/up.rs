@@ -4,6 +4,7 @@ use super::platform::{
     Edge, State, StateSource, available_cores, baseline_cap, parse_store_peers, shutdown_signal,
     start_node,
 };
+use super::security::{SecurityArgs, certificate_names};
 use anyhow::Context;
 use bytes::Bytes;
 use clap::Args;
@@ -123,8 +124,8 @@ pub struct UpArgs {
     /// [default: the host name].
     #[arg(long, env = "MOTE_NODE")]
     node: Option<String>,
-    /// The URL peers reach this node's API at [default: http:// and the --listen address, with
-    /// the host name if it listens on every address].
+    /// The URL peers reach this node's API at [default: http:// (https:// with TLS) and the
+    /// --listen address, with the host name if it listens on every address].
     #[arg(long, env = "MOTE_ADVERTISE")]
     advertise: Option<String>,
     /// Seconds this node's key outlives it in the store: how long after a crash its peers
@@ -148,11 +149,6 @@ pub struct UpArgs {
     /// may deploy and run code. Only for networks nobody else can reach.
     #[arg(long)]
     insecure: bool,
-    /// A file holding the cluster's secret, which its nodes and store replicas show each other;
-    /// every node of a cluster needs the same [default: with tokens required, DATA/cluster.secret,
-    /// made on first start].
-    #[arg(long, env = "MOTE_CLUSTER_SECRET_FILE")]
-    cluster_secret_file: Option<PathBuf>,
     /// Failed authentications allowed per client address and minute; past that its requests get
     /// 429 until the minute ends (0: no limit).
     #[arg(long, default_value_t = 30)]
@@ -160,6 +156,8 @@ pub struct UpArgs {
     /// Log filter (tracing's EnvFilter syntax), e.g. `info` or `mote=debug`.
     #[arg(long, default_value = "info", env = "MOTE_LOG")]
     log: String,
+    #[command(flatten)]
+    security: SecurityArgs,
 }
 
 /// Runs the platform until Ctrl-C or SIGTERM.
@@ -258,7 +256,17 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
             "--store-peer-listen is for the store this node embeds; with --store the node uses another"
         ),
     };
-    let state = State::open(&args.data, source).await?;
+    let mut listening = vec![args.listen.ip(), args.store_listen.ip()];
+    listening.extend(args.store_peer_listen.map(|a| a.ip()));
+    let names = certificate_names(&listening, args.advertise.as_deref());
+    let mut security = args.security.resolve(Some(&args.data), &names)?;
+    let tokens_required =
+        super::access::tokens_required(args.listen, args.require_tokens, args.insecure);
+    if tokens_required && security.access.secret.is_none() {
+        security.access.secret = Some(super::access::own_secret(&args.data)?);
+    }
+    let scheme = security.scheme();
+    let state = State::open(&args.data, source, &security).await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| {
@@ -271,7 +279,7 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
     let url = args
         .advertise
         .clone()
-        .unwrap_or_else(|| advertised(addr))
+        .unwrap_or_else(|| advertised(scheme, addr))
         .trim_end_matches('/')
         .to_owned();
     let peers_config = PeersConfig {
@@ -286,6 +294,7 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
             .clone()
             .map(|(url, peering)| (url, peering as Arc<dyn StorePeering>)),
         modules,
+        access: security.access.clone(),
     };
     // Before the node loads anything: a second node under a taken name must not start at all.
     Peers::check_name(&state.etcd, &peers_config)
@@ -293,10 +302,8 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
         .context("cannot join the cluster")?;
     let access = super::access::set_up(
         &super::access::AccessOptions {
-            listen: args.listen,
-            require_tokens: args.require_tokens,
-            insecure: args.insecure,
-            cluster_secret_file: args.cluster_secret_file.clone(),
+            tokens_required,
+            cluster_secret: security.access.secret.clone(),
             failures_per_minute: args.auth_failures_per_minute,
         },
         &args.data,
@@ -344,6 +351,7 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
         Arc::new(super::platform::ClusterWorkers(peers.clone())),
         cores,
         confine,
+        &security.access,
     )
     .context("starting the job engine")?;
     let functions = node.list();
@@ -358,16 +366,20 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
     );
     let store = state.endpoints.join(",");
     println!(
-        "mote is up on http://{addr} with {cores} executor cores, policy {policy}, microtasks \
+        "mote is up on {scheme}://{addr} with {cores} executor cores, policy {policy}, microtasks \
          {}; data in {}, function records in the etcd-API store at {store}, objects in \
          {objects_at}",
         args.microtasks,
         args.data.display()
     );
     if args.examples {
-        println!("try:  curl -X POST --data-binary 'mote' http://{addr}/v1/invoke/hello");
+        let curl = match &security.identity {
+            Some(identity) => format!("curl --cacert {}", identity.cert_path().display()),
+            None => "curl".to_owned(),
+        };
+        println!("try:  {curl} -X POST --data-binary 'mote' {scheme}://{addr}/v1/invoke/hello");
         println!(
-            "      curl http://{addr}/hello-http/echo?q=1 -d 'a wasi:http component'   ({} on {EXAMPLE_ROUTE})",
+            "      {curl} {scheme}://{addr}/hello-http/echo?q=1 -d 'a wasi:http component'   ({} on {EXAMPLE_ROUTE})",
             mote_guests::HTTP_HELLO.name
         );
     }
@@ -391,7 +403,17 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
             stopping.notify_one();
         }
     };
-    let server = mote_gateway::serve(listener, node, peers.clone(), jobs, config, access, signal);
+    let tls = security.identity.as_ref().map(|i| i.server_config());
+    let server = mote_gateway::serve(
+        listener,
+        tls,
+        node,
+        peers.clone(),
+        jobs,
+        config,
+        access,
+        signal,
+    );
     let stop_timeout = Duration::from_secs(args.stop_timeout_s);
     tokio::select! {
         served = server => served?,
@@ -413,10 +435,10 @@ const EXAMPLE_ROUTE: &str = "/hello-http/...";
 const DRAIN_NOTICE: Duration = Duration::from_millis(300);
 
 /// The URL peers reach `addr` at: itself, or the host name if it is every address.
-fn advertised(addr: SocketAddr) -> String {
+fn advertised(scheme: &str, addr: SocketAddr) -> String {
     match addr.ip().is_unspecified() {
-        true => format!("http://{}:{}", host_name(), addr.port()),
-        false => format!("http://{addr}"),
+        true => format!("{scheme}://{}:{}", host_name(), addr.port()),
+        false => format!("{scheme}://{addr}"),
     }
 }
 
@@ -440,7 +462,7 @@ fn instance_id(data: &std::path::Path) -> anyhow::Result<String> {
 }
 
 /// The machine's host name, the default node name.
-fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|name| name.trim().to_owned())

@@ -17,3 +17,4 @@ mod platform;
 mod restart;
 mod shutdown;
 mod store;
+mod tls;

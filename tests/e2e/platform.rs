@@ -11,6 +11,8 @@ pub struct Platform {
     child: KilledOnDrop,
     pub url: String,
     pub data: PathBuf,
+    /// The PEM certificates the test's requests trust, for a node serving https.
+    ca: Option<PathBuf>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -78,11 +80,26 @@ impl Platform {
     }
 
     pub fn start_in_with_env(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::start_in_with_stderr(data, args, env, Stdio::inherit())
+    }
+
+    /// Starts `mote up` on `data`, its log (warnings and worse) going to the file `log`.
+    pub fn start_in_logging(data: &Path, args: &[&str], log: &Path) -> Self {
+        let log = std::fs::File::create(log).expect("creating the log file");
+        Self::start_in_with_stderr(data, args, &[], Stdio::from(log))
+    }
+
+    fn start_in_with_stderr(
+        data: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+        stderr: Stdio,
+    ) -> Self {
         let mut child = Self::up_command(data, args)
             .args(["--log", "warn"])
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("starting mote up");
         let stdout = child.stdout.take().unwrap();
@@ -102,16 +119,35 @@ impl Platform {
             child: KilledOnDrop::new(child),
             url,
             data: data.to_owned(),
+            ca: None,
             _dir: None,
         }
     }
 
-    fn agent() -> ureq::Agent {
+    /// This platform, its requests trusting the PEM certificates in `ca` (for https).
+    pub fn trusting(mut self, ca: &Path) -> Self {
+        self.ca = Some(ca.to_owned());
+        self
+    }
+
+    /// A client trusting `ca` if given, else the web PKI.
+    pub fn agent_trusting(ca: Option<&Path>) -> ureq::Agent {
+        let mut tls = ureq::tls::TlsConfig::builder();
+        if let Some(ca) = ca {
+            let pem = std::fs::read(ca).expect("reading the trusted certificates");
+            let cert = ureq::tls::Certificate::from_pem(&pem).expect("a PEM certificate");
+            tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(&[cert]));
+        }
         ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(Duration::from_secs(60)))
+            .tls_config(tls.build())
             .build()
             .into()
+    }
+
+    fn agent(&self) -> ureq::Agent {
+        Self::agent_trusting(self.ca.as_deref())
     }
 
     fn finish(r: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Reply {
@@ -138,19 +174,19 @@ impl Platform {
     }
 
     pub fn get(&self, path: &str) -> Reply {
-        Self::finish(Self::agent().get(format!("{}{path}", self.url)).call())
+        Self::finish(self.agent().get(format!("{}{path}", self.url)).call())
     }
 
     pub fn delete(&self, path: &str) -> Reply {
-        Self::finish(Self::agent().delete(format!("{}{path}", self.url)).call())
+        Self::finish(self.agent().delete(format!("{}{path}", self.url)).call())
     }
 
     pub fn put(&self, path: &str, body: &[u8]) -> Reply {
-        Self::finish(Self::agent().put(format!("{}{path}", self.url)).send(body))
+        Self::finish(self.agent().put(format!("{}{path}", self.url)).send(body))
     }
 
     pub fn post(&self, path: &str, body: &[u8]) -> Reply {
-        Self::finish(Self::agent().post(format!("{}{path}", self.url)).send(body))
+        Self::finish(self.agent().post(format!("{}{path}", self.url)).send(body))
     }
 
     /// Deploys `wasm` as `name` with optional query string, asserting success.

@@ -4,15 +4,35 @@
 //! nodes use among themselves. A node that does not require tokens and has no cluster secret
 //! has no check at all: the layer is not installed.
 
+use crate::tls::{PlainListener, TlsListener};
 use crate::{ApiError, Gateway};
+use axum::extract::connect_info::Connected;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::serve::IncomingStream;
 use mote_access::{Denied, FailureLimiter, Grants, Scope, TokenStore};
 use mote_types::{CLUSTER_SECRET_HEADER, ClusterSecret};
 use std::net::SocketAddr;
 use std::sync::Arc;
+
+/// The address a request came from, for the log of refusals and the limit on failures; any
+/// listener of TCP connections gives it, plain or TLS.
+#[derive(Clone, Copy, Debug)]
+pub struct ClientAddr(pub SocketAddr);
+
+impl Connected<IncomingStream<'_, PlainListener>> for ClientAddr {
+    fn connect_info(stream: IncomingStream<'_, PlainListener>) -> Self {
+        ClientAddr(*stream.remote_addr())
+    }
+}
+
+impl Connected<IncomingStream<'_, TlsListener>> for ClientAddr {
+    fn connect_info(stream: IncomingStream<'_, TlsListener>) -> Self {
+        ClientAddr(*stream.remote_addr())
+    }
+}
 
 /// A node's access control.
 pub struct Access {
@@ -86,8 +106,8 @@ pub(crate) async fn guard(State(gw): State<Gateway>, request: Request, next: Nex
     let access = &gw.access;
     let client = request
         .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(addr)| *addr);
+        .get::<ConnectInfo<ClientAddr>>()
+        .map(|ConnectInfo(ClientAddr(addr))| *addr);
     if let Some(presented) = request.headers().get(CLUSTER_SECRET_HEADER) {
         return match &access.cluster_secret {
             Some(secret) if secret.matches(presented.as_bytes()) => next.run(request).await,

@@ -45,6 +45,7 @@
 mod auth;
 pub mod dashboard;
 mod error;
+mod tls;
 mod tokens;
 
 pub use auth::{Access, Need, need};
@@ -161,9 +162,11 @@ pub fn router(
     }
 }
 
-/// Serves the API on `listener` until `shutdown` resolves.
+/// Serves the API on `listener` until `shutdown` resolves: over TLS with `tls` (a rustls
+/// server configuration, such as `mote_tls::Identity::server_config`'s), else plain HTTP.
 pub async fn serve(
     listener: tokio::net::TcpListener,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     node: Arc<Node>,
     peers: Arc<Peers>,
     jobs: Arc<JobService>,
@@ -171,22 +174,22 @@ pub async fn serve(
     access: Arc<Access>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    // Responses often leave in two writes (a head, then a streamed body): with Nagle's algorithm
-    // the second waits for the client's delayed acknowledgement, up to 40 ms.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY on a connection");
-        }
-    });
-    let app = router(node, peers, jobs, config, access);
     // Client addresses, for the log of refused requests and the limit on failures.
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+    let app = router(node, peers, jobs, config, access)
+        .into_make_service_with_connect_info::<auth::ClientAddr>();
+    match tls {
+        Some(tls) => {
+            let listener = tls::TlsListener::new(listener, tls)?;
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+        None => {
+            axum::serve(tls::PlainListener(listener), app)
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+    }
 }
 
 /// 200 while the node serves; the text says whether its state store answers.

@@ -128,20 +128,21 @@ pub struct JobService {
 
 impl JobService {
     /// The job side of `node`, whose workers use `cores` threads (confined by `confine` when
-    /// given) and read and write `objects`.
+    /// given), read and write `objects`, and reach the other workers with `access`.
     pub fn new(
         node: Arc<Node>,
         objects: Option<Arc<Objects>>,
         cluster: Arc<dyn ClusterNodes>,
         cores: usize,
         confine: Option<Arc<ExecutorFilter>>,
+        access: &mote_tls::PeerAccess,
     ) -> Result<Arc<Self>, mote_runtime::RuntimeError> {
         Ok(Arc::new(Self {
             node,
             env: WorkerEnv {
                 engine: Arc::new(JobEngine::new()?),
                 cores,
-                transport: Arc::new(HttpTransport::new()),
+                transport: Arc::new(HttpTransport::new(access)),
                 objects,
                 confine,
             },

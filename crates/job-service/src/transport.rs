@@ -12,6 +12,8 @@ use crate::worker::Worker;
 use async_trait::async_trait;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper::header::HeaderValue;
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -181,25 +183,23 @@ where
     }
 }
 
-/// [`Transport`] over HTTP/1.1 with kept-alive connections.
+/// [`Transport`] over HTTP/1.1 (https when a worker's URL says so) with kept-alive
+/// connections; every request carries the cluster secret when the node has one.
 pub struct HttpTransport {
-    client: Client<HttpConnector, Full<Bytes>>,
-}
-
-impl Default for HttpTransport {
-    fn default() -> Self {
-        Self::new()
-    }
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    secret: Option<HeaderValue>,
 }
 
 impl HttpTransport {
-    /// A client with its own connection pool.
-    pub fn new() -> Self {
+    /// A client with its own connection pool, reaching the workers with `access`.
+    pub fn new(access: &mote_tls::PeerAccess) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(Duration::from_secs(2)));
         Self {
-            client: Client::builder(TokioExecutor::new()).build(connector),
+            client: Client::builder(TokioExecutor::new())
+                .build(access.trust.https_connector(connector)),
+            secret: access.secret_header(),
         }
     }
 
@@ -215,12 +215,17 @@ impl HttpTransport {
             detail,
             refused,
         };
-        let request = hyper::Request::builder()
+        let mut request = hyper::Request::builder()
             .method(method)
             .uri(&url)
             .header(hyper::header::CONTENT_TYPE, content_type)
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| error(e.to_string(), true))?;
+        if let Some(secret) = &self.secret {
+            request
+                .headers_mut()
+                .insert(mote_types::CLUSTER_SECRET_HEADER, secret.clone());
+        }
         let response = tokio::time::timeout(Duration::from_secs(30), self.client.request(request))
             .await
             .map_err(|_| error("no answer in 30 s".into(), false))?

@@ -50,6 +50,8 @@ pub(crate) struct PeerModules {
     pub peers: Weak<crate::Peers>,
     pub agent: ureq::Agent,
     pub shelf: Option<ModuleShelf>,
+    /// The cluster secret every request to a peer carries, if the node has one.
+    pub secret: Option<mote_types::ClusterSecret>,
 }
 
 /// `bytes` if they hash to `sha256`.
@@ -65,22 +67,32 @@ fn checked(bytes: Vec<u8>, sha256: &str) -> Result<Vec<u8>, String> {
 }
 
 impl PeerModules {
-    pub(crate) fn new(peers: Weak<crate::Peers>, shelf: Option<ModuleShelf>) -> Self {
+    pub(crate) fn new(
+        peers: Weak<crate::Peers>,
+        shelf: Option<ModuleShelf>,
+        access: &mote_tls::PeerAccess,
+    ) -> Self {
         let agent = ureq::Agent::config_builder()
             .timeout_global(Some(FETCH_TIMEOUT))
             .http_status_as_error(false)
+            .tls_config(access.trust.ureq())
             .build()
             .into();
         Self {
             peers,
             agent,
             shelf,
+            secret: access.secret.clone(),
         }
     }
 
     fn fetch_from(&self, url: &str, sha256: &str) -> Result<Vec<u8>, String> {
         let target = format!("{}/v1/internal/modules/{sha256}", url.trim_end_matches('/'));
-        let response = self.agent.get(&target).call().map_err(|e| e.to_string())?;
+        let mut request = self.agent.get(&target);
+        if let Some(secret) = &self.secret {
+            request = request.header(mote_types::CLUSTER_SECRET_HEADER, secret.expose());
+        }
+        let response = request.call().map_err(|e| e.to_string())?;
         let status = response.status();
         if !status.is_success() {
             return Err(format!("answered {status}"));

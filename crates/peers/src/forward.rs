@@ -2,15 +2,18 @@
 //! kept alive and reused, the response's body streamed back as it arrives.
 //!
 //! A forwarded request carries `mote-forwarded-by: NAME` so that the peer runs it whatever its
-//! load: a call is forwarded once at most.
+//! load: a call is forwarded once at most. Peers are reached over https when their URL says so,
+//! and every request carries the cluster secret when the node has one.
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{CONTENT_TYPE, HeaderValue};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use mote_types::CLUSTER_SECRET_HEADER;
 use std::time::Duration;
 
 /// The header a forwarded call carries, naming the node that forwarded it.
@@ -51,23 +54,35 @@ pub enum ForwardError {
 /// The client that sends calls to peers.
 #[derive(Clone)]
 pub struct Forwarder {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     me: HeaderValue,
+    secret: Option<HeaderValue>,
 }
 
 impl Forwarder {
-    /// A client for the node called `me`.
-    pub fn new(me: &str) -> Self {
+    /// A client for the node called `me`, reaching its peers with `access`.
+    pub fn new(me: &str, access: &mote_tls::PeerAccess) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
-            .build(connector);
+            .build(access.trust.https_connector(connector));
         Self {
             client,
             me: HeaderValue::from_str(me).expect("node names are header-safe"),
+            secret: access.secret_header(),
         }
+    }
+
+    /// `request` with the cluster secret, if the node has one.
+    fn signed<B>(&self, mut request: hyper::Request<B>) -> hyper::Request<B> {
+        if let Some(secret) = &self.secret {
+            request
+                .headers_mut()
+                .insert(CLUSTER_SECRET_HEADER, secret.clone());
+        }
+        request
     }
 
     /// Sends a call of `function` with `input` to the node `node` at `url`; the response comes
@@ -94,14 +109,17 @@ impl Forwarder {
                 .headers_mut()
                 .insert(CONTENT_TYPE, content_type.clone());
         }
-        self.client.request(request).await.map_err(|e| {
-            let detail = error_chain(&e);
-            let (node, url) = (node.to_owned(), url.to_owned());
-            match e.is_connect() {
-                true => ForwardError::Unreachable { node, url, detail },
-                false => ForwardError::Lost { node, url, detail },
-            }
-        })
+        self.client
+            .request(self.signed(request))
+            .await
+            .map_err(|e| {
+                let detail = error_chain(&e);
+                let (node, url) = (node.to_owned(), url.to_owned());
+                match e.is_connect() {
+                    true => ForwardError::Unreachable { node, url, detail },
+                    false => ForwardError::Lost { node, url, detail },
+                }
+            })
     }
 }
 
@@ -117,7 +135,7 @@ impl Forwarder {
             .map_err(|e| e.to_string())?;
         let response = self
             .client
-            .request(request)
+            .request(self.signed(request))
             .await
             .map_err(|e| error_chain(&e))?;
         match response.status().is_success() {

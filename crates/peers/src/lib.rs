@@ -102,6 +102,9 @@ pub struct PeersConfig {
     /// Object storage that keeps a copy of every module deployed on this node, and that this
     /// node fetches a module from when no peer has it: the objects client and the bucket.
     pub modules: Option<(Arc<mote_objects::Objects>, String)>,
+    /// Whom this node trusts when it calls its peers over https, and the cluster secret it
+    /// shows them on every request.
+    pub access: mote_tls::PeerAccess,
 }
 
 /// Why a node could not join its cluster.
@@ -270,7 +273,7 @@ impl Peers {
                 runtime: tokio::runtime::Handle::current(),
             });
         let peers = Arc::new(Self {
-            forwarder: Forwarder::new(&config.name),
+            forwarder: Forwarder::new(&config.name, &config.access),
             placement: Mutex::new(Placement::new(view, config.placement)),
             me,
             config,
@@ -287,7 +290,7 @@ impl Peers {
             shelf: shelf.clone(),
             tasks: Mutex::new(Vec::new()),
         });
-        let modules = fetch::PeerModules::new(Arc::downgrade(&peers), shelf);
+        let modules = fetch::PeerModules::new(Arc::downgrade(&peers), shelf, &peers.config.access);
         peers.node.fetch_modules_from(Arc::new(modules));
         let weak = Arc::downgrade(&peers);
         let tasks = vec![
@@ -302,6 +305,12 @@ impl Peers {
     /// This node's name.
     pub fn name(&self) -> &str {
         self.me.as_str()
+    }
+
+    /// The cluster's secret, if it has one: what a peer's request must carry in
+    /// [`mote_types::CLUSTER_SECRET_HEADER`].
+    pub fn cluster_secret(&self) -> Option<&mote_types::ClusterSecret> {
+        self.config.access.secret.as_ref()
     }
 
     /// Where a call of `function` from `origin` runs; `exclude` names the peers that could not

@@ -23,13 +23,22 @@ pub struct EtcdStore {
 }
 
 impl EtcdStore {
-    /// Connects to the etcd API at `endpoints` (URLs such as `http://127.0.0.1:2379`) and checks
-    /// that it answers.
-    pub async fn connect(endpoints: &[String]) -> Result<Self, StateError> {
+    /// Connects to the etcd API at `endpoints` (URLs such as `http://127.0.0.1:2379`, or
+    /// `https://` ones, whose certificates `tls` says whom to trust) and checks that it answers.
+    pub async fn connect(
+        endpoints: &[String],
+        tls: Option<etcd_client::TlsOptions>,
+    ) -> Result<Self, StateError> {
         let named = endpoints.join(",");
-        let options = ConnectOptions::new()
+        let mut options = ConnectOptions::new()
             .with_connect_timeout(CONNECT_TIMEOUT)
             .with_timeout(REQUEST_TIMEOUT);
+        // etcd-client refuses TLS options with plain http:// endpoints.
+        if let Some(tls) = tls
+            && endpoints.iter().any(|url| url.starts_with("https://"))
+        {
+            options = options.with_tls(tls);
+        }
         let unreachable = |e: etcd_client::Error| StateError::Remote {
             endpoints: named.clone(),
             message: format!("{e} (is the store running there?)"),
@@ -128,6 +137,8 @@ pub(crate) mod tests {
             Duration::from_secs(1),
             listener,
             None,
+            None,
+            None,
             std::future::pending(),
         ));
         url
@@ -135,13 +146,13 @@ pub(crate) mod tests {
 
     /// A client of a fresh in-memory replica.
     pub(crate) async fn store() -> EtcdStore {
-        EtcdStore::connect(&[replica().await]).await.unwrap()
+        EtcdStore::connect(&[replica().await], None).await.unwrap()
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn put_get_list_delete_under_the_prefix() {
         let url = replica().await;
-        let s = EtcdStore::connect(std::slice::from_ref(&url))
+        let s = EtcdStore::connect(std::slice::from_ref(&url), None)
             .await
             .unwrap();
         s.put("f/a", b"1".to_vec()).await.unwrap();
@@ -177,7 +188,7 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn an_unreachable_endpoint_is_named() {
         let endpoints = ["http://127.0.0.1:9".to_owned()];
-        let err = EtcdStore::connect(&endpoints).await.err().unwrap();
+        let err = EtcdStore::connect(&endpoints, None).await.err().unwrap();
         let message = err.to_string();
         assert!(
             message.contains("http://127.0.0.1:9") && message.contains("is the store running"),

@@ -7,6 +7,7 @@ use crate::engine::{Applied, Engine, PullCursor};
 use crate::error::StoreError;
 use crate::pb;
 use etcd_client::proto::PbEvent;
+use mote_types::{CLUSTER_SECRET_HEADER, ClusterSecret};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -26,21 +27,24 @@ const PULL_MAX_MESSAGE: usize = 256 << 20;
 
 /// A peer URL that cannot be dialled.
 #[derive(Debug, thiserror::Error)]
-#[error("peer URL `{url}` {reason}; write it as http://HOST:PORT")]
+#[error(
+    "peer URL `{url}` {reason}; write it as http://HOST:PORT, or https://HOST:PORT for a replica serving TLS"
+)]
 pub struct PeerUrlError {
     url: String,
     reason: &'static str,
 }
 
-/// Checks that `url` names a peer this replica can dial: `http://HOST:PORT`.
+/// Checks that `url` names a peer this replica can dial: `http://HOST:PORT` or
+/// `https://HOST:PORT`.
 pub fn check_peer_url(url: &str) -> Result<(), PeerUrlError> {
     let fail = |reason| PeerUrlError {
         url: url.to_owned(),
         reason,
     };
     let uri: tonic::transport::Uri = url.parse().map_err(|_| fail("is not a URL"))?;
-    if uri.scheme_str() != Some("http") {
-        return Err(fail("does not start with http://"));
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
+        return Err(fail("does not start with http:// or https://"));
     }
     if uri.host().is_none_or(str::is_empty) {
         return Err(fail("names no host"));
@@ -49,6 +53,16 @@ pub fn check_peer_url(url: &str) -> Result<(), PeerUrlError> {
         return Err(fail("names no port (or one past 65535)"));
     }
     Ok(())
+}
+
+/// How a replica deals with its peers: the cluster secret it requires of those that pull from
+/// it and shows those it pulls from, and the TLS it dials `https://` peers with.
+#[derive(Clone, Default)]
+pub struct PeerAccess {
+    /// The cluster's secret; without it, any replica may pull.
+    pub secret: Option<ClusterSecret>,
+    /// Whom it trusts when it dials an `https://` peer.
+    pub tls: Option<tonic::transport::ClientTlsConfig>,
 }
 
 /// Who a replica is, for `MemberList` and `Status`.
@@ -118,6 +132,7 @@ pub struct Replica {
     incarnation: u64,
     /// Each pull loop's progress, by the peer URL it pulls from.
     pulls: Mutex<BTreeMap<String, Pulled>>,
+    access: PeerAccess,
 }
 
 /// How one pull loop is doing.
@@ -167,8 +182,17 @@ pub fn now_ms() -> u64 {
 impl Replica {
     /// A replica described by `members[0]`, with `members[1..]` as its peers. With `data` it
     /// restores the state kept there and makes every change durable before acknowledging it;
-    /// without, it starts empty and keeps everything in memory.
+    /// without, it starts empty and keeps everything in memory. Any replica may pull from it.
     pub fn open(members: Vec<Member>, data: Option<&Path>) -> Result<Arc<Self>, StoreError> {
+        Self::open_with(members, data, PeerAccess::default())
+    }
+
+    /// [`Replica::open`], dealing with its peers by `access`.
+    pub fn open_with(
+        members: Vec<Member>,
+        data: Option<&Path>,
+        access: PeerAccess,
+    ) -> Result<Arc<Self>, StoreError> {
         let (sender, _) = broadcast::channel(FEED_CAPACITY);
         let id = members[0].id;
         let (engine, db) = match data {
@@ -196,7 +220,13 @@ impl Replica {
             members,
             incarnation: incarnation(),
             pulls: Mutex::new(BTreeMap::new()),
+            access,
         }))
+    }
+
+    /// How it deals with its peers.
+    pub fn access(&self) -> &PeerAccess {
+        &self.access
     }
 
     /// This replica.
@@ -394,7 +424,7 @@ impl Replica {
         loop {
             let peer = match &mut client {
                 Some(peer) => peer,
-                None => match connect(&url).await {
+                None => match connect(&url, &self.access).await {
                     Ok(connected) => client.insert(connected),
                     Err(e) => {
                         if !failing {
@@ -407,7 +437,13 @@ impl Replica {
                     }
                 },
             };
-            let request = cursor.request(self.me().id, PULL_LIMIT, PULL_MAX_BYTES);
+            let mut request =
+                tonic::Request::new(cursor.request(self.me().id, PULL_LIMIT, PULL_MAX_BYTES));
+            if let Some(secret) = &self.access.secret {
+                let value = tonic::metadata::MetadataValue::try_from(secret.expose())
+                    .expect("a cluster secret is printable ASCII");
+                request.metadata_mut().insert(CLUSTER_SECRET_HEADER, value);
+            }
             match peer.pull(request).await {
                 Ok(resp) => {
                     if failing {
@@ -438,11 +474,14 @@ impl Replica {
 
 async fn connect(
     url: &str,
+    access: &PeerAccess,
 ) -> Result<pb::peer_client::PeerClient<tonic::transport::Channel>, tonic::transport::Error> {
-    let channel = tonic::transport::Endpoint::from_shared(url.to_owned())?
+    let mut endpoint = tonic::transport::Endpoint::from_shared(url.to_owned())?
         .connect_timeout(Duration::from_secs(2))
-        .tcp_nodelay(true)
-        .connect()
-        .await?;
+        .tcp_nodelay(true);
+    if url.starts_with("https://") {
+        endpoint = endpoint.tls_config(access.tls.clone().unwrap_or_default())?;
+    }
+    let channel = endpoint.connect().await?;
     Ok(pb::peer_client::PeerClient::new(channel).max_decoding_message_size(PULL_MAX_MESSAGE))
 }

@@ -14,13 +14,16 @@ use crate::pb;
 use crate::replica::{Member, Replica, now_ms};
 use crate::watch;
 use etcd_client::proto::*;
+use mote_types::CLUSTER_SECRET_HEADER;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch as signal};
 use tokio_stream::Stream;
+use tonic::transport::ServerTlsConfig;
 use tonic::{Request, Response, Status, Streaming};
 
 /// The etcd version mote store reports, the API level it serves.
@@ -42,13 +45,41 @@ pub struct Services {
     replica: Arc<Replica>,
     /// Turns true when the server starts stopping.
     stopping: signal::Receiver<bool>,
+    refusals: Arc<Refusals>,
 }
 
 impl Services {
     /// The services of `replica`; their streams end once `stopping` turns true (or its sender
     /// is gone).
     pub fn new(replica: Arc<Replica>, stopping: signal::Receiver<bool>) -> Self {
-        Self { replica, stopping }
+        Self {
+            replica,
+            stopping,
+            refusals: Arc::new(Refusals::default()),
+        }
+    }
+
+    /// Lets a peer's request through if the replica requires no cluster secret or the request
+    /// carries it; otherwise refuses it (`Unauthenticated`, naming what is missing) and logs
+    /// the refusal with the peer's address.
+    fn admit<T>(&self, request: &Request<T>) -> Result<(), Status> {
+        let Some(secret) = &self.replica.access().secret else {
+            return Ok(());
+        };
+        let what = match request.metadata().get(CLUSTER_SECRET_HEADER) {
+            Some(presented) if secret.matches(presented.as_bytes()) => return Ok(()),
+            Some(_) => "carries a wrong cluster secret",
+            None => "carries no cluster secret",
+        };
+        let peer = request
+            .remote_addr()
+            .map_or_else(|| "an unknown address".to_owned(), |a| a.to_string());
+        self.refusals.log(&peer, what);
+        Err(Status::unauthenticated(format!(
+            "this store replica serves only the replicas of its cluster, and the request {what}: \
+             start the pulling replica with the cluster's secret (--cluster-secret-file or \
+             MOTE_CLUSTER_SECRET), sent as `{CLUSTER_SECRET_HEADER}` metadata"
+        )))
     }
 
     fn header(&self) -> PbResponseHeader {
@@ -100,6 +131,49 @@ impl<T> Stream for UntilStopped<T> {
             self.ended = true;
         }
         next
+    }
+}
+
+/// How often a refused peer is logged at most: a scanner knocking many times a second must not
+/// flood the log, but an operator must learn of it.
+const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// The refusals of peers without the cluster secret, logged at most once a
+/// [`REFUSAL_LOG_EVERY`], with how many went unlogged since.
+#[derive(Default)]
+struct Refusals {
+    /// When the last line was logged, in milliseconds since the Unix epoch; 0: never.
+    logged_ms: AtomicU64,
+    unlogged: AtomicU64,
+}
+
+impl Refusals {
+    fn log(&self, peer: &str, what: &str) {
+        if let Some(unlogged) = self.note(now_ms()) {
+            tracing::warn!(
+                %peer,
+                unlogged,
+                "refused a store peer's pull: it {what} (`unlogged` refusals since the last line)"
+            );
+        }
+    }
+
+    /// Counts a refusal at `now_ms`; answers whether to log it, with how many refusals went
+    /// unlogged before it.
+    fn note(&self, now_ms: u64) -> Option<u64> {
+        let last = self.logged_ms.load(Ordering::Relaxed);
+        let due = last == 0 || now_ms.saturating_sub(last) >= REFUSAL_LOG_EVERY.as_millis() as u64;
+        // Of refusals arriving together, the one that moves the time on logs.
+        if due
+            && self
+                .logged_ms
+                .compare_exchange(last, now_ms.max(1), Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            return Some(self.unlogged.swap(0, Ordering::Relaxed));
+        }
+        self.unlogged.fetch_add(1, Ordering::Relaxed);
+        None
     }
 }
 
@@ -389,6 +463,7 @@ impl PbMaintenanceService for Services {
 #[tonic::async_trait]
 impl pb::peer_server::Peer for Services {
     async fn pull(&self, req: Request<pb::PullRequest>) -> Answer<pb::PullResponse> {
+        self.admit(&req)?;
         let req = req.into_inner();
         let limit = req.limit.clamp(1, crate::replica::PULL_LIMIT) as usize;
         let max_bytes = req.max_bytes.clamp(1, crate::replica::PULL_MAX_BYTES) as usize;
@@ -414,8 +489,9 @@ fn incoming(listener: tokio::net::TcpListener) -> tonic::transport::server::TcpI
 }
 
 /// Serves `replica`'s etcd API on `clients` and its peer API on `peers` (a replica nobody
-/// pulls from, such as the one `mote up` embeds, needs none), pulling from each of its peers
-/// every `pull_interval` when idle, until `shutdown` resolves. Then it ends every open stream,
+/// pulls from, such as the one `mote up` embeds, needs none), each over TLS when given
+/// `client_tls` or `peer_tls`, pulling from each of its peers every `pull_interval` when idle,
+/// until `shutdown` resolves. Then it ends every open stream,
 /// lets the requests in flight finish, and returns once every connection is closed, or
 /// [`STOP_GRACE`] after the stop at the latest: connections still open then are closed when
 /// the runtime shuts down, as the process exits.
@@ -424,6 +500,8 @@ pub async fn serve(
     pull_interval: Duration,
     clients: tokio::net::TcpListener,
     peers: Option<tokio::net::TcpListener>,
+    client_tls: Option<ServerTlsConfig>,
+    peer_tls: Option<ServerTlsConfig>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
     let (stop_tx, stop) = signal::channel(false);
@@ -443,9 +521,13 @@ pub async fn serve(
     let stopped = |mut stop: signal::Receiver<bool>| async move {
         let _ = stop.wait_for(|s| *s).await;
     };
+    let builder = |tls: Option<ServerTlsConfig>| match tls {
+        Some(tls) => tonic::transport::Server::builder().tls_config(tls),
+        None => Ok(tonic::transport::Server::builder()),
+    };
     let peer_server = {
-        let server = tonic::transport::Server::builder()
-            .add_service(pb::peer_server::PeerServer::new(services.clone()));
+        let server =
+            builder(peer_tls)?.add_service(pb::peer_server::PeerServer::new(services.clone()));
         let stop = stopped(stop.clone());
         async move {
             match peers {
@@ -458,7 +540,7 @@ pub async fn serve(
             }
         }
     };
-    let client_server = tonic::transport::Server::builder()
+    let client_server = builder(client_tls)?
         .add_service(PbKvServer::new(services.clone()))
         .add_service(PbWatchServer::new(services.clone()))
         .add_service(PbLeaseServer::new(services.clone()))
@@ -509,6 +591,8 @@ mod tests {
             replica,
             Duration::from_secs(1),
             listener,
+            None,
+            None,
             None,
             shutdown,
         ));
@@ -581,6 +665,8 @@ mod tests {
             Duration::from_secs(1),
             clients,
             Some(peers),
+            None,
+            None,
             shutdown,
         ));
         let mut client = etcd_client::Client::connect([client_url], None)
@@ -653,5 +739,171 @@ mod tests {
         }
         stop.send(()).unwrap();
         stops_within(server, STOP_GRACE + Duration::from_secs(5)).await;
+    }
+    /// How often the replicas of the peer tests pull when idle.
+    const PULL_EVERY: Duration = Duration::from_millis(20);
+
+    /// A replica holding `k = v`, serving its peer API (over TLS with `tls`) and requiring
+    /// `secret`: its peer URL and what stops it.
+    async fn source(
+        secret: Option<&str>,
+        tls: Option<&mote_tls::Identity>,
+    ) -> (String, oneshot::Sender<()>) {
+        let clients = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let peers = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let url = format!("{scheme}://{}", peers.local_addr().unwrap());
+        let access = crate::replica::PeerAccess {
+            secret: secret.map(|s| mote_types::ClusterSecret::new(s).unwrap()),
+            tls: None,
+        };
+        let me = Member::new("source", Vec::new(), vec![url.clone()]);
+        let replica = Replica::open_with(vec![me], None, access).unwrap();
+        let put = PbPutRequest {
+            key: b"k".to_vec(),
+            value: b"v".to_vec(),
+            ..PbPutRequest::default()
+        };
+        replica.write(|e, now| e.put(put, now)).await.unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        let tls = tls.map(mote_tls::Identity::tonic_server);
+        tokio::spawn(serve(
+            replica,
+            PULL_EVERY,
+            clients,
+            Some(peers),
+            None,
+            tls,
+            shutdown,
+        ));
+        (url, stop)
+    }
+
+    /// A replica pulling from `url`, showing `secret` and trusting `trust`.
+    fn puller(
+        name: &str,
+        url: &str,
+        secret: Option<&str>,
+        trust: Option<&mote_tls::Trust>,
+    ) -> Arc<Replica> {
+        let access = crate::replica::PeerAccess {
+            secret: secret.map(|s| mote_types::ClusterSecret::new(s).unwrap()),
+            tls: trust.map(mote_tls::Trust::tonic_client),
+        };
+        let me = Member::new(name, Vec::new(), Vec::new());
+        let source = Member::new("source", Vec::new(), vec![url.to_owned()]);
+        let replica = Replica::open_with(vec![me, source], None, access).unwrap();
+        tokio::spawn(replica.clone().run_pull_loop(url.to_owned(), PULL_EVERY));
+        replica
+    }
+
+    fn holds_k(replica: &Replica) -> bool {
+        let get = PbRangeRequest {
+            key: b"k".to_vec(),
+            ..PbRangeRequest::default()
+        };
+        !replica.engine().range(&get).unwrap().kvs.is_empty()
+    }
+
+    /// Waits until `replica` holds `k` (the source's data), for 10 s at most.
+    async fn converges(replica: &Replica) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !holds_k(replica) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the replica with the right secret never got the data"
+            );
+            tokio::time::sleep(PULL_EVERY).await;
+        }
+    }
+
+    const SECRET: &str = "the-cluster-secret-0123456789";
+
+    /// A scanner knocking without the secret a thousand times a second gets one log line every
+    /// ten seconds, which counts the refusals it did not log.
+    #[test]
+    fn refusals_are_logged_once_a_period_with_the_count_of_the_rest() {
+        let refusals = Refusals::default();
+        let period = REFUSAL_LOG_EVERY.as_millis() as u64;
+        let start = 1_000_000;
+        assert_eq!(refusals.note(start), Some(0));
+        let logged: Vec<_> = (1..=2 * period)
+            .filter_map(|ms| refusals.note(start + ms).map(|unlogged| (ms, unlogged)))
+            .collect();
+        assert_eq!(logged, [(period, period - 1), (2 * period, period - 1)]);
+    }
+
+    /// The answer of the source to one pull made with `secret`, over plain HTTP.
+    async fn pull_answer(url: &str, secret: Option<&str>) -> Status {
+        let mut client = pb::peer_client::PeerClient::connect(url.to_owned())
+            .await
+            .unwrap();
+        let mut request = Request::new(pb::PullRequest::default());
+        if let Some(secret) = secret {
+            request
+                .metadata_mut()
+                .insert(CLUSTER_SECRET_HEADER, secret.parse().unwrap());
+        }
+        client.pull(request).await.expect_err("the pull is refused")
+    }
+
+    /// The issue's test: a store peer with the wrong secret, or none, gets nothing, and is
+    /// told what is missing; one with the right secret converges.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_peer_without_the_cluster_secret_pulls_nothing() {
+        let (url, _stop) = source(Some(SECRET), None).await;
+        let wrong = puller("wrong", &url, Some("another-secret-0123456789"), None);
+        let none = puller("none", &url, None, None);
+        let right = puller("right", &url, Some(SECRET), None);
+        converges(&right).await;
+        // Both others have pulled many times since the right one started.
+        tokio::time::sleep(PULL_EVERY * 20).await;
+        assert!(!holds_k(&wrong), "a replica with a wrong secret got data");
+        assert!(!holds_k(&none), "a replica without a secret got data");
+
+        let refused = pull_answer(&url, None).await;
+        assert_eq!(refused.code(), Code::Unauthenticated);
+        assert!(
+            refused.message().contains("carries no cluster secret"),
+            "{}",
+            refused.message()
+        );
+        let refused = pull_answer(&url, Some("another-secret-0123456789")).await;
+        assert_eq!(refused.code(), Code::Unauthenticated);
+        assert!(
+            refused.message().contains("carries a wrong cluster secret"),
+            "{}",
+            refused.message()
+        );
+    }
+
+    /// Replicas pull from each other over TLS with a self-signed pair, which the puller
+    /// trusts; one that trusts only the web PKI cannot, and neither can one without the
+    /// secret, even over TLS.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn replicas_pull_over_tls_with_a_self_signed_pair() {
+        let dir = tempfile::tempdir().unwrap();
+        let names = ["localhost".to_owned(), "127.0.0.1".to_owned()];
+        let identity = mote_tls::Identity::self_signed(dir.path(), &names).unwrap();
+        let (url, _stop) = source(Some(SECRET), Some(&identity)).await;
+        assert!(url.starts_with("https://"), "{url}");
+        let trust = mote_tls::Trust::with_own(Some(&identity));
+        let web_pki = mote_tls::Trust::default();
+        let untrusting = puller("untrusting", &url, Some(SECRET), Some(&web_pki));
+        let secretless = puller("secretless", &url, None, Some(&trust));
+        let right = puller("right", &url, Some(SECRET), Some(&trust));
+        converges(&right).await;
+        tokio::time::sleep(PULL_EVERY * 20).await;
+        assert!(
+            !holds_k(&untrusting),
+            "a replica that does not trust the certificate got data"
+        );
+        assert!(
+            !holds_k(&secretless),
+            "a replica without a secret got data over TLS"
+        );
     }
 }
