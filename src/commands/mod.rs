@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod client;
 pub mod job;
+pub mod logs;
 pub mod platform;
 pub mod store;
 pub mod up;

@@ -257,8 +257,8 @@ impl Shared {
                 started,
                 input: &input,
             };
-            self.runtime.call_then(call, |result| {
-                let settled = self.ledger.settle(&function, result, arrival, started);
+            self.runtime.call_then(call, |result, log| {
+                let settled = self.ledger.settle(&function, result, log, arrival, started);
                 next = self.next_call();
                 if let Some(reply) = reply.take() {
                     let _ = reply.send(settled);

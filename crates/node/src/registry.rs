@@ -10,6 +10,7 @@
 //! - A module blob and its compiled artefact are deleted only when no record refers to them.
 
 use crate::error::{DeployError, InvokeError};
+use crate::logs::{FunctionLogs, LogRing};
 use crate::metrics::{FunctionLabels, InvocationLabels, NodeMetrics, Outcome, SecondsGauge};
 use crate::quarantine::Quarantine;
 use crate::resident::{Code, Residency, Slot};
@@ -29,8 +30,8 @@ use std::time::{Duration, Instant, SystemTime};
 /// Where function records live in the state store (their keys: this and the name).
 pub const RECORD_PREFIX: &str = "/mote/functions/";
 
-/// A deployed function: its record, its place in the resident set, its quarantine and its call
-/// statistics.
+/// A deployed function: its record, its place in the resident set, its quarantine, its call
+/// statistics and its log.
 pub struct Deployed {
     key: FunctionKey,
     record: FunctionRecord,
@@ -42,6 +43,8 @@ pub struct Deployed {
     outcomes: [Counter; Outcome::ALL.len()],
     duration: Histogram,
     expected: SecondsGauge,
+    /// Shared with the deployments before it of the same name.
+    logs: Arc<LogRing>,
 }
 
 impl Deployed {
@@ -50,6 +53,7 @@ impl Deployed {
         record: FunctionRecord,
         metrics: &NodeMetrics,
         quarantine_after: u32,
+        logs: Arc<LogRing>,
     ) -> Self {
         let function_label = record.name.to_string();
         let outcomes = Outcome::ALL.map(|outcome| {
@@ -75,7 +79,13 @@ impl Deployed {
             quarantine: Quarantine::new(quarantine_after, metrics.quarantined.clone()),
             outcomes,
             duration,
+            logs,
         }
+    }
+
+    /// Its log: what its calls wrote and how failing calls failed.
+    pub fn logs(&self) -> &Arc<LogRing> {
+        &self.logs
     }
 
     /// A `wasi:http` component's route and allowed outbound hosts.
@@ -169,6 +179,7 @@ pub struct Registry {
     metrics: Arc<NodeMetrics>,
     residency: Arc<Residency>,
     quarantine_after: u32,
+    logs: Arc<FunctionLogs>,
     table: ArcSwap<Table>,
     /// The functions mounted on a route, most specific route first; rebuilt with the table.
     routes: ArcSwap<Vec<Arc<Deployed>>>,
@@ -184,6 +195,7 @@ impl Registry {
         metrics: Arc<NodeMetrics>,
         resident_budget_bytes: u64,
         quarantine_after: u32,
+        logs: Arc<FunctionLogs>,
     ) -> Self {
         Self {
             residency: Arc::new(Residency::new(
@@ -197,6 +209,7 @@ impl Registry {
             blobs,
             metrics,
             quarantine_after,
+            logs,
             table: ArcSwap::from_pointee(Table::new()),
             routes: ArcSwap::from_pointee(Vec::new()),
             changes: tokio::sync::Mutex::new(()),
@@ -500,7 +513,8 @@ impl Registry {
 
     fn deployed(&self, record: FunctionRecord) -> Deployed {
         let key = self.next_key.fetch_add(1, Ordering::Relaxed);
-        Deployed::new(key, record, &self.metrics, self.quarantine_after)
+        let logs = self.logs.ring(&record.name.as_str().into());
+        Deployed::new(key, record, &self.metrics, self.quarantine_after, logs)
     }
 
     /// Takes a removed or replaced function out of the resident set and out of the quarantine
