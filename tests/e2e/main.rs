@@ -10,6 +10,7 @@ mod components;
 mod fixtures;
 mod jobs;
 mod limits;
+mod logs;
 mod microtasks;
 mod platform;
 mod restart;
