@@ -134,7 +134,7 @@ pub(crate) async fn function_logs(
     let me = gw.peers.name().to_owned();
     let tail = params.tail.unwrap_or(usize::MAX);
     let (mine, last_seq) = match params.after {
-        Some(seq) => (ring.after(seq), ring.tail(0).1),
+        Some(seq) => ring.after(seq),
         None => ring.tail(tail),
     };
     let mut entries: Vec<WireEntry> = mine.into_iter().map(|e| WireEntry::new(&me, e)).collect();

@@ -220,9 +220,11 @@ impl LogRing {
         (ring.tail(n), ring.next_seq - 1)
     }
 
-    /// The entries numbered above `seq`, oldest first.
-    pub fn after(&self, seq: u64) -> Vec<LogEntry> {
-        lock(&self.ring).after(seq)
+    /// The entries numbered above `seq`, oldest first, and the sequence number of the last
+    /// entry written.
+    pub fn after(&self, seq: u64) -> (Vec<LogEntry>, u64) {
+        let ring = lock(&self.ring);
+        (ring.after(seq), ring.next_seq - 1)
     }
 
     /// The bytes its entries count, and its bound.
@@ -257,7 +259,7 @@ impl LogFollower {
     /// let the ring drop are skipped (their sequence numbers are missing).
     pub async fn next(&mut self) -> Option<Vec<LogEntry>> {
         loop {
-            let entries = self.ring.upgrade()?.after(self.last);
+            let (entries, _) = self.ring.upgrade()?.after(self.last);
             if let Some(last) = entries.last() {
                 self.last = last.seq;
                 return Some(entries);
