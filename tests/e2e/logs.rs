@@ -3,6 +3,7 @@
 //! `follow=true`) or `mote logs`, merged across the nodes of a cluster.
 
 use crate::cli::{mote, stdout};
+use crate::cluster::Cluster;
 use crate::fixtures;
 use crate::platform::Platform;
 use std::io::{BufRead, BufReader};
@@ -24,10 +25,21 @@ fn agent() -> ureq::Agent {
 }
 
 fn call(base: &str, name: &str, body: &[u8]) -> Called {
-    let mut r = agent()
-        .post(format!("{base}/v1/invoke/{name}"))
-        .send(body)
-        .expect("request reached the server");
+    answered(agent().post(format!("{base}/v1/invoke/{name}")).send(body))
+}
+
+/// A call of `name` that the node at `base` runs itself, as it does a call a peer forwarded.
+fn call_here(base: &str, name: &str, body: &[u8]) -> Called {
+    answered(
+        agent()
+            .post(format!("{base}/v1/invoke/{name}"))
+            .header("mote-forwarded-by", "the-test")
+            .send(body),
+    )
+}
+
+fn answered(r: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Called {
+    let mut r = r.expect("request reached the server");
     let header = |name: &str| {
         r.headers()
             .get(name)
@@ -59,6 +71,32 @@ fn entries(base: &str, name: &str, query: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// A followed log, read a line at a time.
+struct Followed(std::io::Lines<BufReader<ureq::BodyReader<'static>>>);
+
+impl Followed {
+    fn start(base: &str, name: &str, query: &str) -> Self {
+        let streaming: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let response = streaming
+            .get(format!(
+                "{base}/v1/functions/{name}/logs?follow=true{query}"
+            ))
+            .call()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        Self(BufReader::new(response.into_body().into_reader()).lines())
+    }
+
+    /// The next entry, or `None` once the stream ended.
+    fn next(&mut self) -> Option<serde_json::Value> {
+        let line = self.0.next()?.expect("reading the stream");
+        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}")))
+    }
+}
+
 fn of_call<'a>(entries: &'a [serde_json::Value], call: &str) -> Vec<&'a serde_json::Value> {
     entries.iter().filter(|e| e["call"] == call).collect()
 }
@@ -88,7 +126,10 @@ fn a_call_s_lines_and_stderr_carry_the_id_its_response_named() {
     assert_eq!(line["node"], second.node.as_str());
     assert!(line["time"].as_str().unwrap().ends_with('Z'), "{line}");
     assert!(line["seq"].as_u64().unwrap() > of_call(&log, &first.call)[0]["seq"].as_u64().unwrap());
-    assert_eq!(entries(&p.url, "hello", "?tail=1"), std::slice::from_ref(line));
+    assert_eq!(
+        entries(&p.url, "hello", "?tail=1"),
+        std::slice::from_ref(line)
+    );
 
     // A WASI command's stderr, and then why its call failed.
     let exited = call(&p.url, "exits", b"");
@@ -272,4 +313,80 @@ fn mote_logs_prints_a_line_per_entry() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("nobody") && err.contains("404"), "{err}");
+}
+
+#[test]
+fn a_component_s_stderr_and_trap_are_in_its_log() {
+    let p = Platform::start(&[]);
+    p.deploy("web", mote_guests::HTTP_HELLO.wasm, "");
+    let hello = call(&p.url, "web", b"");
+    assert_eq!(hello.status, 200);
+    let r = agent()
+        .get(format!("{}/v1/invoke/web/trap", p.url))
+        .call()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 500);
+    let log = entries(&p.url, "web", "");
+    assert!(of_call(&log, &hello.call).is_empty(), "{log:?}");
+    let panicked = log
+        .iter()
+        .find(|e| e["stream"] == "stderr" && e["text"] == "asked to trap")
+        .unwrap_or_else(|| panic!("the panic's message on stderr: {log:?}"));
+    let outcome = log.last().unwrap();
+    assert_eq!(outcome["stream"], "outcome");
+    assert_eq!(outcome["outcome"], "trap");
+    assert_eq!(outcome["call"], panicked["call"]);
+    assert!(log.iter().all(|e| e["call"] == panicked["call"]), "{log:?}");
+}
+
+#[test]
+fn a_node_merges_its_peers_logs_and_names_a_peer_that_does_not_answer() {
+    let mut cluster = Cluster::shared(2);
+    cluster.deploy_everywhere("hello", mote_guests::HELLO.wasm);
+    let (n1, n2) = (cluster.node(0).url.clone(), cluster.node(1).url.clone());
+    let first = call_here(&n1, "hello", b"on-n1");
+    let second = call_here(&n2, "hello", b"on-n2");
+    assert_eq!((first.node.as_str(), second.node.as_str()), ("n1", "n2"));
+    for base in [&n1, &n2] {
+        let log = entries(base, "hello", "");
+        let texts: Vec<&str> = log.iter().map(|e| e["text"].as_str().unwrap()).collect();
+        assert_eq!(texts, ["greeting on-n1", "greeting on-n2"], "from {base}");
+        assert_eq!(log[1]["call"], second.call.as_str());
+        assert_eq!(log[1]["node"], "n2");
+    }
+    // Asked for its own log only, a node does not ask its peers.
+    assert_eq!(entries(&n2, "hello", "?local=true").len(), 1);
+
+    let mut followed = Followed::start(&n1, "hello", "&tail=0");
+    let third = call_here(&n2, "hello", b"later");
+    let streamed = followed.next().unwrap();
+    assert_eq!(streamed["call"], third.call.as_str());
+    assert_eq!(streamed["node"], "n2");
+
+    cluster.nodes[1].take().unwrap().kill();
+    let gone = followed.next().unwrap();
+    assert_eq!(
+        (gone["stream"].as_str(), gone["node"].as_str()),
+        (Some("missing"), Some("n2"))
+    );
+    let r = agent()
+        .get(format!("{n1}/v1/functions/hello/logs"))
+        .call()
+        .unwrap();
+    let missing = r.headers()["mote-logs-missing"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(missing.starts_with("n2 ("), "{missing}");
+    let log = entries(&n1, "hello", "");
+    let last = log.last().unwrap();
+    assert_eq!(
+        (last["stream"].as_str(), last["node"].as_str()),
+        (Some("missing"), Some("n2"))
+    );
+    assert_eq!(
+        log.iter().filter(|e| e["stream"] == "log").count(),
+        1,
+        "{log:?}"
+    );
 }
