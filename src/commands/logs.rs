@@ -70,14 +70,10 @@ pub fn logs(args: LogsArgs) -> anyhow::Result<()> {
         .http_status_as_error(false)
         .build()
         .into();
-    let response = agent.get(&url).call();
-    let response = match response {
+    let response = match agent.get(&url).call() {
         Ok(response) if response.status().is_success() => response,
-        // Not a log: the error's message, as every client command shows it.
-        other => {
-            request(&args.server, other)?;
-            anyhow::bail!("the server answered without a log");
-        }
+        // Not a log: fails with the server's message, as every client command does.
+        other => return request(&args.server, other).map(drop),
     };
     let reader = BufReader::new(response.into_body().into_reader());
     let mut out = std::io::stdout().lock();
