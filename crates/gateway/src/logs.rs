@@ -155,22 +155,8 @@ pub(crate) async fn function_logs(
             .insert(LAST_SEQ, HeaderValue::from(last_seq));
         return Ok(response);
     }
-    let query = format!("/v1/functions/{name}/logs?local=true&tail={tail}");
-    let mut missing = Vec::new();
-    let mut followed = Vec::new();
-    for (peer, answered) in gw
-        .peers
-        .fetch_logs(|_| Some(query.clone()), PEER_WAIT)
-        .await
-    {
-        match read_entries(answered).await {
-            Ok((theirs, seq)) => {
-                entries.extend(theirs);
-                followed.push((peer, seq));
-            }
-            Err(why) => missing.push(WireEntry::missing(peer.as_str(), why)),
-        }
-    }
+    let (theirs, mut missing, followed) = peers_logs(&gw, &name, tail).await;
+    entries.extend(theirs);
     entries.sort_by(|a, b| (a.unix_ms, &a.node, a.seq).cmp(&(b.unix_ms, &b.node, b.seq)));
     let keep = entries.len().saturating_sub(tail);
     entries.drain(..keep);
@@ -178,7 +164,7 @@ pub(crate) async fn function_logs(
         .iter()
         .map(|m| format!("{} ({})", m.node, m.text))
         .collect();
-    entries.extend(missing);
+    entries.append(&mut missing);
     let body = match follower {
         None => Body::from(ndjson(&entries)),
         Some(follower) => {
@@ -205,6 +191,31 @@ pub(crate) async fn function_logs(
         response.headers_mut().insert(LOGS_MISSING, value);
     }
     Ok(response)
+}
+
+/// The newest `tail` entries of every peer's log of `name`, who did not give theirs (as
+/// `missing` entries), and where to follow on from in the logs of those who did.
+async fn peers_logs(
+    gw: &Gateway,
+    name: &str,
+    tail: usize,
+) -> (Vec<WireEntry>, Vec<WireEntry>, Vec<(NodeName, u64)>) {
+    let query = format!("/v1/functions/{name}/logs?local=true&tail={tail}");
+    let (mut entries, mut missing, mut followed) = (Vec::new(), Vec::new(), Vec::new());
+    for (peer, answered) in gw
+        .peers
+        .fetch_logs(|_| Some(query.clone()), PEER_WAIT)
+        .await
+    {
+        match read_entries(answered).await {
+            Ok((theirs, seq)) => {
+                entries.extend(theirs);
+                followed.push((peer, seq));
+            }
+            Err(why) => missing.push(WireEntry::missing(peer.as_str(), why)),
+        }
+    }
+    (entries, missing, followed)
 }
 
 fn answer(body: Body) -> Response {
