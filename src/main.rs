@@ -38,6 +38,8 @@ enum Command {
     Rm(commands::client::RmArgs),
     /// Let a quarantined function's calls in again.
     Release(commands::client::ReleaseArgs),
+    /// Show a function's log: what its calls wrote and why failing calls failed (-f follows).
+    Logs(commands::logs::LogsArgs),
     /// List the nodes of the cluster the server is in, with their state and load.
     Nodes(commands::client::NodesArgs),
     /// Run data-parallel jobs (Canary): `run`, `ls`, `status`, `cancel`.
@@ -63,6 +65,7 @@ fn main() -> ExitCode {
         Command::Rm(args) => commands::client::rm(args),
         Command::Release(args) => commands::client::release(args),
         Command::Nodes(args) => commands::client::nodes(args),
+        Command::Logs(args) => commands::logs::logs(args),
         Command::Job(cmd) => commands::job::run(cmd),
         Command::Token(cmd) => commands::token::run(cmd),
         Command::Store(args) => commands::store::run(args),

@@ -4,6 +4,7 @@ pub mod access;
 pub mod bench;
 pub mod client;
 pub mod job;
+pub mod logs;
 pub mod platform;
 pub mod progress;
 pub mod security;

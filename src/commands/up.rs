@@ -80,6 +80,11 @@ pub struct UpArgs {
     /// are evicted; their next call loads the compiled artefact from disk (a cold start).
     #[arg(long, default_value_t = NodeConfig::DEFAULT_RESIDENT_MB)]
     resident_mb: u64,
+    /// Most bytes of each function's log kept in memory, in KiB: the lines its calls wrote
+    /// (`mote.log`, stderr) and why failing calls failed (`mote logs NAME`). Past it the oldest
+    /// entries go; 0 keeps none.
+    #[arg(long, default_value_t = mote_node::DEFAULT_FUNCTION_LOG_BYTES >> 10)]
+    function_log_kb: usize,
     /// Microtask scheduling for functions that declare phases (`mote.phase`): `on` queues each
     /// phase in its share class with cores split across the classes; `off` is task-based (a
     /// call holds a whole core from start to end, waits included), for comparison.
@@ -230,6 +235,7 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
         executors,
         resident_mb: args.resident_mb,
         microtasks,
+        function_log_bytes: args.function_log_kb.saturating_mul(1 << 10),
     };
     let name = args.node.clone().unwrap_or_else(host_name);
     let source = match (&args.store[..], args.store_peer_listen) {

@@ -23,18 +23,18 @@ const DEADLINE: Duration = Duration::from_secs(30);
 const TTL: Duration = Duration::from_secs(2);
 
 /// A store and the nodes that share it.
-struct Cluster {
+pub(crate) struct Cluster {
     runtime: tokio::runtime::Runtime,
     /// The shared store, until a test kills it.
     store: Option<Store>,
     store_url: String,
     dir: tempfile::TempDir,
-    nodes: Vec<Option<Platform>>,
+    pub(crate) nodes: Vec<Option<Platform>>,
 }
 
 impl Cluster {
     /// A `mote store` and `n` nodes, `n1` to `nN`, each with `--cores 1`.
-    fn shared(n: usize) -> Cluster {
+    pub(crate) fn shared(n: usize) -> Cluster {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let store_data = dir.path().join("store");
@@ -81,7 +81,7 @@ impl Cluster {
     }
 
     /// Deploys `wasm` as `name` on n1 and waits until every running node lists it.
-    fn deploy_everywhere(&self, name: &str, wasm: &[u8]) {
+    pub(crate) fn deploy_everywhere(&self, name: &str, wasm: &[u8]) {
         self.node(0).deploy(name, wasm, "");
         for node in self.nodes.iter().flatten() {
             wait_until(&format!("{} lists {name}", node.url), || {
@@ -90,7 +90,7 @@ impl Cluster {
         }
     }
 
-    fn node(&self, i: usize) -> &Platform {
+    pub(crate) fn node(&self, i: usize) -> &Platform {
         self.nodes[i].as_ref().expect("the node runs")
     }
 

@@ -12,6 +12,7 @@ mod dashboard;
 mod fixtures;
 mod jobs;
 mod limits;
+mod logs;
 mod microtasks;
 mod platform;
 mod restart;

@@ -9,6 +9,8 @@
 //!   `allow_outbound=HOST[:PORT],...`.
 //! - `GET /v1/functions`, `GET /v1/functions/{name}`, `DELETE /v1/functions/{name}`.
 //! - `POST /v1/functions/{name}/release` lets a quarantined function's calls in again.
+//! - `GET /v1/functions/{name}/logs?tail=N&follow=true`: the function's log as NDJSON, merged
+//!   from every node of the cluster (`logs`).
 //! - `POST /v1/invoke/{name}` runs the function with the body as input (200 with its output).
 //! - `ANY /v1/invoke/{name}[/{path}]` serves the request with a `wasi:http` component, which
 //!   sees the method, `/{path}` with the query, the headers and the body, and answers with its
@@ -45,11 +47,13 @@
 mod auth;
 pub mod dashboard;
 mod error;
+mod logs;
 mod tls;
 mod tokens;
 
 pub use auth::{Access, Need, need};
 pub use error::ApiError;
+pub use logs::{LOGS_MISSING, MOTE_CALL_ID};
 
 use axum::Router;
 use axum::body::Body;
@@ -62,7 +66,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use mote_cluster::{NodeName, Origin};
 use mote_job_service::{JobService, RunRequest};
-use mote_node::Node;
+use mote_node::{CallId, Node};
 use mote_peers::{FORWARDED_BY, ForwardError, Peers, Route};
 use mote_types::{
     DeployOptions, FunctionName, FunctionRecord, GuestKind, HttpSettings, Limits, OutboundHost,
@@ -130,6 +134,7 @@ pub fn router(
             put(deploy).get(get_function).delete(remove_function),
         )
         .route("/v1/functions/{name}/release", post(release_function))
+        .route("/v1/functions/{name}/logs", get(logs::function_logs))
         .route("/v1/invoke/{name}", any(invoke))
         .route("/v1/invoke/{name}/", any(invoke))
         .route("/v1/invoke/{name}/{*path}", any(invoke_path))
@@ -174,6 +179,12 @@ pub async fn serve(
     access: Arc<Access>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let logs = node.clone();
+    let shutdown = async move {
+        shutdown.await;
+        // Followed logs never end by themselves: without this the server would wait for them.
+        logs.logs().stop_following();
+    };
     // Client addresses, for the log of refused requests and the limit on failures.
     let app = router(node, peers, jobs, config, access)
         .into_make_service_with_connect_info::<auth::ClientAddr>();
@@ -428,7 +439,12 @@ async fn serve_component(
     }
     let request = axum::http::Request::from_parts(parts, body);
     match gw.node.serve_http(name, request).await {
-        Ok(response) => ran_here(gw, response.map(Body::new)),
+        Ok(response) => {
+            let call = response.extensions().get::<CallId>().copied();
+            let mut response = response.map(Body::new);
+            name_call(gw, &mut response, call);
+            ran_here(gw, response)
+        }
         Err(e) => ran_here(gw, ApiError::from(e).into_response()),
     }
 }
@@ -471,8 +487,14 @@ async fn invoke_routed(
             }
         }
     }
-    let output = gw.node.invoke(name, input).await?;
-    let response = ([(header::CONTENT_TYPE, "application/octet-stream")], output).into_response();
+    let reply = gw.node.invoke_traced(name, input).await?;
+    let mut response = match reply.result {
+        Ok(output) => {
+            ([(header::CONTENT_TYPE, "application/octet-stream")], output).into_response()
+        }
+        Err(e) => ApiError::from(e).into_response(),
+    };
+    name_call(gw, &mut response, reply.call);
     Ok(ran_here(gw, response))
 }
 
@@ -483,6 +505,15 @@ fn unreachable_names(nodes: &[NodeName]) -> String {
             let names: Vec<&str> = nodes.iter().map(NodeName::as_str).collect();
             format!("unreachable: {}", names.join(", "))
         }
+    }
+}
+
+/// Names the call a response answers, as its function's log entries name it.
+fn name_call(gw: &Gateway, response: &mut Response, call: Option<CallId>) {
+    if let Some(call) = call
+        && let Ok(id) = HeaderValue::from_str(&call.render(gw.peers.name()))
+    {
+        response.headers_mut().insert(MOTE_CALL_ID, id);
     }
 }
 

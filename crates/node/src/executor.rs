@@ -267,8 +267,8 @@ impl Shared {
                 started,
                 input: &input,
             };
-            self.runtime.call_then(call, |result| {
-                let settled = self.ledger.settle(&function, result, arrival, started);
+            self.runtime.call_then(call, |result, log| {
+                let settled = self.ledger.settle(&function, result, log, arrival, started);
                 self.activity.end(i, settled.processing);
                 next = self.next_call();
                 if let Some(reply) = reply.take() {

@@ -1,14 +1,17 @@
 //! Where every call that ran ends up, whichever path ran it (an executor, or the microtask
 //! threads): its outcome and duration counted, its budget kill (or not) told to its function's
 //! quarantine, its processing time added to the function's history (which the ranking policies
-//! and `GET /v1/node` read), and its [`Reply`] built. One place, so the two paths cannot drift.
+//! and `GET /v1/node` read), what it logged kept in its function's log (`logs`), and its
+//! [`Reply`] built. One place, so the two paths cannot drift.
 
 use crate::error::InvokeError;
+use crate::logs::CallId;
 use crate::metrics::Outcome;
 use crate::pending::RunTimes;
 use crate::registry::Deployed;
-use mote_runtime::{CallError, CallOutput};
+use mote_runtime::{CallError, CallOutput, GuestLog};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The reply to a call: its response body or why it failed, and where its time went.
@@ -16,6 +19,8 @@ use std::time::{Duration, Instant};
 pub struct Reply {
     /// The response body, or why the call failed.
     pub result: Result<Vec<u8>, InvokeError>,
+    /// The call's id, which its function's log entries carry, if it ran.
+    pub call: Option<CallId>,
     /// Time from submission until the call started running.
     pub queued: Duration,
     /// Time it ran (instantiate and call, and for a microtask function its waits); zero if it
@@ -33,6 +38,7 @@ impl Reply {
     pub(crate) fn unstarted(result: Result<Vec<u8>, InvokeError>) -> Self {
         Self {
             result,
+            call: None,
             queued: Duration::ZERO,
             processing: Duration::ZERO,
             entered: None,
@@ -44,30 +50,45 @@ impl Reply {
 /// Settles finished calls.
 pub(crate) struct Ledger {
     run_times: Arc<dyn RunTimes>,
+    /// The last call id given.
+    calls: AtomicU64,
 }
 
 impl Ledger {
     /// A ledger that records processing times in `run_times`.
     pub(crate) fn new(run_times: Arc<dyn RunTimes>) -> Self {
-        Self { run_times }
+        Self {
+            run_times,
+            calls: AtomicU64::new(0),
+        }
+    }
+
+    /// A new call's id.
+    #[inline]
+    pub(crate) fn call_id(&self) -> CallId {
+        CallId(self.calls.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
     /// Settles a call of `function` that arrived at `arrival`, started at `started` and ended
-    /// now with `result`, and returns its reply.
+    /// now with `result`, having logged `log`, and returns its reply.
     #[inline]
     pub(crate) fn settle(
         &self,
         function: &Deployed,
         result: Result<CallOutput, CallError>,
+        log: GuestLog,
         arrival: Instant,
         started: Instant,
     ) -> Reply {
         let now = Instant::now();
         let processing = now.saturating_duration_since(started);
+        let call = self.call_id();
         let (outcome, entered, result) = match result {
             Ok(out) => (Outcome::Ok, Some(out.entered), Ok(out.body)),
             Err(e) => (Outcome::of(&e), None, Err(InvokeError::Call(e))),
         };
+        let error = result.as_ref().err().map(|e| e as &dyn std::fmt::Display);
+        self.keep_log(function, call, outcome, error, log);
         self.book(
             function,
             outcome,
@@ -76,6 +97,7 @@ impl Ledger {
         );
         Reply {
             result,
+            call: Some(call),
             queued: started.saturating_duration_since(arrival),
             processing,
             entered,
@@ -95,14 +117,41 @@ impl Ledger {
         let now = Instant::now();
         let processing = now.saturating_duration_since(started);
         let response = now.saturating_duration_since(arrival);
+        let call = self.call_id();
+        self.keep_log(
+            function,
+            call,
+            Outcome::Internal,
+            Some(&error),
+            GuestLog::default(),
+        );
         self.book(function, Outcome::Internal, response, processing);
         Reply {
             result: Err(error),
+            call: Some(call),
             queued: started.saturating_duration_since(arrival),
             processing,
             entered: None,
             cold_start: None,
         }
+    }
+
+    /// Keeps what call `call` of `function` logged in the function's log, with why it failed
+    /// (`error`); a call that succeeded without a line costs nothing here.
+    #[inline]
+    pub(crate) fn keep_log(
+        &self,
+        function: &Deployed,
+        call: CallId,
+        outcome: Outcome,
+        error: Option<&dyn std::fmt::Display>,
+        log: GuestLog,
+    ) {
+        if error.is_none() && log.is_empty() {
+            return;
+        }
+        let error = error.map(ToString::to_string);
+        function.logs().record(call, outcome, error, log);
     }
 
     /// Counts a call that ended with `outcome`, `response` after it arrived and `processing`

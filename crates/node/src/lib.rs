@@ -23,10 +23,14 @@
 //!   checked artefact, one load per function at a time) and its `quarantine`.
 //! - `activity`: what the dashboard reads of recent calls (response-time histograms and
 //!   stretch per function, calls and busy time per executor), relaxed atomics on the call path.
+//! - `logs`: each function's [`LogRing`] ([`FunctionLogs`]), bounded in bytes: the lines its
+//!   calls wrote and why failing calls failed, each under its call's [`CallId`], written by the
+//!   ledger when the call settles, read and followed by the gateway.
 //! - `schedule`: what `GET /v1/node` shows ([`ScheduleSnapshot`]); [`NodeMetrics`]: the
 //!   Prometheus metrics; [`confine`]: the seccomp allow-list executor threads run under.
 //!
-//! Modules depend one way: `activity`, `metrics`, `quarantine`, `resident`, `pending`, `confine` <-
+//! Modules depend one way: `activity`, `metrics`, `logs`, `quarantine`, `resident`, `pending`,
+//! `confine` <-
 //! `registry` <- `ledger` <- `executor` <- `microtask` <- `schedule` <- the [`Node`] here.
 
 mod activity;
@@ -34,6 +38,7 @@ pub mod confine;
 mod error;
 mod executor;
 mod ledger;
+mod logs;
 mod metrics;
 mod microtask;
 mod pending;
@@ -46,6 +51,10 @@ pub use activity::{BUCKETS, CallStats, ExecutorSample, LatencyCounts};
 pub use error::{DeployError, InvokeError};
 pub use executor::{Executors, ExecutorsConfig};
 pub use ledger::Reply;
+pub use logs::{
+    CallId, DEFAULT_FUNCTION_LOG_BYTES, ENTRY_BYTES, EntryStream, FunctionLogs, LogEntry,
+    LogFollower, LogRing,
+};
 pub use metrics::{NodeMetrics, Outcome};
 pub use microtask::{ClassSnapshot, MicrotaskConfig, MicrotaskMode, Microtasks};
 pub use registry::{Deployed, RECORD_PREFIX, Registry};
@@ -75,6 +84,8 @@ pub struct NodeConfig {
     pub resident_mb: u64,
     /// How calls of functions that declare phases are scheduled, and their object storage.
     pub microtasks: MicrotaskConfig,
+    /// The most bytes each function's log keeps; past it the oldest entries go.
+    pub function_log_bytes: usize,
 }
 
 impl NodeConfig {
@@ -88,6 +99,7 @@ impl From<ExecutorsConfig> for NodeConfig {
             executors,
             resident_mb: Self::DEFAULT_RESIDENT_MB,
             microtasks: MicrotaskConfig::default(),
+            function_log_bytes: DEFAULT_FUNCTION_LOG_BYTES,
         }
     }
 }
@@ -127,6 +139,7 @@ pub struct Node {
     executors: Executors,
     microtasks: Microtasks,
     metrics: Arc<NodeMetrics>,
+    logs: Arc<FunctionLogs>,
 }
 
 /// A call that has been queued; [`PendingCall::wait`] or `.await` gives its reply.
@@ -201,6 +214,7 @@ impl Node {
     ) -> Result<Self, DeployError> {
         let config = config.into();
         let metrics = Arc::new(NodeMetrics::new());
+        let logs = Arc::new(FunctionLogs::new(config.function_log_bytes));
         let registry = Registry::new(
             runtime.clone(),
             store,
@@ -208,6 +222,7 @@ impl Node {
             metrics.clone(),
             config.resident_mb.saturating_mul(1 << 20),
             config.executors.quarantine_after,
+            logs.clone(),
         );
         registry.load_all().await?;
         let pending = Arc::new(Pending::new(
@@ -236,6 +251,7 @@ impl Node {
             executors,
             microtasks,
             metrics,
+            logs,
         })
     }
 
@@ -433,6 +449,7 @@ impl Node {
     pub async fn remove(&self, name: &str) -> Result<FunctionRecord, DeployError> {
         let removed = self.registry.remove(name).await?;
         self.forget(&removed);
+        self.logs.remove(name);
         Ok(removed.record().clone())
     }
 
@@ -451,6 +468,7 @@ impl Node {
             registry::Followed::Unchanged => Followed::Unchanged,
             registry::Followed::Removed(removed) => {
                 self.forget(&removed);
+                self.logs.remove(name);
                 Followed::Removed
             }
             registry::Followed::Adopted { adopted, replaced } => {
@@ -587,6 +605,11 @@ impl Node {
     /// What each executor thread has run so far.
     pub fn executors_activity(&self) -> Vec<ExecutorSample> {
         self.executors.activity()
+    }
+
+    /// Every function's log (`GET /v1/functions/NAME/logs`).
+    pub fn logs(&self) -> &FunctionLogs {
+        &self.logs
     }
 
     /// The node's metrics, for the gateway to expose.

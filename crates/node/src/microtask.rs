@@ -38,8 +38,8 @@ use crate::registry::Deployed;
 use bytes::Bytes;
 use mote_objects::Objects;
 use mote_runtime::{
-    Call, CallError, CallOutput, Function, GateFuture, HostIo, PhaseGate, ProxyAnswer, ProxyCall,
-    ProxyResponse, Runtime,
+    Call, CallError, CallOutput, Function, GateFuture, GuestLog, HostIo, PhaseGate, ProxyAnswer,
+    ProxyCall, ProxyResponse, Runtime,
 };
 use mote_sched::{
     CLASSES, CallQueue, CoreSplit, FunctionKey, SHARE_LEVELS, ShareClass, SplitMismatch, SplitMode,
@@ -616,7 +616,7 @@ impl Shared {
         let call = self
             .runtime
             .call_microtask(call, Box::new(gate), self.host.clone());
-        let result = tokio::select! {
+        let (result, log) = tokio::select! {
             result = call => result,
             () = reply.closed() => {
                 // The caller went away: stop the call rather than let it hold its share.
@@ -624,7 +624,7 @@ impl Shared {
                 return;
             }
         };
-        let _ = reply.send(self.ledger.settle(&function, result, arrival, started));
+        let _ = reply.send(self.ledger.settle(&function, result, log, arrival, started));
     }
 }
 
@@ -652,6 +652,7 @@ impl Shared {
             Err(None) => return,
         };
         let started = Instant::now();
+        let call_id = self.ledger.call_id();
         let (respond, mut answer) = oneshot::channel::<ProxyAnswer>();
         let call = ProxyCall {
             function: &code,
@@ -671,31 +672,45 @@ impl Shared {
             result = &mut serving => First::Ended(result),
             () = reply.closed() => First::Gone,
         };
-        let outcome = match first {
+        let answered = |answer: ProxyAnswer| {
+            answer
+                .map(|mut response| {
+                    response.extensions_mut().insert(call_id);
+                    response
+                })
+                .map_err(|code| CallError::Answered(code).into())
+        };
+        let ((outcome, error), log) = match first {
             First::Answered(Some(answer)) => {
                 // The head goes out now; the body streams while the guest goes on.
-                let _ = reply.send(answer.map_err(|code| CallError::Answered(code).into()));
-                let result = serving.await;
+                let _ = reply.send(answered(answer));
+                let (result, log) = serving.await;
                 if let Err(e) = &result {
                     tracing::warn!(function = %function.name(), error = %e, "a component failed after it sent its response head; the client's body was cut short");
                 }
-                outcome_of(&result)
+                (outcome_of(&result), log)
             }
             // Dropped unset: the call is ending without a response.
-            First::Answered(None) => unanswered(reply, serving.await),
-            First::Ended(result) => match answer.try_recv() {
+            First::Answered(None) => {
+                let (result, log) = serving.await;
+                (unanswered(reply, result), log)
+            }
+            First::Ended((result, log)) => match answer.try_recv() {
                 // It set its response and returned at once: the body is already whole.
                 Ok(answer) => {
-                    let _ = reply.send(answer.map_err(|code| CallError::Answered(code).into()));
-                    outcome_of(&result)
+                    let _ = reply.send(answered(answer));
+                    (outcome_of(&result), log)
                 }
-                Err(_) => unanswered(reply, result),
+                Err(_) => (unanswered(reply, result), log),
             },
             First::Gone => {
                 function.count(Outcome::Cancelled);
                 return;
             }
         };
+        let error = error.as_ref().map(|e| e as &dyn std::fmt::Display);
+        self.ledger
+            .keep_log(&function, call_id, outcome, error, log);
         let now = Instant::now();
         self.ledger.book(
             &function,
@@ -710,29 +725,31 @@ impl Shared {
 enum First {
     /// The guest set its response (or dropped the outparam unset: `None`).
     Answered(Option<ProxyAnswer>),
-    /// The guest returned or failed.
-    Ended(Result<CallOutput, CallError>),
+    /// The guest returned or failed, having logged what it did.
+    Ended((Result<CallOutput, CallError>, GuestLog)),
     /// The client left before the response head: the call is dropped, which stops the guest.
     Gone,
 }
 
-fn outcome_of(result: &Result<CallOutput, CallError>) -> Outcome {
+/// How a call ended, and why if it failed.
+fn outcome_of(result: &Result<CallOutput, CallError>) -> (Outcome, Option<String>) {
     match result {
-        Ok(_) => Outcome::Ok,
-        Err(e) => Outcome::of(e),
+        Ok(_) => (Outcome::Ok, None),
+        Err(e) => (Outcome::of(e), Some(e.to_string())),
     }
 }
 
-/// Replies to a request whose guest ended without a response with why, and returns how it ended.
+/// Replies to a request whose guest ended without a response with why, and returns how it ended
+/// and why.
 fn unanswered(
     reply: oneshot::Sender<Result<ProxyResponse, InvokeError>>,
     result: Result<CallOutput, CallError>,
-) -> Outcome {
+) -> (Outcome, Option<String>) {
     let error = match result {
         Ok(_) => CallError::NoResponse,
         Err(e) => e,
     };
-    let outcome = Outcome::of(&error);
+    let outcome = (Outcome::of(&error), Some(error.to_string()));
     let _ = reply.send(Err(error.into()));
     outcome
 }

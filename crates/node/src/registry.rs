@@ -11,6 +11,7 @@
 
 use crate::activity::CallStats;
 use crate::error::{DeployError, InvokeError};
+use crate::logs::{FunctionLogs, LogRing};
 use crate::metrics::{FunctionLabels, InvocationLabels, NodeMetrics, Outcome, SecondsGauge};
 use crate::quarantine::Quarantine;
 use crate::resident::{Code, Residency, Slot};
@@ -30,8 +31,8 @@ use std::time::{Duration, Instant, SystemTime};
 /// Where function records live in the state store (their keys: this and the name).
 pub const RECORD_PREFIX: &str = "/mote/functions/";
 
-/// A deployed function: its record, its place in the resident set, its quarantine and its call
-/// statistics.
+/// A deployed function: its record, its place in the resident set, its quarantine, its call
+/// statistics and its log.
 pub struct Deployed {
     key: FunctionKey,
     record: FunctionRecord,
@@ -44,6 +45,8 @@ pub struct Deployed {
     duration: Histogram,
     expected: SecondsGauge,
     stats: CallStats,
+    /// Shared with the deployments before it of the same name.
+    logs: Arc<LogRing>,
 }
 
 impl Deployed {
@@ -52,6 +55,7 @@ impl Deployed {
         record: FunctionRecord,
         metrics: &NodeMetrics,
         quarantine_after: u32,
+        logs: Arc<LogRing>,
     ) -> Self {
         let function_label = record.name.to_string();
         let outcomes = Outcome::ALL.map(|outcome| {
@@ -78,7 +82,13 @@ impl Deployed {
             outcomes,
             duration,
             stats: CallStats::default(),
+            logs,
         }
+    }
+
+    /// Its log: what its calls wrote and how failing calls failed.
+    pub fn logs(&self) -> &Arc<LogRing> {
+        &self.logs
     }
 
     /// A `wasi:http` component's route and allowed outbound hosts.
@@ -182,6 +192,7 @@ pub struct Registry {
     metrics: Arc<NodeMetrics>,
     residency: Arc<Residency>,
     quarantine_after: u32,
+    logs: Arc<FunctionLogs>,
     table: ArcSwap<Table>,
     /// The functions mounted on a route, most specific route first; rebuilt with the table.
     routes: ArcSwap<Vec<Arc<Deployed>>>,
@@ -197,6 +208,7 @@ impl Registry {
         metrics: Arc<NodeMetrics>,
         resident_budget_bytes: u64,
         quarantine_after: u32,
+        logs: Arc<FunctionLogs>,
     ) -> Self {
         Self {
             residency: Arc::new(Residency::new(
@@ -210,6 +222,7 @@ impl Registry {
             blobs,
             metrics,
             quarantine_after,
+            logs,
             table: ArcSwap::from_pointee(Table::new()),
             routes: ArcSwap::from_pointee(Vec::new()),
             changes: tokio::sync::Mutex::new(()),
@@ -521,7 +534,8 @@ impl Registry {
 
     fn deployed(&self, record: FunctionRecord) -> Deployed {
         let key = self.next_key.fetch_add(1, Ordering::Relaxed);
-        Deployed::new(key, record, &self.metrics, self.quarantine_after)
+        let logs = self.logs.ring(&record.name.as_str().into());
+        Deployed::new(key, record, &self.metrics, self.quarantine_after, logs)
     }
 
     /// Takes a removed or replaced function out of the resident set and out of the quarantine

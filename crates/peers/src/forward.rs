@@ -124,6 +124,30 @@ impl Forwarder {
 }
 
 impl Forwarder {
+    /// Sends `GET path_and_query` to the node `node` at `url`: a read of the peer's own state
+    /// (its functions' logs), whose response streams back as it arrives.
+    pub async fn get(
+        &self,
+        node: &str,
+        url: &str,
+        path_and_query: &str,
+    ) -> Result<hyper::Response<Incoming>, ForwardError> {
+        let target = format!("{}{path_and_query}", url.trim_end_matches('/'));
+        let unreachable = |detail: String| ForwardError::Unreachable {
+            node: node.to_owned(),
+            url: url.to_owned(),
+            detail,
+        };
+        let request = hyper::Request::get(&target)
+            .header(FORWARDED_BY, self.me.clone())
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| unreachable(format!("not a URL mote can send to: {e}")))?;
+        self.client
+            .request(request)
+            .await
+            .map_err(|e| unreachable(error_chain(&e)))
+    }
+
     /// Tells the node at `api` that this node's store replica serves its peers at
     /// `store_peer`, so that its replica pulls from this one (the edge set-up's join).
     pub async fn introduce(&self, api: &str, me: &str, store_peer: &str) -> Result<(), String> {

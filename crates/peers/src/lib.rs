@@ -424,6 +424,47 @@ impl Peers {
         self.node.get(name).is_some()
     }
 
+    /// Sends `GET` of the path `path_for` gives a member (a function's logs, asked with
+    /// `local=true` so that a peer does not ask its own peers again) to every other member it
+    /// gives one for, at once, and gives each one's response, or why it gave none within
+    /// `wait`, by member.
+    pub async fn fetch_logs(
+        &self,
+        path_for: impl Fn(&NodeName) -> Option<String>,
+        wait: Duration,
+    ) -> Vec<(
+        NodeName,
+        Result<hyper::Response<hyper::body::Incoming>, ForwardError>,
+    )> {
+        let mut asks = tokio::task::JoinSet::new();
+        for (peer, url) in self.others() {
+            let Some(path) = path_for(&peer) else {
+                continue;
+            };
+            let forwarder = self.forwarder.clone();
+            asks.spawn(async move {
+                let response =
+                    tokio::time::timeout(wait, forwarder.get(peer.as_str(), &url, &path))
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(ForwardError::Unreachable {
+                                node: peer.to_string(),
+                                url,
+                                detail: format!("no answer within {} ms", wait.as_millis()),
+                            })
+                        });
+                (peer, response)
+            });
+        }
+        let mut answers = Vec::new();
+        while let Some(answer) = asks.join_next().await {
+            if let Ok(answer) = answer {
+                answers.push(answer);
+            }
+        }
+        answers
+    }
+
     /// The other members, by name, with their URLs.
     pub(crate) fn others(&self) -> Vec<(NodeName, String)> {
         lock(&self.placement)

@@ -12,6 +12,7 @@ use crate::entry::{self, CallOutput, Failure, Fiber};
 use crate::error::CallError;
 use crate::function::{Entry, Function};
 use crate::gate::{HostIo, MicrotaskState, PhaseGate};
+use crate::guest_log::GuestLog;
 use crate::state::{CallState, Deadline};
 use bytes::Bytes;
 use mote_types::Limits;
@@ -53,15 +54,16 @@ impl Runtime {
             started: Instant::now(),
             input,
         };
-        self.call_then(call, |result| result)
+        self.call_then(call, |result, _log| result)
     }
 
-    /// Runs `call` on the current thread and gives the result to `finish` before the instance is
-    /// torn down, so a reply sent from `finish` does not wait for the memory reset.
+    /// Runs `call` on the current thread and gives the result and what the guest logged to
+    /// `finish` before the instance is torn down, so a reply sent from `finish` does not wait
+    /// for the memory reset.
     pub fn call_then<R>(
         &self,
         call: Call<'_>,
-        finish: impl FnOnce(Result<CallOutput, CallError>) -> R,
+        finish: impl FnOnce(Result<CallOutput, CallError>, GuestLog) -> R,
     ) -> R {
         assert!(
             !call.function.is_microtask(),
@@ -71,7 +73,8 @@ impl Runtime {
         let mut store = self.new_store(&call, None);
         self.arm_deadline(&mut store, call.limits, false);
         let result = entry::run_blocking(call.function, &mut store, call.input);
-        let value = finish(entry::finish(call.function, call.limits, &store, result));
+        let (result, log) = entry::finish(call.function, call.limits, &mut store, result);
+        let value = finish(result, log);
         drop(store);
         value
     }
@@ -79,13 +82,14 @@ impl Runtime {
     /// Runs `call`, of a microtask function (see [`Function::is_microtask`]), in a fresh
     /// instance, its phases and waits going through `gate` and its object calls through `io`.
     /// The future must be polled on a Tokio runtime with its timer enabled; the budget covers
-    /// waits. Dropping the future cancels the call.
+    /// waits. Dropping the future cancels the call. It resolves to the result and what the
+    /// guest logged.
     pub async fn call_microtask(
         &self,
         call: Call<'_>,
         gate: Box<dyn PhaseGate>,
         io: HostIo,
-    ) -> Result<CallOutput, CallError> {
+    ) -> (Result<CallOutput, CallError>, GuestLog) {
         assert!(
             call.function.is_microtask(),
             "{} declares no microtasks; run it with Runtime::call_then",
@@ -105,7 +109,7 @@ impl Runtime {
                 }))
             }
         };
-        entry::finish(call.function, call.limits, &store, result)
+        entry::finish(call.function, call.limits, &mut store, result)
     }
 
     /// A store for `call`, with its limits; the caller arms the deadline.
@@ -224,7 +228,7 @@ mod tests {
             started: before,
             input: b"",
         };
-        let (entered, finished, second) = rt.call_then(call, |r| {
+        let (entered, finished, second) = rt.call_then(call, |r, _log| {
             let second = rt.call(&f, &name, Limits::default(), b"");
             (r.unwrap().entered, Instant::now(), second)
         });

@@ -12,7 +12,7 @@
 
 use crate::error::CallError;
 use crate::function::{Code, Entry, Function};
-use crate::host::log_output;
+use crate::guest_log::{GuestLog, LogStream};
 use crate::state::CallState;
 use bytes::Bytes;
 use mote_types::{Limits, abi};
@@ -183,30 +183,38 @@ impl From<wasmtime::Error> for Failure {
     }
 }
 
-/// Logs what the guest wrote to its standard streams and classifies a failure. Every call ends
-/// here, however it ended (a timeout included), so nothing a guest wrote is lost.
+/// Keeps what the guest wrote to its standard streams in its log, classifies a failure, and
+/// hands the log over with the result. Every call ends here, however it ended (a timeout
+/// included), so nothing a guest wrote is lost.
 pub(crate) fn finish(
     function: &Function,
     limits: Limits,
-    store: &Store<CallState>,
+    store: &mut Store<CallState>,
     result: Result<CallOutput, Failure>,
-) -> Result<CallOutput, CallError> {
-    let state = store.data();
+) -> (Result<CallOutput, CallError>, GuestLog) {
+    let state = store.data_mut();
     let stderr = match state.stdio_if_used() {
         Some(io) => {
             let stderr = io.stderr.contents();
-            log_output(&state.function, &stderr);
-            if matches!(function.entry(), Some(Entry::MoteAbi { .. })) {
-                log_output(&state.function, &io.stdout.contents());
-            }
+            let stdout = match function.entry() {
+                Some(Entry::MoteAbi { .. }) => io.stdout.contents(),
+                _ => Bytes::new(),
+            };
+            state
+                .log
+                .push_output(&state.function, LogStream::Stderr, &stderr);
+            state
+                .log
+                .push_output(&state.function, LogStream::Stdout, &stdout);
             stderr
         }
         None => Bytes::new(),
     };
-    result.map_err(|e| match e {
+    let result = result.map_err(|e| match e {
         Failure::Call(e) => classify(e, state, limits, &stderr),
         Failure::Known(e) => e,
-    })
+    });
+    (result, std::mem::take(&mut state.log))
 }
 
 /// The instance `instantiate` made, or the call's failure: a limit the limiter refused is

@@ -13,7 +13,7 @@
 //! that says so.
 
 use crate::error::{CompileError, RuntimeError};
-use crate::host::log_output;
+use crate::host::trace_line;
 use crate::state::CallLimiter;
 use crate::ticker::{EpochTicker, TickerPeriods};
 use mote_jobs::{DatasetId, Input, Program, ProgramBuilder, ProgramError, Stage, StageKind};
@@ -553,7 +553,7 @@ fn add_job_functions(linker: &mut Linker<JobState>) -> wasmtime::Result<()> {
         |mut c: Caller<'_, JobState>, ptr: i32, len: i32| -> wasmtime::Result<()> {
             let line =
                 String::from_utf8_lossy(&read_bytes(&mut c, ptr, len, MAX_NAME)?).into_owned();
-            log_output(&c.data().ctx.function, line.as_bytes());
+            trace_line(&c.data().ctx.function, &line);
             c.data_mut().last_log = Some(line);
             Ok(())
         },

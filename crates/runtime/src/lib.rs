@@ -21,10 +21,12 @@
 //!   checked against the function's allowed hosts.
 //! - A job module (a Canary job's driver and tasks) runs on a [`JobEngine`] of its own, in
 //!   instances that live as long as the partitions they hold (`job`).
+//! - Every call hands back what its guest logged ([`GuestLog`]: `mote.log` lines, stderr)
+//!   with its result, for the node to keep in the function's log (`guest_log`).
 //! - `state` is what a call keeps in its `Store`; `host` registers the host functions guests may
 //!   import; `gate` is what the node provides to microtask calls.
 //!
-//! Modules depend one way: `gate` <- `state` <- `host` <- `proxy` <- `function` <- `entry` <-
+//! Modules depend one way: `gate`, `guest_log` <- `state` <- `host` <- `proxy` <- `function` <- `entry` <-
 //! `engine` (with `artifact`, `ticker`) <- `call`.
 //!
 //! Per call the guest gets: a linear memory capped by `memory_mb` (enforced by a
@@ -40,6 +42,7 @@ mod entry;
 mod error;
 mod function;
 mod gate;
+mod guest_log;
 mod host;
 mod job;
 mod proxy;
@@ -53,6 +56,7 @@ pub use entry::CallOutput;
 pub use error::{CallError, CompileError, RuntimeError};
 pub use function::Function;
 pub use gate::{GateFuture, HostIo, PhaseGate};
+pub use guest_log::{GuestLog, LogLine, LogStream, MAX_LINE_BYTES, MAX_LINES, cut_line};
 pub use job::{JobContext, JobEngine, JobError, JobInstance, JobModule, TaskOutput};
 pub use proxy::{BodyError, ProxyAnswer, ProxyCall, ProxyResponse, ResponseBody};
 pub use ticker::{EpochTicker, TickerPeriods};

@@ -13,6 +13,7 @@
 
 use crate::error::{CallError, CompileError};
 use crate::gate::HostIo;
+use crate::guest_log::{GuestLog, LogStream};
 use crate::state::{CallLimiter, Deadline};
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -259,21 +260,22 @@ fn missing_import(msg: &str) -> Option<&str> {
 impl crate::Runtime {
     /// Serves one request with `call`'s component in a fresh instance. The response goes to
     /// `respond` as soon as the guest sets it, so its body streams while the guest writes; the
-    /// future resolves when the guest returns (or fails), with what the ledger settles. It must
-    /// be polled on a Tokio runtime with its timer; dropping it stops the guest.
+    /// future resolves when the guest returns (or fails), with what the ledger settles and what
+    /// the guest wrote to stderr. It must be polled on a Tokio runtime with its timer; dropping
+    /// it stops the guest.
     pub async fn serve_http<B>(
         &self,
         call: ProxyCall<'_>,
         request: http::Request<B>,
         respond: oneshot::Sender<ProxyAnswer>,
         io: &HostIo,
-    ) -> Result<crate::CallOutput, CallError>
+    ) -> (Result<crate::CallOutput, CallError>, GuestLog)
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: std::error::Error + Send + Sync + 'static,
     {
         let Some(code) = call.function.proxy() else {
-            return Err(CallError::NotProxy);
+            return (Err(CallError::NotProxy), GuestLog::default());
         };
         let deadline = call.started + call.limits.timeout();
         let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
@@ -320,7 +322,13 @@ impl crate::Runtime {
             })?;
             Ok((request, out))
         })();
-        let (request, out) = setup.map_err(|e| CallError::BadRequest(format!("{e:#}")))?;
+        let (request, out) = match setup {
+            Ok(setup) => setup,
+            Err(e) => {
+                let error = CallError::BadRequest(format!("{e:#}"));
+                return (Err(error), GuestLog::default());
+            }
+        };
         let run = async {
             let proxy = match code.pre.instantiate_async(&mut store).await {
                 Ok(proxy) => proxy,
@@ -357,8 +365,13 @@ impl crate::Runtime {
                 timeout_us: call.limits.timeout_us,
             }),
         };
-        crate::host::log_output(call.name, &store.data().stderr.contents());
-        output
+        let mut log = GuestLog::default();
+        log.push_output(
+            call.name,
+            LogStream::Stderr,
+            &store.data().stderr.contents(),
+        );
+        (output, log)
     }
 }
 

@@ -1,9 +1,10 @@
 //! The state one call keeps inside its wasmtime `Store`: its limits and deadline, its name and
-//! log budget, its standard I/O when it uses WASI, and its gate when it declares microtasks.
+//! log, its standard I/O when it uses WASI, and its gate when it declares microtasks.
 //! Host functions read and write it through `Caller::data`; the entry path reads it afterwards
 //! to tell a timeout or a memory limit from an ordinary trap.
 
 use crate::gate::MicrotaskState;
+use crate::guest_log::GuestLog;
 use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Instant;
@@ -43,8 +44,8 @@ pub(crate) struct CallState {
     /// a microtask call.
     pub(crate) timed_out: bool,
     pub(crate) function: Arc<str>,
-    /// `mote.log` lines written so far.
-    pub(crate) log_lines: u32,
+    /// What the guest wrote to its log; empty (and unallocated) unless it wrote something.
+    pub(crate) log: GuestLog,
     /// What a WASI command reads on stdin.
     stdin: Bytes,
     pub(crate) max_response_bytes: usize,
@@ -80,7 +81,7 @@ impl CallState {
             deadline,
             timed_out: false,
             function,
-            log_lines: 0,
+            log: GuestLog::default(),
             stdin,
             max_response_bytes,
             wasi: None,

@@ -441,10 +441,8 @@ mod tests {
             started: Instant::now(),
             input: b"",
         };
-        let result =
-            s.rt.call_microtask(call, gate, s.io.clone())
-                .await
-                .map(|o| o.body);
+        let (result, _log) = s.rt.call_microtask(call, gate, s.io.clone()).await;
+        let result = result.map(|o| o.body);
         let events = events.lock().unwrap().clone();
         (result, events)
     }

@@ -7,7 +7,7 @@
 mod log;
 mod microtask;
 
-pub(crate) use log::log_output;
+pub(crate) use log::trace_line;
 
 use crate::state::CallState;
 use mote_types::abi;

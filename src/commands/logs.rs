@@ -1,0 +1,97 @@
+//! `mote logs NAME [-f] [--tail N] [--json]`: a function's log (`GET
+//! /v1/functions/NAME/logs`), one line per entry for a human, or the API's NDJSON as it is.
+
+use super::client::{Server, base, request};
+use anyhow::Context;
+use clap::Args;
+use serde::Deserialize;
+use std::io::{BufRead, BufReader, Write};
+
+/// Options of `mote logs`.
+#[derive(Args)]
+pub struct LogsArgs {
+    /// The function whose log to show.
+    name: String,
+    /// Keep printing entries as calls write them, until interrupted or the server stops.
+    #[arg(long, short = 'f')]
+    follow: bool,
+    /// Only the newest N entries [default: every entry kept].
+    #[arg(long, value_name = "N")]
+    tail: Option<usize>,
+    /// Print the entries as the API gives them: one JSON object per line.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    server: Server,
+}
+
+/// An entry of a function's log, as far as a human sees it.
+#[derive(Deserialize)]
+struct Entry {
+    time: String,
+    node: String,
+    call: String,
+    stream: String,
+    outcome: String,
+    text: String,
+}
+
+impl Entry {
+    /// `TIME NODE CALL STREAM TEXT`; a failed call's outcome is named with its stream.
+    fn show(&self) -> String {
+        let call = if self.call.is_empty() {
+            "-"
+        } else {
+            &self.call
+        };
+        let stream = match self.outcome.as_str() {
+            "" | "ok" => self.stream.clone(),
+            outcome => format!("{}/{outcome}", self.stream),
+        };
+        format!("{} {} {call} {stream}: {}", self.time, self.node, self.text)
+    }
+}
+
+/// `mote logs NAME`.
+pub fn logs(args: LogsArgs) -> anyhow::Result<()> {
+    let mut url = format!("{}/v1/functions/{}/logs", base(&args.server), args.name);
+    let mut params = Vec::new();
+    if let Some(tail) = args.tail {
+        params.push(format!("tail={tail}"));
+    }
+    if args.follow {
+        params.push("follow=true".to_owned());
+    }
+    if !params.is_empty() {
+        url = format!("{url}?{}", params.join("&"));
+    }
+    // A followed log has no end: no timeout but the connection's own.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let response = match agent.get(&url).call() {
+        Ok(response) if response.status().is_success() => response,
+        // Not a log: fails with the server's message, as every client command does.
+        other => return request(&args.server, other).map(drop),
+    };
+    let reader = BufReader::new(response.into_body().into_reader());
+    let mut out = std::io::stdout().lock();
+    for line in reader.lines() {
+        let line = line.context("reading the log")?;
+        if line.is_empty() {
+            continue;
+        }
+        if args.json {
+            writeln!(out, "{line}")?;
+        } else {
+            let entry: Entry = serde_json::from_str(&line)
+                .with_context(|| format!("the server sent a line that is not an entry: {line}"))?;
+            writeln!(out, "{}", entry.show())?;
+        }
+        if args.follow {
+            out.flush()?;
+        }
+    }
+    Ok(())
+}
