@@ -129,12 +129,13 @@ fn run_job(args: RunArgs) -> anyhow::Result<()> {
         println!("{}", status.id);
         return Ok(());
     }
-    let progress = Progress::spinner(&format!(
+    eprintln!(
         "job {} started: {} partitions on {} workers",
         status.id,
         status.partitions,
         status.workers.len()
-    ));
+    );
+    let progress = Progress::spinner(&format!("job {}: starting", status.id));
     while status.state == JobState::Running {
         std::thread::sleep(Duration::from_millis(200));
         status = fetch(&args.server, &status.id)?;

@@ -123,6 +123,8 @@ fn every_route_refuses_missing_and_wrong_credentials() {
         ("GET", "/metrics".into(), b"", "read"),
         ("GET", "/v1/functions".into(), b"", "read"),
         ("GET", "/v1/functions/hello".into(), b"", "read"),
+        ("GET", "/v1/functions/hello/logs".into(), b"", "read"),
+        ("GET", "/v1/dashboard".into(), b"", "read"),
         ("PUT", "/v1/functions/another".into(), hello, "deploy"),
         ("POST", "/v1/functions/hello/release".into(), b"", "deploy"),
         ("DELETE", "/v1/functions/echo".into(), b"", "deploy"),
@@ -260,8 +262,11 @@ fn every_route_refuses_missing_and_wrong_credentials() {
             );
         }
     }
-    // What needs nothing.
-    assert_eq!(send("GET", &format!("{url}/healthz"), &[], b"").status, 200);
+    // What needs nothing: health checks and the dashboard's page, which holds no data.
+    for open in ["/healthz", "/ui", "/ui/app.js"] {
+        let r = send("GET", &format!("{url}{open}"), &[], b"");
+        assert_eq!(r.status, 200, "{open}: {}", r.body);
+    }
     let unrouted = send("GET", &format!("{url}/nothing-here"), &[], b"");
     assert_eq!(unrouted.status, 404, "{}", unrouted.body);
 }

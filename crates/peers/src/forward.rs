@@ -121,9 +121,7 @@ impl Forwarder {
                 }
             })
     }
-}
 
-impl Forwarder {
     /// Sends `GET path_and_query` to the node `node` at `url`: a read of the peer's own state
     /// (its functions' logs), whose response streams back as it arrives.
     pub async fn get(
@@ -143,7 +141,7 @@ impl Forwarder {
             .body(Full::new(Bytes::new()))
             .map_err(|e| unreachable(format!("not a URL mote can send to: {e}")))?;
         self.client
-            .request(request)
+            .request(self.signed(request))
             .await
             .map_err(|e| unreachable(error_chain(&e)))
     }
