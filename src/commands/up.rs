@@ -410,16 +410,14 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
         }
     };
     let tls = security.identity.as_ref().map(|i| i.server_config());
-    let server = mote_gateway::serve(
-        listener,
-        tls,
+    let api = mote_gateway::Api {
         node,
-        peers.clone(),
+        peers: peers.clone(),
         jobs,
-        config,
         access,
-        signal,
-    );
+        config,
+    };
+    let server = mote_gateway::serve(listener, tls, api, signal);
     let stop_timeout = Duration::from_secs(args.stop_timeout_s);
     tokio::select! {
         served = server => served?,

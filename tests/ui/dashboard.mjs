@@ -1,8 +1,7 @@
 // The dashboard in a real headless Chromium against a real `mote up`: the page loads from the
 // node, reads the live stream, and shows what the API says; it goes "disconnected" when the node
-// stops and live again when it is back; and its token handling works against a node that asks
-// for one (here a small proxy in front of the node that answers 401 without the token, as the
-// API does).
+// stops and live again when it is back; and its token handling works against a second real node
+// that asks for one (`--require-tokens`), with tokens made through its API.
 //
 //   node tests/ui/dashboard.mjs [path/to/mote]
 //
@@ -11,8 +10,7 @@
 // set-up so that the cluster and store panels have something to show.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import http from "node:http";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -20,7 +18,6 @@ import { Browser } from "./cdp.mjs";
 
 const MOTE = resolve(process.argv[2] || "target/release/mote");
 const NODE_NAME = "edge-1";
-const TOKEN = "s3cret-read-token";
 
 // Two functions besides the examples, hand-assembled (the mote ABI: `memory`, `mote_alloc`,
 // `mote_handle`): one traps, one busy-loops for about 30 million iterations.
@@ -121,32 +118,6 @@ function traffic(base) {
   };
 }
 
-/** A node that asks for a token: 401 with an API-style error without it, the node's answer with it. */
-function tokenProxy(base) {
-  const target = new URL(base);
-  const server = http.createServer((req, res) => {
-    const needsToken = req.url.startsWith("/v1/");
-    if (needsToken && req.headers.authorization !== `Bearer ${TOKEN}`) {
-      const error = req.headers.authorization
-        ? "the token is not valid: it is unknown or expired; ask an admin for a new one"
-        : "this API needs a token with the `read` scope: send Authorization: Bearer TOKEN";
-      res.writeHead(401, { "content-type": "application/json" });
-      res.end(JSON.stringify({ error }));
-      return;
-    }
-    const upstream = http.request(
-      { host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers },
-      (up) => {
-        res.writeHead(up.statusCode, up.headers);
-        up.pipe(res);
-      },
-    );
-    upstream.on("error", () => res.destroy());
-    req.pipe(upstream);
-  });
-  return new Promise((r) => server.listen(0, "127.0.0.1", () => r(server)));
-}
-
 const rowCalls = (name) => `Number(document.querySelector('#functions tr[data-function="${name}"] [data-field=calls]')?.dataset.value ?? -1)`;
 
 async function main() {
@@ -168,7 +139,7 @@ async function main() {
   const port = new URL(base).port;
   const browser = await Browser.launch();
   let stopTraffic = null;
-  let proxy = null;
+  let guarded = null;
   try {
     await deploy(base, "trap", TRAP);
     await deploy(base, "slow", SLOW);
@@ -286,45 +257,107 @@ async function main() {
     await page.waitFor(`document.querySelector('#conn').dataset.state === 'live' && Number(document.body.dataset.updates) > ${updates}`, "the page to reconnect", 30000);
     ok("the page reconnects when the node is back");
 
-    // A node that asks for a token.
-    proxy = await tokenProxy(mote.base);
-    const guarded = `http://127.0.0.1:${proxy.address().port}`;
+    // A node that asks for a token: a second real node with --require-tokens (no limit on failed
+    // authentications, as this part fails on purpose), its admin token from DATA/admin.token, and
+    // a `read` and an `invoke`-only token made through its API.
+    guarded = await startMote(join(data, "guarded"), "127.0.0.1:0", {
+      name: "guarded",
+      extra: ["--require-tokens", "--auth-failures-per-minute", "0"],
+    });
+    const gbase = guarded.base;
+    const admin = readFileSync(join(data, "guarded", "admin.token"), "utf8").trim();
+    assert.match(admin, /^mote_[0-9a-f]{64}$/, "the admin token in DATA/admin.token");
+    const makeToken = async (name, scopes) => {
+      const res = await fetch(`${gbase}/v1/tokens`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${admin}`, "content-type": "application/json" },
+        body: JSON.stringify({ name, scopes }),
+      });
+      assert.equal(res.status, 201, `POST /v1/tokens for ${name}: ${await res.clone().text()}`);
+      const made = await res.json();
+      assert.deepEqual(made.scopes, scopes);
+      return made.token;
+    };
+    const readToken = await makeToken("viewer", ["read"]);
+    const invokeToken = await makeToken("caller", ["invoke"]);
+    // What the API itself says to the page's request (the stream) without a token, with a wrong
+    // one and with one lacking `read`: the page must show these words.
+    const refusal = async (token, status) => {
+      const res = await fetch(`${gbase}/v1/dashboard/events`, { headers: token ? { Authorization: `Bearer ${token}` } : {} });
+      assert.equal(res.status, status, `GET /v1/dashboard/events with ${token ? "a token" : "no token"}`);
+      const { error } = await res.json();
+      assert.ok(error, "the refusal has an error message");
+      return error;
+    };
+    const noTokenError = await refusal(null, 401);
+    assert.match(noTokenError, /`read` scope/);
+    const wrongTokenError = await refusal("wrong", 401);
+    const forbiddenError = await refusal(invokeToken, 403);
+    assert.match(forbiddenError, /needs `read`/);
+    assert.equal((await fetch(`${gbase}/ui`)).status, 200, "/ui needs no token");
+    const callHello = async (n) => {
+      for (let i = 0; i < n; i++) {
+        const res = await fetch(`${gbase}/v1/invoke/hello`, { method: "POST", headers: { Authorization: `Bearer ${invokeToken}` }, body: "guarded" });
+        await res.arrayBuffer();
+        assert.equal(res.status, 200, "the invoke-only token calls a function");
+      }
+    };
+    await callHello(5);
+    ok("a node started with --require-tokens refuses without a token, and makes read and invoke-only tokens");
+
     const signin = await browser.newPage();
-    await signin.goto(`${guarded}/ui`);
+    await signin.goto(`${gbase}/ui`);
     await signin.waitFor("!document.querySelector('#signin').hidden", "the token form");
-    assert.match(await signin.eval("document.querySelector('#token-error').textContent"), /needs a token with the `read` scope/);
+    assert.equal(await signin.eval("document.querySelector('#token-error').textContent"), noTokenError);
     assert.equal(await signin.eval("document.querySelector('#conn').dataset.state"), "signed-out");
+    ok("without a token the page shows the token form with the API's 401 message");
     const submit = (token) => signin.eval(`(() => { document.querySelector('#token-input').value = ${JSON.stringify(token)}; document.querySelector('#token-form').requestSubmit(); return true; })()`);
+    const formSays = (message) => `!document.querySelector('#signin').hidden && document.querySelector('#token-error').textContent === ${JSON.stringify(message)}`;
     await submit("wrong");
-    await signin.waitFor("/not valid/.test(document.querySelector('#token-error').textContent) && !document.querySelector('#signin').hidden", "the API's error for a wrong token");
-    await submit(TOKEN);
-    await signin.waitFor("document.querySelector('#signin').hidden && Number(document.body.dataset.updates) >= 1", "live data with the token");
-    assert.equal(await signin.eval("localStorage.getItem('mote.token')"), TOKEN);
-    ok("the page asks for a token, shows the API's error, and signs in with the right one");
+    await signin.waitFor(formSays(wrongTokenError), "the API's 401 message for a wrong token");
+    assert.equal(await signin.eval("document.querySelector('#conn').dataset.state"), "signed-out");
+    ok("a wrong token is refused: the form stays, with the API's message");
+    await submit(invokeToken);
+    await signin.waitFor(formSays(forbiddenError), "the API's 403 message for a token without `read`");
+    assert.equal(await signin.eval("Number(document.body.dataset.updates || 0)"), 0, "no data reached the page before signing in");
+    ok(`a token without the read scope is refused with the API's 403: "${forbiddenError}"`);
+    await submit(readToken);
+    await signin.waitFor("document.querySelector('#signin').hidden && document.querySelector('#conn').dataset.state === 'live' && Number(document.body.dataset.updates) >= 2", "live data with the read token");
+    assert.equal(await signin.eval("localStorage.getItem('mote.token')"), readToken);
+    for (const name of ["hello", "echo", "wc"]) {
+      assert.ok(await signin.eval(`!!document.querySelector('#functions tr[data-function="${name}"]')`), `the signed-in page has a row for ${name}`);
+    }
+    await signin.waitFor(`${rowCalls("hello")} >= 5`, "hello's calls on the guarded node");
+    await callHello(5);
+    await signin.waitFor(`${rowCalls("hello")} >= 10`, "hello's calls to grow with live updates");
+    ok("the read token signs the page in: function rows and live updates arrive");
     await signin.eval("document.querySelector('#sign-out').click(), true");
-    await signin.waitFor("!document.querySelector('#signin').hidden", "the token form after signing out");
+    await signin.waitFor(formSays(noTokenError), "the token form after signing out");
     assert.equal(await signin.eval("localStorage.getItem('mote.token')"), null);
-    ok("signing out forgets the token");
-    // A link with the token, opened as the CLI would: a new page, no token kept.
+    assert.equal(await signin.eval("document.querySelector('#conn').dataset.state"), "signed-out");
+    ok("signing out forgets the token and brings the form back");
+    // A link with the token, opened as the CLI would: a new page, no token kept (sign-out above
+    // removed it from this origin's storage).
     const linked = await browser.newPage();
-    await linked.goto(`${guarded}/ui#token=${encodeURIComponent(TOKEN)}`);
+    await linked.goto(`${gbase}/ui#token=${encodeURIComponent(readToken)}`);
     await linked.waitFor("document.querySelector('#signin').hidden && Number(document.body.dataset.updates) >= 1", "live data with the token from the address");
     assert.equal(await linked.eval("location.hash"), "");
-    assert.equal(await linked.eval("localStorage.getItem('mote.token')"), TOKEN);
+    assert.equal(await linked.eval("location.href"), `${gbase}/ui`);
+    assert.equal(await linked.eval("localStorage.getItem('mote.token')"), readToken);
     ok("#token= in the address signs the page in and leaves the address bar");
     // The same on a page already open, signed out: the fragment changes, the page does not reload.
-    await signin.eval(`(location.hash = ${JSON.stringify(`#token=${TOKEN}`)}, true)`);
+    await signin.eval(`(location.hash = ${JSON.stringify(`#token=${readToken}`)}, true)`);
     await signin.waitFor("document.querySelector('#signin').hidden && document.querySelector('#conn').dataset.state === 'live' && location.hash === ''", "the open page to take the token from its address");
     ok("an open page takes #token= too");
     for (const p of [signin, linked]) {
-      assert.deepEqual(p.errors.filter((e) => !/401/.test(e)), [], "no script errors beyond the expected 401s");
+      assert.deepEqual(p.errors.filter((e) => !/\b40[13]\b/.test(e)), [], "no script errors beyond the expected 401s and 403s");
     }
   } finally {
     if (stopTraffic) await stopTraffic();
-    if (proxy) proxy.close();
     await browser.close();
     await stopMote(mote.child);
     if (second) await stopMote(second.child);
+    if (guarded) await stopMote(guarded.child);
     rmSync(data, { recursive: true, force: true });
   }
   // In libtest's words, so that scripts/test counts these with the Rust tests.

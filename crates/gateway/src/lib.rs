@@ -107,14 +107,30 @@ struct Gateway {
     access: Arc<Access>,
 }
 
-/// Builds the API's router over `node`, a member of the cluster `peers`, guarded by `access`.
-pub fn router(
-    node: Arc<Node>,
-    peers: Arc<Peers>,
-    jobs: Arc<JobService>,
-    config: GatewayConfig,
-    access: Arc<Access>,
-) -> Router {
+/// What the API serves: a node, a member of the cluster `peers`, with its jobs, guarded by
+/// `access`, within `config`'s limits.
+pub struct Api {
+    /// The node.
+    pub node: Arc<Node>,
+    /// Its cluster.
+    pub peers: Arc<Peers>,
+    /// Its side of jobs.
+    pub jobs: Arc<JobService>,
+    /// Who may do what.
+    pub access: Arc<Access>,
+    /// Limits of the HTTP layer.
+    pub config: GatewayConfig,
+}
+
+/// Builds the router that serves `api`.
+pub fn router(api: Api) -> Router {
+    let Api {
+        node,
+        peers,
+        jobs,
+        access,
+        config,
+    } = api;
     let name = HeaderValue::from_str(peers.name()).expect("node names are header-safe");
     let dashboard = dashboard::router(node.clone(), peers.clone(), jobs.clone());
     let gateway = Gateway {
@@ -172,22 +188,17 @@ pub fn router(
 pub async fn serve(
     listener: tokio::net::TcpListener,
     tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
-    node: Arc<Node>,
-    peers: Arc<Peers>,
-    jobs: Arc<JobService>,
-    config: GatewayConfig,
-    access: Arc<Access>,
+    api: Api,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let logs = node.clone();
+    let logs = api.node.clone();
     let shutdown = async move {
         shutdown.await;
         // Followed logs never end by themselves: without this the server would wait for them.
         logs.logs().stop_following();
     };
     // Client addresses, for the log of refused requests and the limit on failures.
-    let app = router(node, peers, jobs, config, access)
-        .into_make_service_with_connect_info::<auth::ClientAddr>();
+    let app = router(api).into_make_service_with_connect_info::<auth::ClientAddr>();
     match tls {
         Some(tls) => {
             let listener = tls::TlsListener::new(listener, tls)?;
