@@ -20,11 +20,7 @@ struct Answer {
 }
 
 fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(60)))
-        .build()
-        .into()
+    Platform::agent_trusting(None)
 }
 
 /// `method` on `url` with `headers` and `body`.
