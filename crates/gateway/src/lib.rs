@@ -521,8 +521,9 @@ fn unreachable_names(nodes: &[NodeName]) -> String {
 
 /// Names the call a response answers, as its function's log entries name it.
 fn name_call(gw: &Gateway, response: &mut Response, call: Option<CallId>) {
+    // The rendered id's buffer becomes the header's without a copy.
     if let Some(call) = call
-        && let Ok(id) = HeaderValue::from_str(&call.render(gw.peers.name()))
+        && let Ok(id) = HeaderValue::from_maybe_shared(Bytes::from(call.render(gw.peers.name())))
     {
         response.headers_mut().insert(MOTE_CALL_ID, id);
     }
