@@ -1,6 +1,6 @@
 //! What `mote up` sets up for access control: whether tokens are required (always off loopback
 //! unless `--insecure`), the admin token made on first start (`DATA/admin.token`), the cluster
-//! secret, and the live token table followed from the store.
+//! secret when a node alone needs one, and the token table as the store holds it at start.
 
 use super::client::ADMIN_TOKEN_FILE;
 use anyhow::Context;
@@ -22,8 +22,6 @@ const CLUSTER_SECRET_FILE: &str = "cluster.secret";
 pub struct AccessOptions {
     /// Whether requests need tokens ([`tokens_required`]).
     pub tokens_required: bool,
-    /// The cluster's secret, if it has one.
-    pub cluster_secret: Option<ClusterSecret>,
     /// Failed authentications allowed per client address and minute.
     pub failures_per_minute: u32,
 }
@@ -47,6 +45,7 @@ pub async fn set_up(
     data: &Path,
     store: &EtcdStore,
     node: &str,
+    grants: Arc<Grants>,
 ) -> anyhow::Result<Arc<Access>> {
     let tokens = TokenStore::new(store.clone());
     let admin = data.join(ADMIN_TOKEN_FILE);
@@ -65,9 +64,10 @@ pub async fn set_up(
             admin.display()
         );
     }
-    let grants = Arc::new(Grants::new());
+    // Loaded before the node serves, so that no good token is refused at start; the node's
+    // watch keeps it current from then on (`mote_peers`, which follows the token records).
     tokens
-        .follow(&grants)
+        .load(&grants)
         .await
         .context("cannot read the token records")?;
     Ok(Arc::new(Access {
@@ -75,7 +75,6 @@ pub async fn set_up(
         grants,
         tokens,
         failures: FailureLimiter::new(options.failures_per_minute, Duration::from_secs(60)),
-        cluster_secret: options.cluster_secret.clone(),
     }))
 }
 

@@ -48,6 +48,19 @@ impl Server {
         Ok(self.authorize(agent(self)?.post(url)))
     }
 
+    /// POSTs `body` as JSON to `url`, with the token, and reads the answer as [`request`] does.
+    pub(crate) fn post_json(
+        &self,
+        url: &str,
+        body: &impl serde::Serialize,
+    ) -> anyhow::Result<Vec<u8>> {
+        let sent = self
+            .post(url)?
+            .header("content-type", "application/json")
+            .send(serde_json::to_vec(body)?);
+        request(self, sent)
+    }
+
     /// A PUT to `url`, with the token.
     pub(crate) fn put(&self, url: &str) -> Builder<ureq::typestate::WithBody> {
         Ok(self.authorize(agent(self)?.put(url)))

@@ -117,13 +117,7 @@ fn run_job(args: RunArgs) -> anyhow::Result<()> {
         rebalance: Some(!args.no_rebalance),
     };
     let url = format!("{}/v1/jobs", base(&args.server));
-    let body = request(
-        &args.server,
-        args.server
-            .post(&url)?
-            .header("content-type", "application/json")
-            .send(serde_json::to_vec(&request_body)?),
-    )?;
+    let body = args.server.post_json(&url, &request_body)?;
     let mut status: JobStatus = serde_json::from_slice(&body).context("unexpected answer")?;
     if args.detach {
         println!("{}", status.id);

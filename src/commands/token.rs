@@ -65,13 +65,7 @@ pub fn run(command: TokenCommand) -> anyhow::Result<()> {
                 "scopes": args.scopes,
                 "replace": args.replace,
             });
-            let answer = request(
-                &args.server,
-                args.server
-                    .post(&url)?
-                    .header("content-type", "application/json")
-                    .send(serde_json::to_vec(&body)?),
-            )?;
+            let answer = args.server.post_json(&url, &body)?;
             let made: TokenInfo =
                 serde_json::from_slice(&answer).context("unexpected token response")?;
             let token = made.token.context("the server sent no token")?;

@@ -8,6 +8,7 @@ use super::security::{SecurityArgs, certificate_names};
 use anyhow::Context;
 use bytes::Bytes;
 use clap::Args;
+use mote_access::Grants;
 use mote_cluster::PlacementConfig;
 use mote_gateway::GatewayConfig;
 use mote_node::{ExecutorsConfig, MicrotaskConfig, MicrotaskMode, NodeConfig};
@@ -301,6 +302,7 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
             .map(|(url, peering)| (url, peering as Arc<dyn StorePeering>)),
         modules,
         access: security.access.clone(),
+        tokens: Arc::new(Grants::new()),
     };
     // Before the node loads anything: a second node under a taken name must not start at all.
     Peers::check_name(&state.etcd, &peers_config)
@@ -309,12 +311,12 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
     let access = super::access::set_up(
         &super::access::AccessOptions {
             tokens_required,
-            cluster_secret: security.access.secret.clone(),
             failures_per_minute: args.auth_failures_per_minute,
         },
         &args.data,
         &state.etcd,
         &name,
+        peers_config.tokens.clone(),
     )
     .await?;
     let node = start_node(&args.data, state.store.clone(), config).await?;

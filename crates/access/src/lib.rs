@@ -5,8 +5,9 @@
 //! - [`Token`]: a new secret, shown once; [`TokenRecord`]: what the state store keeps of it (its
 //!   name, scopes and sha256, never the token itself), under `/mote/tokens/NAME`.
 //! - [`Grants`]: the node's table of live tokens, swapped whole on every change so that a check
-//!   takes no lock; [`TokenStore`] writes records and follows them into the table, which is how
-//!   a token revoked on one node stops working on every node within the store's watch latency.
+//!   takes no lock; [`TokenStore`] writes records and loads them into the table. The node's
+//!   watch of the store (`mote_peers`) keeps the table current, which is how a token revoked on
+//!   one node stops working on every node within the watch's latency.
 //! - [`FailureLimiter`]: a client address that keeps failing gets 429 for a while.
 //!
 //! No I/O happens on a check: hashing the presented token and one map lookup.

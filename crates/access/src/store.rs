@@ -1,18 +1,14 @@
 //! Token records in the state store, under `/mote/tokens/NAME`: made, listed and revoked
-//! through any node, and followed by every node into its [`Grants`].
+//! through any node. Every node follows the prefix into its [`Grants`] (`Grants::relist`, then
+//! `Grants::apply` for each change), with the same watch that follows the other records.
 
 use crate::grants::Grants;
 use crate::scope::Scopes;
 use crate::token::{Token, TokenName, TokenRecord};
-use mote_state::{Change, EtcdStore, PrefixWatch, StateError, StateStore};
-use std::sync::{Arc, Weak};
-use std::time::Duration;
+use mote_state::{Change, EtcdStore, StateError, StateStore};
 
 /// Where token records live, under the platform's key prefix.
 pub const TOKEN_PREFIX: &str = "tokens/";
-
-/// How long to wait before following again after the store failed.
-const RETRY: Duration = Duration::from_secs(1);
 
 /// Why a token could not be made, listed or revoked.
 #[derive(Debug, thiserror::Error)]
@@ -104,13 +100,33 @@ impl TokenStore {
         }
     }
 
-    /// Loads every record into `grants`, then keeps it current in a task for as long as
-    /// `grants` lives, listing again after a failure of the store.
-    pub async fn follow(&self, grants: &Arc<Grants>) -> Result<(), TokenStoreError> {
-        let (listing, watch) = self.store.watch_prefix(TOKEN_PREFIX).await?;
-        grants.replace(records(listing));
-        tokio::spawn(follow(self.store.clone(), Arc::downgrade(grants), watch));
+    /// Loads every record into `grants`.
+    pub async fn load(&self, grants: &Grants) -> Result<(), TokenStoreError> {
+        grants.relist(self.store.list(TOKEN_PREFIX).await?);
         Ok(())
+    }
+}
+
+impl Grants {
+    /// Replaces the table with a listing of [`TOKEN_PREFIX`]; a damaged record is logged and left
+    /// out.
+    pub fn relist(&self, listing: Vec<(String, Vec<u8>)>) {
+        self.replace(records(listing));
+    }
+
+    /// Applies one change under [`TOKEN_PREFIX`].
+    pub fn apply(&self, change: Change) {
+        match change {
+            Change::Put { key, value } => match parse(&key, &value) {
+                Ok(record) => self.put(record),
+                Err(e) => tracing::warn!(error = %e, "a token record is ignored"),
+            },
+            Change::Delete { key } => {
+                if let Some(name) = key.strip_prefix(TOKEN_PREFIX) {
+                    self.remove(name);
+                }
+            }
+        }
     }
 }
 
@@ -125,43 +141,4 @@ fn records(listing: Vec<(String, Vec<u8>)>) -> impl Iterator<Item = TokenRecord>
                 None
             }
         })
-}
-
-async fn follow(store: EtcdStore, grants: Weak<Grants>, mut watch: PrefixWatch) {
-    loop {
-        let change = watch.next().await;
-        let Some(table) = grants.upgrade() else {
-            return;
-        };
-        match change {
-            Ok(Change::Put { key, value }) => match parse(&key, &value) {
-                Ok(record) => table.put(record),
-                Err(e) => tracing::warn!(error = %e, "a token record is ignored"),
-            },
-            Ok(Change::Delete { key }) => {
-                if let Some(name) = key.strip_prefix(TOKEN_PREFIX) {
-                    table.remove(name);
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "lost the watch on token records; listing them again in a second");
-                drop(table);
-                watch = loop {
-                    tokio::time::sleep(RETRY).await;
-                    let Some(table) = grants.upgrade() else {
-                        return;
-                    };
-                    match store.watch_prefix(TOKEN_PREFIX).await {
-                        Ok((listing, watch)) => {
-                            table.replace(records(listing));
-                            break watch;
-                        }
-                        Err(e) => {
-                            tracing::warn!(error = %e, "cannot list token records; trying again in a second")
-                        }
-                    }
-                };
-            }
-        }
-    }
 }

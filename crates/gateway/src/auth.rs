@@ -45,14 +45,13 @@ pub struct Access {
     pub tokens: TokenStore,
     /// Refuses client addresses that keep failing.
     pub failures: FailureLimiter,
-    /// What the cluster's nodes show each other.
-    pub cluster_secret: Option<ClusterSecret>,
 }
 
 impl Access {
-    /// Whether any request can be refused, so whether the check is installed at all.
-    pub(crate) fn guards(&self) -> bool {
-        self.tokens_required || self.cluster_secret.is_some()
+    /// Whether any request can be refused, given the cluster's secret (`secret`), so whether
+    /// the check is installed at all.
+    pub(crate) fn guards(&self, secret: Option<&ClusterSecret>) -> bool {
+        self.tokens_required || secret.is_some()
     }
 }
 
@@ -109,7 +108,7 @@ pub(crate) async fn guard(State(gw): State<Gateway>, request: Request, next: Nex
         .get::<ConnectInfo<ClientAddr>>()
         .map(|ConnectInfo(ClientAddr(addr))| *addr);
     if let Some(presented) = request.headers().get(CLUSTER_SECRET_HEADER) {
-        return match &access.cluster_secret {
+        return match gw.peers.cluster_secret() {
             Some(secret) if secret.matches(presented.as_bytes()) => next.run(request).await,
             Some(_) => refuse(
                 access,
@@ -135,7 +134,7 @@ pub(crate) async fn guard(State(gw): State<Gateway>, request: Request, next: Nex
     }
     let needed = match need(request.method(), request.uri().path()) {
         Need::Nothing => return next.run(request).await,
-        Need::Cluster => match (&access.cluster_secret, access.tokens_required) {
+        Need::Cluster => match (gw.peers.cluster_secret(), access.tokens_required) {
             (None, false) => return next.run(request).await,
             _ => {
                 return refuse(

@@ -177,7 +177,7 @@ pub fn router(api: Api) -> Router {
         .with_state(gateway.clone())
         .merge(dashboard);
     // A node with nothing to guard pays nothing per request.
-    match gateway.access.guards() {
+    match gateway.access.guards(gateway.peers.cluster_secret()) {
         true => router.layer(axum::middleware::from_fn_with_state(gateway, auth::guard)),
         false => router,
     }

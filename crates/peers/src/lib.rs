@@ -105,6 +105,8 @@ pub struct PeersConfig {
     /// Whom this node trusts when it calls its peers over https, and the cluster secret it
     /// shows them on every request.
     pub access: mote_tls::PeerAccess,
+    /// The node's live tokens, kept current from the store's token records.
+    pub tokens: Arc<mote_access::Grants>,
 }
 
 /// Why a node could not join its cluster.
@@ -296,6 +298,7 @@ impl Peers {
         let tasks = vec![
             tokio::spawn(follow_nodes(weak.clone())),
             tokio::spawn(follow_functions(weak.clone())),
+            tokio::spawn(follow_tokens(weak.clone())),
             tokio::spawn(report(weak)),
         ];
         *lock(&peers.tasks) = tasks;
@@ -788,6 +791,19 @@ async fn follow_prefix(
         }
         tokio::time::sleep(RETRY).await;
     }
+}
+
+/// Follows the token records into the node's live tokens: a token made or revoked through any
+/// node takes effect here as soon as the watch delivers the change.
+async fn follow_tokens(peers: Weak<Peers>) {
+    follow_prefix(
+        peers,
+        mote_access::TOKEN_PREFIX,
+        "following the tokens",
+        async |p, listing| p.config.tokens.relist(listing),
+        async |p, change| p.config.tokens.apply(change),
+    )
+    .await;
 }
 
 /// Follows `/mote/nodes/` into the placement's view.
