@@ -3,6 +3,10 @@
 //! `baseline` policy there are more threads than cores (a memory-derived cap), so calls start
 //! as they arrive and share cores through the OS, as OpenWhisk does by default.
 //!
+//! Under preemption (`preempt`, ranking policies only) there are `cores + max_suspended` threads
+//! and at most `cores` of them run calls at once; how a core passes between them is
+//! [`crate::preempt`]'s.
+//!
 //! An executor replies before it tears the instance down, so the caller does not wait for the
 //! memory reset; it counts as busy (`mote_busy_executors`) until the teardown is done. Before
 //! sleeping an idle executor polls for `spin`, so back-to-back calls are picked up without a
@@ -13,11 +17,12 @@ use crate::confine::{ConfineError, ExecutorFilter};
 use crate::error::InvokeError;
 use crate::ledger::{Ledger, Reply};
 use crate::metrics::{NodeMetrics, Outcome};
-use crate::pending::{Pending, Refused};
+use crate::pending::{Next, Pending, Refused};
+use crate::preempt::{CallPreemption, PreemptConfig, Seat, Suspensions, Work};
 use crate::registry::Deployed;
 use bytes::Bytes;
-use mote_runtime::{Call as RuntimeCall, Function, Runtime};
-use mote_sched::Policy;
+use mote_runtime::{Call as RuntimeCall, CallError, CallOutput, Function, GuestLog, Runtime};
+use mote_sched::{Policy, RankBasis};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -44,6 +49,10 @@ pub struct ExecutorsConfig {
     pub quarantine_after: u32,
     /// Confine executor threads with the seccomp allow-list of [`crate::confine`].
     pub seccomp: bool,
+    /// Preempt running calls for better-ranked ones (`None`: every call runs to its end).
+    /// Only a ranking policy preempts: under `fifo` no waiting call ever outranks a running
+    /// one, and under `baseline` the OS shares the cores.
+    pub preempt: Option<PreemptConfig>,
 }
 
 impl ExecutorsConfig {
@@ -58,7 +67,13 @@ impl ExecutorsConfig {
             spin: Duration::from_micros(50),
             quarantine_after: 5,
             seccomp: cfg!(target_os = "linux"),
+            preempt: None,
         }
+    }
+
+    /// The preemption the executors run with: `preempt` under a ranking policy, else none.
+    pub fn preemption(&self) -> Option<PreemptConfig> {
+        self.preempt.filter(|_| !self.policy.arrival_order())
     }
 }
 
@@ -73,13 +88,17 @@ pub(crate) struct Call {
 }
 
 struct Shared {
-    pending: Arc<Pending<Call>>,
+    pending: Arc<Pending<Work>>,
     runtime: Arc<Runtime>,
     ledger: Arc<Ledger>,
     metrics: Arc<NodeMetrics>,
     config: ExecutorsConfig,
     threads: usize,
     activity: ExecutorActivity,
+    /// Under preemption: who is suspended and which threads are spare.
+    suspensions: Option<Arc<Suspensions>>,
+    /// Under preemption: each thread's seat, by thread index.
+    seats: Vec<Arc<Seat>>,
 }
 
 /// The node's executor threads and the queue in front of them. Stops and joins them when dropped;
@@ -96,13 +115,22 @@ impl Executors {
     pub(crate) fn start(
         runtime: Arc<Runtime>,
         metrics: Arc<NodeMetrics>,
-        pending: Arc<Pending<Call>>,
+        pending: Arc<Pending<Work>>,
         ledger: Arc<Ledger>,
         config: ExecutorsConfig,
     ) -> Result<Self, ConfineError> {
         let threads = Self::threads_for(&config);
         metrics.executors.set(threads as i64);
         metrics.set_policy(config.policy);
+        let suspensions = config
+            .preemption()
+            .map(|p| Arc::new(Suspensions::new(p, pending.clone(), metrics.clone())));
+        let seats = match suspensions {
+            Some(_) => (0..threads)
+                .map(|i| Arc::new(Seat::new(i < config.cores)))
+                .collect(),
+            None => Vec::new(),
+        };
         let shared = Arc::new(Shared {
             pending,
             runtime,
@@ -111,6 +139,8 @@ impl Executors {
             config,
             threads,
             activity: ExecutorActivity::new(threads),
+            suspensions,
+            seats,
         });
         let filter = match shared.config.seccomp {
             true => Some(Arc::new(ExecutorFilter::new()?)),
@@ -149,6 +179,8 @@ impl Executors {
     pub fn threads_for(config: &ExecutorsConfig) -> usize {
         if config.policy.oversubscribes() {
             config.baseline_cap.max(config.cores)
+        } else if let Some(preempt) = config.preemption() {
+            config.cores + preempt.max_suspended
         } else {
             config.cores
         }
@@ -173,11 +205,13 @@ impl Executors {
             reply,
             arrival,
         };
-        match self.shared.pending.push(key, arrival, call) {
+        match self.shared.pending.push(key, arrival, Work::Call(call)) {
             Ok(()) => {}
             Err((Refused::ShuttingDown, _)) => return Err(InvokeError::ShuttingDown),
-            Err((Refused::Full { waiting, limit }, call)) => {
-                call.function.count(Outcome::Rejected);
+            Err((Refused::Full { waiting, limit }, work)) => {
+                if let Work::Call(call) = work {
+                    call.function.count(Outcome::Rejected);
+                }
                 return Err(InvokeError::QueueFull { waiting, limit });
             }
         }
@@ -194,9 +228,19 @@ impl Executors {
         self.shared.config.policy
     }
 
-    /// Executor threads (more than cores only under `baseline`).
+    /// Executor threads (more than cores under `baseline` and under preemption).
     pub fn threads(&self) -> usize {
         self.shared.threads
+    }
+
+    /// The preemption the executors run with, if any.
+    pub fn preemption(&self) -> Option<PreemptConfig> {
+        self.shared.suspensions.as_ref().map(|s| s.config())
+    }
+
+    /// Calls suspended now.
+    pub fn suspended(&self) -> usize {
+        self.shared.suspensions.as_ref().map_or(0, |s| s.suspended())
     }
 
     /// What each executor thread has run so far.
@@ -208,13 +252,20 @@ impl Executors {
 impl Drop for Executors {
     fn drop(&mut self) {
         self.shared.pending.shut_down();
+        // Spares wake and stop; suspended calls run to their end without a core.
+        for seat in &self.shared.seats {
+            seat.stop();
+        }
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
-        while let Some(call) = self.shared.pending.try_take() {
-            let _ = call
-                .reply
-                .send(Reply::unstarted(Err(InvokeError::ShuttingDown)));
+        while let Some(next) = self.shared.pending.try_take() {
+            // A resumption's thread was woken above and answered its call.
+            if let Work::Call(call) = next.work {
+                let _ = call
+                    .reply
+                    .send(Reply::unstarted(Err(InvokeError::ShuttingDown)));
+            }
         }
     }
 }
@@ -222,21 +273,66 @@ impl Drop for Executors {
 impl Shared {
     /// Runs executor `i`'s calls until shutdown.
     fn run_executor(&self, i: usize) {
+        if let Some(suspensions) = &self.suspensions {
+            return self.run_preemptible(i, suspensions);
+        }
         let mut next = self.wait_for_call();
-        while let Some(call) = next {
-            next = self.run(i, call);
+        while let Some(taken) = next {
+            next = match taken.work {
+                Work::Call(call) => self.run(i, call, None),
+                Work::Resume(_) => unreachable!("nothing is suspended without preemption"),
+            };
+        }
+    }
+
+    /// Runs executor `i` under preemption: calls while its thread holds a core, waiting as a
+    /// spare while it does not, until shutdown.
+    fn run_preemptible(&self, i: usize, suspensions: &Arc<Suspensions>) {
+        let seat = &self.seats[i];
+        let mut next = None;
+        loop {
+            if !seat.holds_core() {
+                match suspensions.wait_as_spare(seat) {
+                    Some(given) => next = given,
+                    None => return,
+                }
+            }
+            let Some(taken) = next.take().or_else(|| self.wait_for_call()) else {
+                return;
+            };
+            next = match taken.work {
+                Work::Call(call) => {
+                    let preemption = taken.basis.map(|basis| (seat, suspensions, basis));
+                    self.run(i, call, preemption)
+                }
+                Work::Resume(resumption) => match resumption.resume() {
+                    true => {
+                        seat.hand_over_core();
+                        None
+                    }
+                    // Left behind by a call stopped meanwhile: take the next one instead.
+                    false => self.wait_for_call(),
+                },
+            };
         }
     }
 
     /// Blocks until there is a call to run, or returns `None` at shutdown.
-    fn wait_for_call(&self) -> Option<Call> {
+    fn wait_for_call(&self) -> Option<Next<Work>> {
         self.pending.take(self.config.spin)
     }
 
-    /// Runs one call, settles it, replies, and returns the next call to run (`None` at
-    /// shutdown). The reply goes out before the instance is torn down, and the next call is
-    /// taken then too, so a call queued meanwhile is not missed by a sleep.
-    fn run(&self, i: usize, call: Call) -> Option<Call> {
+    /// Runs one call, preemptible if `preemption` gives its thread's seat and its rank, settles
+    /// it, replies, and returns the next call to run: `None` at shutdown, or if the thread no
+    /// longer holds a core (the call's budget ran out while it was suspended). The reply goes
+    /// out before the instance is torn down, and the next call is taken then too, so a call
+    /// queued meanwhile is not missed by a sleep.
+    fn run(
+        &self,
+        i: usize,
+        call: Call,
+        preemption: Option<(&Arc<Seat>, &Arc<Suspensions>, RankBasis)>,
+    ) -> Option<Next<Work>> {
         let Call {
             function,
             code,
@@ -257,6 +353,7 @@ impl Shared {
         self.metrics.busy_executors.inc();
         let started = Instant::now();
         self.activity.start(i, started);
+        let seat = preemption.map(|(seat, _, _)| seat);
         let mut reply = Some(reply);
         let mut next = None;
         let ran = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -267,16 +364,33 @@ impl Shared {
                 started,
                 input: &input,
             };
-            self.runtime.call_then(call, |result, log| {
-                let settled = self.ledger.settle(&function, result, log, arrival, started);
+            let finish = |result: Result<CallOutput, CallError>, log: GuestLog| {
+                // Time spent suspended counts as waiting, not as processing.
+                let resumed = started + seat.map_or(Duration::ZERO, |s| s.take_suspended());
+                let settled = self.ledger.settle(&function, result, log, arrival, resumed);
                 self.activity.end(i, settled.processing);
-                next = self.next_call();
+                next = self.next_call(seat);
                 if let Some(reply) = reply.take() {
                     let _ = reply.send(settled);
                 }
-            })
+            };
+            match preemption {
+                Some((seat, suspensions, basis)) => {
+                    let preemption = CallPreemption {
+                        seat: seat.clone(),
+                        suspensions: suspensions.clone(),
+                        basis,
+                        attained: Duration::ZERO,
+                        slice_start: started,
+                    };
+                    self.runtime.call_preemptible(call, preemption, finish)
+                }
+                None => self.runtime.call_then(call, finish),
+            }
         }));
-        self.metrics.busy_executors.dec();
+        if seat.is_none_or(|s| s.holds_core()) {
+            self.metrics.busy_executors.dec();
+        }
         if let Err(panic) = ran {
             let what = panic
                 .downcast_ref::<&str>()
@@ -287,22 +401,27 @@ impl Shared {
             // A panic after the reply went out (in the teardown) has nothing left to answer.
             if let Some(reply) = reply.take() {
                 let error = InvokeError::Internal(what);
+                let resumed = started + seat.map_or(Duration::ZERO, |s| s.take_suspended());
                 let settled = self
                     .ledger
-                    .settle_failure(&function, error, arrival, started);
+                    .settle_failure(&function, error, arrival, resumed);
                 self.activity.end(i, settled.processing);
-                next = self.next_call();
+                next = self.next_call(seat);
                 let _ = reply.send(settled);
             }
         }
-        next.or_else(|| self.wait_for_call())
+        match seat.is_none_or(|s| s.holds_core()) {
+            true => next.or_else(|| self.wait_for_call()),
+            false => None,
+        }
     }
 
-    /// The next call waiting, unless the executors are stopping.
-    fn next_call(&self) -> Option<Call> {
-        match self.pending.is_shut_down() {
-            true => None,
-            false => self.pending.try_take(),
+    /// The next call waiting, unless the executors are stopping or the thread on `seat` holds
+    /// no core.
+    fn next_call(&self, seat: Option<&Arc<Seat>>) -> Option<Next<Work>> {
+        if self.pending.is_shut_down() || seat.is_some_and(|s| !s.holds_core()) {
+            return None;
         }
+        self.pending.try_take()
     }
 }

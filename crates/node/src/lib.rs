@@ -42,6 +42,7 @@ mod logs;
 mod metrics;
 mod microtask;
 mod pending;
+mod preempt;
 mod quarantine;
 mod registry;
 mod resident;
@@ -57,12 +58,13 @@ pub use logs::{
 };
 pub use metrics::{NodeMetrics, Outcome};
 pub use microtask::{ClassSnapshot, MicrotaskConfig, MicrotaskMode, Microtasks};
+pub use preempt::PreemptConfig;
 pub use registry::{Deployed, RECORD_PREFIX, Registry};
 pub use resident::ModuleSource;
-pub use schedule::{FunctionSchedule, ScheduleSnapshot};
+pub use schedule::{FunctionSchedule, PreemptSnapshot, ScheduleSnapshot};
 
 use bytes::Bytes;
-use executor::Call;
+use preempt::Work;
 use ledger::Ledger;
 use mote_runtime::{CallError, Function, ProxyResponse, Runtime, RuntimeConfig};
 use mote_state::{EmbeddedStore, ModuleBlobs, StateError, StateStore};
@@ -135,7 +137,7 @@ pub struct NodeLoad {
 pub struct Node {
     registry: Registry,
     /// Calls waiting for an executor, and the functions' run-time histories.
-    pending: Arc<Pending<Call>>,
+    pending: Arc<Pending<Work>>,
     executors: Executors,
     microtasks: Microtasks,
     metrics: Arc<NodeMetrics>,
@@ -230,6 +232,7 @@ impl Node {
             config.executors.fc_window,
             config.executors.max_queue,
             metrics.queue_length.clone(),
+            config.executors.preemption().is_some(),
         ));
         let ledger = Arc::new(Ledger::new(pending.clone()));
         let microtasks = Microtasks::start(
@@ -591,6 +594,13 @@ impl Node {
             policy: self.executors.policy(),
             cores: self.executors.cores(),
             executor_threads: self.executors.threads(),
+            preempt: self.executors.preemption().map(|p| PreemptSnapshot {
+                quantum_us: p.quantum.as_micros() as u64,
+                max_suspended: p.max_suspended,
+                suspended: self.executors.suspended(),
+                preemptions: self.metrics.preemptions.get(),
+                refused_at_bound: self.metrics.preemptions_refused.get(),
+            }),
             pending: &self.pending,
             microtasks: &self.microtasks,
             functions: &self.registry.functions(),

@@ -115,6 +115,9 @@ pub struct NodeMetrics {
     pub(crate) resident_bytes: Gauge,
     pub(crate) cold_starts: Counter,
     pub(crate) expected: Family<FunctionLabels, SecondsGauge>,
+    pub(crate) preemptions: Counter,
+    pub(crate) preemptions_refused: Counter,
+    pub(crate) suspended_calls: Gauge,
     policy: Family<PolicyLabels, Gauge>,
 }
 
@@ -140,6 +143,9 @@ impl NodeMetrics {
         let cold_starts = Counter::default();
         let expected = Family::<FunctionLabels, SecondsGauge>::default();
         let policy = Family::<PolicyLabels, Gauge>::default();
+        let preemptions = Counter::default();
+        let preemptions_refused = Counter::default();
+        let suspended_calls = Gauge::default();
         registry.register(
             "invocations",
             "Calls by function and outcome",
@@ -162,7 +168,7 @@ impl NodeMetrics {
         );
         registry.register(
             "executors",
-            "Executor threads (one per core)",
+            "Executor threads (one per core; more under baseline and --preempt on)",
             executors.clone(),
         );
         registry.register(
@@ -196,6 +202,21 @@ impl NodeMetrics {
             expected.clone(),
         );
         registry.register(
+            "preemptions",
+            "Running calls suspended for a better-ranked waiting call (--preempt on)",
+            preemptions.clone(),
+        );
+        registry.register(
+            "preemptions_refused",
+            "Preemptions not made because --max-suspended calls were already suspended",
+            preemptions_refused.clone(),
+        );
+        registry.register(
+            "suspended_calls",
+            "Calls suspended now, each holding its instance (at most --max-suspended)",
+            suspended_calls.clone(),
+        );
+        registry.register(
             "policy",
             "The scheduling policy the node runs (value 1)",
             policy.clone(),
@@ -213,6 +234,9 @@ impl NodeMetrics {
             resident_bytes,
             cold_starts,
             expected,
+            preemptions,
+            preemptions_refused,
+            suspended_calls,
             policy,
         }
     }

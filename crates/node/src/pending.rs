@@ -20,10 +20,15 @@
 //! - Under arrival order, run times are kept in `histories` (for `GET /v1/node` and the
 //!   expected-time gauge); only the threads that finish calls (executors, microtask threads)
 //!   take that lock, never a submitter.
+//! - Under preemption (`--preempt on`), `best` is the rank of the best waiting call, written
+//!   under the heap's lock after every change, so that a running call can tell at an epoch tick
+//!   whether anything waiting outranks it with one atomic load. A preempted call comes back
+//!   through [`Pending::swap`], which queues it and takes the best call in one step under the
+//!   lock, so two running calls never give their cores up for the same waiting call.
 
 use crossbeam_queue::SegQueue;
-use mote_sched::{CallQueue, FunctionHistory, FunctionKey, Histories, Policy};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use mote_sched::{CallQueue, FunctionHistory, FunctionKey, Histories, Policy, RankBasis};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -52,6 +57,12 @@ pub(crate) enum Refused {
     ShuttingDown,
 }
 
+/// A call taken from the queue and, under a ranking policy, what its rank is computed from.
+pub(crate) struct Next<T> {
+    pub(crate) work: T,
+    pub(crate) basis: Option<RankBasis>,
+}
+
 enum Order<T> {
     Arrival {
         calls: SegQueue<T>,
@@ -63,6 +74,8 @@ enum Order<T> {
 /// Waiting calls in their policy's order, and the executors that sleep until there are some.
 pub(crate) struct Pending<T> {
     order: Order<T>,
+    /// The rank of the best waiting call under a ranking policy; `u64::MAX` when none waits.
+    best: AtomicU64,
     waiting: prometheus_client::metrics::gauge::Gauge,
     limit: usize,
     sleepers: AtomicUsize,
@@ -78,22 +91,27 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl<T> Pending<T> {
-    /// An empty queue for `policy` holding at most `limit` calls, counting them in `waiting`.
+    /// An empty queue for `policy` holding at most `limit` calls, counting them in `waiting`;
+    /// `preemptive` ranks calls so that running ones can be compared with them (see
+    /// [`CallQueue::preemptive`]).
     pub(crate) fn new(
         policy: Policy,
         window: Duration,
         limit: usize,
         waiting: prometheus_client::metrics::gauge::Gauge,
+        preemptive: bool,
     ) -> Self {
-        let order = match policy.arrival_order() {
-            true => Order::Arrival {
+        let order = match (policy.arrival_order(), preemptive) {
+            (true, _) => Order::Arrival {
                 calls: SegQueue::new(),
                 histories: Mutex::new(Histories::default()),
             },
-            false => Order::Ranked(Mutex::new(CallQueue::new(policy, window))),
+            (false, false) => Order::Ranked(Mutex::new(CallQueue::new(policy, window))),
+            (false, true) => Order::Ranked(Mutex::new(CallQueue::preemptive(policy, window))),
         };
         Self {
             order,
+            best: AtomicU64::new(u64::MAX),
             waiting,
             limit,
             sleepers: AtomicUsize::new(0),
@@ -130,32 +148,86 @@ impl<T> Pending<T> {
         }
         match &self.order {
             Order::Arrival { calls, .. } => calls.push(call),
-            Order::Ranked(queue) => lock(queue).push(function, arrival, call),
+            Order::Ranked(queue) => {
+                let mut queue = lock(queue);
+                queue.push(function, arrival, call);
+                self.publish_best(&queue);
+            }
         }
+        self.wake_one();
+        Ok(())
+    }
+
+    fn wake_one(&self) {
         if self.sleepers.load(Ordering::SeqCst) > 0 {
             let _sleep = lock(&self.sleep_lock);
             self.available.notify_one();
         }
-        Ok(())
+    }
+
+    fn publish_best(&self, queue: &CallQueue<T>) {
+        let best = queue.best_rank().unwrap_or(u64::MAX);
+        self.best.store(best, Ordering::Relaxed);
+    }
+
+    /// The rank of the best waiting call (`u64::MAX` if none waits, or under arrival order).
+    #[inline]
+    pub(crate) fn best_rank(&self) -> u64 {
+        self.best.load(Ordering::Relaxed)
     }
 
     /// Takes the call that should run next, if one is waiting.
-    pub(crate) fn try_take(&self) -> Option<T> {
+    pub(crate) fn try_take(&self) -> Option<Next<T>> {
         if self.waiting().load(Ordering::Acquire) <= 0 {
             return None;
         }
-        let call = match &self.order {
-            Order::Arrival { calls, .. } => calls.pop(),
-            Order::Ranked(queue) => lock(queue).pop(),
+        let next = match &self.order {
+            Order::Arrival { calls, .. } => calls.pop().map(|work| Next { work, basis: None }),
+            Order::Ranked(queue) => {
+                let mut queue = lock(queue);
+                let next = queue.pop_ranked().map(|r| Next {
+                    work: r.call,
+                    basis: Some(r.basis),
+                });
+                self.publish_best(&queue);
+                next
+            }
         }?;
         self.waiting().fetch_sub(1, Ordering::AcqRel);
-        Some(call)
+        Some(next)
+    }
+
+    /// Preempts a running call, ranked `rank` from `basis` after `attained_ns` of service, if a
+    /// waiting call still outranks it: queues `work` (what resumes it) at that rank and takes
+    /// the best waiting call in the same step. Hands `work` back if nothing outranks the call
+    /// any more (another core took the better call first), or under arrival order.
+    pub(crate) fn swap(
+        &self,
+        basis: RankBasis,
+        attained_ns: u64,
+        rank: u64,
+        work: T,
+    ) -> Result<Next<T>, T> {
+        let Order::Ranked(queue) = &self.order else {
+            return Err(work);
+        };
+        let mut queue = lock(queue);
+        if queue.best_rank().is_none_or(|best| best >= rank) || self.is_shut_down() {
+            return Err(work);
+        }
+        queue.requeue(basis, attained_ns, work);
+        let taken = queue.pop_ranked().expect("a better call was waiting");
+        self.publish_best(&queue);
+        Ok(Next {
+            work: taken.call,
+            basis: Some(taken.basis),
+        })
     }
 
     /// Takes the next call, polling for up to `spin` and then sleeping until one is queued;
     /// `None` once the queue is shut down, even if calls are still queued (they are for the
     /// owner to drain and answer).
-    pub(crate) fn take(&self, spin: Duration) -> Option<T> {
+    pub(crate) fn take(&self, spin: Duration) -> Option<Next<T>> {
         let spin_until = Instant::now() + spin;
         let mut polls = 0u32;
         loop {
@@ -239,7 +311,7 @@ mod tests {
     use std::sync::Arc;
 
     fn pending(policy: Policy, limit: usize) -> Pending<(u64, u32)> {
-        Pending::new(policy, Duration::from_secs(60), limit, Default::default())
+        Pending::new(policy, Duration::from_secs(60), limit, Default::default(), false)
     }
 
     #[test]
@@ -259,7 +331,7 @@ mod tests {
             ))
         );
         assert_eq!(q.len(), 2);
-        assert_eq!(q.try_take(), Some((1, 0)));
+        assert_eq!(q.try_take().map(|n| n.work), Some((1, 0)));
         q.push(1, now, (1, 3)).unwrap();
         assert_eq!(q.len(), 2);
     }
@@ -273,8 +345,8 @@ mod tests {
             q.push(1, Instant::now(), (1, 1)),
             Err((Refused::ShuttingDown, (1, 1)))
         );
-        assert_eq!(q.try_take(), Some((1, 0)));
-        assert_eq!(q.take(Duration::ZERO), None);
+        assert_eq!(q.try_take().map(|n| n.work), Some((1, 0)));
+        assert_eq!(q.take(Duration::ZERO).map(|n| n.work), None);
     }
 
     #[test]
@@ -292,6 +364,30 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_swap_queues_the_running_call_and_takes_a_better_one_in_one_step() {
+        let q = Pending::new(Policy::Sept, Duration::from_secs(60), 8, Default::default(), true);
+        let now = Instant::now();
+        assert_eq!(q.best_rank(), u64::MAX);
+        q.push(1, now, (1, 0)).unwrap();
+        let first = q.try_take().unwrap();
+        let basis = first.basis.unwrap();
+        q.push(2, now, (2, 0)).unwrap();
+        let waiting = q.best_rank();
+        // Neither function has a history: the running call has outrun its estimate of zero and
+        // ranks by what it attained, behind the one that has not started.
+        let rank = basis.rank(5_000_000);
+        assert!(waiting < rank);
+        let swapped = q.swap(basis, 5_000_000, rank, (1, 1)).ok().unwrap();
+        assert_eq!(swapped.work, (2, 0));
+        assert_eq!(q.best_rank(), rank);
+        assert_eq!(q.len(), 1);
+        // Nothing better waits now: the call keeps its core and gets its resumption back.
+        assert_eq!(q.swap(basis, 5_000_000, rank, (1, 2)).err(), Some((1, 2)));
+        assert_eq!(q.try_take().map(|n| n.work), Some((1, 1)));
+        assert_eq!(q.best_rank(), u64::MAX);
+    }
+
     /// Producers and sleeping consumers on real threads: every call is taken exactly once, each
     /// producer's calls in the order it sent them, and no consumer sleeps through a call.
     #[test]
@@ -304,7 +400,7 @@ mod tests {
                     let q = q.clone();
                     // A zero spin sends consumers to sleep whenever the queue runs dry.
                     std::thread::spawn(move || {
-                        std::iter::from_fn(|| q.take(Duration::ZERO)).collect::<Vec<_>>()
+                        std::iter::from_fn(|| q.take(Duration::ZERO).map(|n| n.work)).collect::<Vec<_>>()
                     })
                 })
                 .collect();
@@ -366,7 +462,7 @@ mod tests {
                         prop_assert_eq!(pushed, Err((Refused::Full { waiting: limit, limit }, (0, i as u32))));
                     }
                 } else {
-                    prop_assert_eq!(q.try_take(), model.pop_front());
+                    prop_assert_eq!(q.try_take().map(|n| n.work), model.pop_front());
                 }
                 prop_assert_eq!(q.len(), model.len());
             }

@@ -21,6 +21,21 @@ pub struct FunctionSchedule {
     pub recent_calls: usize,
 }
 
+/// Preemption on the executors, for `GET /v1/node`.
+#[derive(Clone, Debug, Serialize)]
+pub struct PreemptSnapshot {
+    /// How long a call runs before a better-ranked one may take its core, in microseconds.
+    pub quantum_us: u64,
+    /// The most calls suspended at once.
+    pub max_suspended: usize,
+    /// Calls suspended now.
+    pub suspended: usize,
+    /// Calls suspended so far (a call suspended twice counts twice).
+    pub preemptions: u64,
+    /// Preemptions not made because `max_suspended` calls were suspended.
+    pub refused_at_bound: u64,
+}
+
 /// The queue's state, for `GET /v1/node`.
 #[derive(Clone, Debug, Serialize)]
 pub struct ScheduleSnapshot {
@@ -28,9 +43,11 @@ pub struct ScheduleSnapshot {
     pub policy: &'static str,
     /// Cores calls may use.
     pub cores: usize,
-    /// Executor threads (more than cores only under `baseline`).
+    /// Executor threads (more than cores under `baseline` and under preemption).
     pub executor_threads: usize,
-    /// Calls waiting.
+    /// Preemption, if the executors preempt (`null`: every call runs to its end).
+    pub preempt: Option<PreemptSnapshot>,
+    /// Calls waiting (preempted calls included).
     pub queue_length: usize,
     /// How calls that declare phases are scheduled: `on` (per share class) or `off`.
     pub microtasks: &'static str,
@@ -45,6 +62,7 @@ pub(crate) struct Sources<'a, T> {
     pub policy: Policy,
     pub cores: usize,
     pub executor_threads: usize,
+    pub preempt: Option<PreemptSnapshot>,
     pub pending: &'a Pending<T>,
     pub microtasks: &'a Microtasks,
     pub functions: &'a [Arc<Deployed>],
@@ -71,6 +89,7 @@ pub(crate) fn snapshot<T>(from: Sources<'_, T>) -> ScheduleSnapshot {
         policy: from.policy.as_str(),
         cores: from.cores,
         executor_threads: from.executor_threads,
+        preempt: from.preempt,
         queue_length: from.pending.len(),
         microtasks: from.microtasks.mode().as_str(),
         classes: from.microtasks.classes(),

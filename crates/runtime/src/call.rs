@@ -11,7 +11,7 @@ use crate::engine::Runtime;
 use crate::entry::{self, CallOutput, Failure, Fiber};
 use crate::error::CallError;
 use crate::function::{Entry, Function};
-use crate::gate::{HostIo, MicrotaskState, PhaseGate};
+use crate::gate::{HostIo, MicrotaskState, PhaseGate, Preemption, Resumed, Unpreempted};
 use crate::guest_log::GuestLog;
 use crate::state::{CallState, Deadline};
 use bytes::Bytes;
@@ -65,13 +65,26 @@ impl Runtime {
         call: Call<'_>,
         finish: impl FnOnce(Result<CallOutput, CallError>, GuestLog) -> R,
     ) -> R {
+        self.call_preemptible(call, Unpreempted, finish)
+    }
+
+    /// [`Runtime::call_then`], asking `preemption` at every epoch tick whether the call gives its
+    /// core up there; it may suspend the call by blocking this thread. `preemption` lives in
+    /// the store's epoch callback, which wasmtime allocates for every call anyway, so this
+    /// costs a call that ends before its first tick nothing over [`Runtime::call_then`].
+    pub fn call_preemptible<R>(
+        &self,
+        call: Call<'_>,
+        preemption: impl Preemption,
+        finish: impl FnOnce(Result<CallOutput, CallError>, GuestLog) -> R,
+    ) -> R {
         assert!(
             !call.function.is_microtask(),
             "{} declares microtasks; run it with Runtime::call_microtask",
             call.name
         );
         let mut store = self.new_store(&call, None);
-        self.arm_deadline(&mut store, call.limits, false);
+        self.arm_deadline(&mut store, call.limits, false, preemption);
         let result = entry::run_blocking(call.function, &mut store, call.input);
         let (result, log) = entry::finish(call.function, call.limits, &mut store, result);
         let value = finish(result, log);
@@ -96,7 +109,7 @@ impl Runtime {
             call.name
         );
         let mut store = self.new_store(&call, Some(MicrotaskState { gate, io }));
-        self.arm_deadline(&mut store, call.limits, true);
+        self.arm_deadline(&mut store, call.limits, true, Unpreempted);
         let deadline = tokio::time::Instant::from_std(store.data().deadline);
         let run = entry::run::<Fiber>(call.function, &mut store, call.input);
         let result = match tokio::time::timeout_at(deadline, run).await {
@@ -131,14 +144,16 @@ impl Runtime {
         store
     }
 
-    /// Checks the call's wall-clock deadline at every epoch tick and stops the guest past it;
-    /// with `yield_each_tick` (calls that are futures: microtask calls, requests to components)
-    /// the guest also yields to other calls at every tick.
+    /// Checks the call's wall-clock deadline at every epoch tick and stops the guest past it,
+    /// then lets `preemption` suspend it; with `yield_each_tick` (calls that are futures:
+    /// microtask calls, requests to components) the guest also yields to other calls at every
+    /// tick.
     pub(crate) fn arm_deadline<T: Deadline + 'static>(
         &self,
         store: &mut Store<T>,
         limits: Limits,
         yield_each_tick: bool,
+        mut preemption: impl Preemption,
     ) {
         let Some(ticker) = self.ticker() else {
             return;
@@ -147,7 +162,12 @@ impl Runtime {
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |mut ctx| {
             let state = ctx.data_mut();
-            if Instant::now() >= state.deadline() {
+            let now = Instant::now();
+            if now >= state.deadline() {
+                state.time_out();
+                return Err(Trap::Interrupt.into());
+            }
+            if preemption.tick(now, state.deadline()) == Resumed::Expired {
                 state.time_out();
                 return Err(Trap::Interrupt.into());
             }
@@ -238,6 +258,79 @@ mod tests {
             "the instance was already torn down when the result was handed over: {second:?}"
         );
         assert!(rt.call(&f, &name, Limits::default(), b"").is_ok());
+    }
+
+    /// A handler that folds 20 million numbers (tens of milliseconds) and returns the 8-byte
+    /// result.
+    const FOLD: &str = r#"(local $i i64) (local $acc i64)
+        (local.set $acc (i64.const 1469598103934665603))
+        (block $done (loop $l
+          (br_if $done (i64.ge_u (local.get $i) (i64.const 20000000)))
+          (local.set $acc (i64.mul (i64.xor (local.get $acc) (local.get $i)) (i64.const 1099511628211)))
+          (local.set $i (i64.add (local.get $i) (i64.const 1)))
+          (br $l)))
+        (i64.store (i32.const 0) (local.get $acc))
+        i64.const 8"#;
+
+    /// Suspends the call (sleeps) at its first `suspensions` ticks, counting the ticks.
+    struct SleepAtTicks {
+        suspensions: u32,
+        ticks: Arc<std::sync::atomic::AtomicU32>,
+        answer: Resumed,
+    }
+
+    impl Preemption for SleepAtTicks {
+        fn tick(&mut self, _now: Instant, _deadline: Instant) -> Resumed {
+            let n = self.ticks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if n < self.suspensions {
+                std::thread::sleep(Duration::from_millis(5));
+                return self.answer;
+            }
+            Resumed::Running
+        }
+    }
+
+    fn preemptible(rt: &Runtime, f: &Function, limits: Limits, at: SleepAtTicks) -> Result<Vec<u8>, CallError> {
+        let name = Arc::from("fold");
+        let call = Call {
+            function: f,
+            name: &name,
+            limits,
+            started: Instant::now(),
+            input: b"",
+        };
+        rt.call_preemptible(call, at, |r, _| r.map(|o| o.body))
+    }
+
+    #[test]
+    fn a_call_suspended_at_its_ticks_returns_what_an_unsuspended_one_does() {
+        let (rt, _d) = runtime();
+        let f = rt.compile(&wat::parse_str(abi(FOLD)).unwrap()).unwrap();
+        let plain = rt.call(&f, &Arc::from("fold"), Limits::default(), b"").unwrap().body;
+        let ticks = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let started = Instant::now();
+        let at = SleepAtTicks {
+            suspensions: 4,
+            ticks: ticks.clone(),
+            answer: Resumed::Running,
+        };
+        let suspended = preemptible(&rt, &f, Limits::default(), at).unwrap();
+        assert_eq!(suspended, plain);
+        assert!(ticks.load(std::sync::atomic::Ordering::Relaxed) >= 4);
+        assert!(started.elapsed() >= Duration::from_millis(20), "it was suspended 4 times");
+    }
+
+    #[test]
+    fn a_call_whose_budget_ends_while_suspended_is_stopped_for_it() {
+        let (rt, _d) = runtime();
+        let f = rt.compile(&wat::parse_str(abi(FOLD)).unwrap()).unwrap();
+        let at = SleepAtTicks {
+            suspensions: 1,
+            ticks: Default::default(),
+            answer: Resumed::Expired,
+        };
+        let err = preemptible(&rt, &f, Limits::default(), at).unwrap_err();
+        assert!(matches!(err, CallError::Timeout { .. }), "{err}");
     }
 
     #[test]

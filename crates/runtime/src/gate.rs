@@ -1,5 +1,6 @@
-//! What a call of a microtask function needs from the node: a [`PhaseGate`] that decides when
-//! each of its phases may run, and the [`HostIo`] its object calls run on.
+//! What a call needs from the node that runs it: a call of a microtask function, a
+//! [`PhaseGate`] that decides when each of its phases may run and the [`HostIo`] its object calls
+//! run on; a call an executor may preempt, its [`Preemption`].
 //!
 //! The runtime does not decide who runs. Every phase change, wait and resumption of a call goes
 //! through its gate, which admits the call to the share class of its current phase (and may make
@@ -12,6 +13,43 @@ use mote_objects::Objects;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Instant;
+
+/// How an executor may take its core back from a call it runs ([`Runtime::call_preemptible`]).
+///
+/// The runtime asks at every epoch tick, after the budget check, on the thread running the call.
+/// The node decides (the runtime knows nothing of queues or ranks), and suspends the call by
+/// blocking that thread: the call keeps its instance, its stack and its place in the guest, and
+/// another thread runs on the core meanwhile. A call that ends within its first tick is never
+/// asked.
+///
+/// [`Runtime::call_preemptible`]: crate::Runtime::call_preemptible
+pub trait Preemption: Send + Sync + 'static {
+    /// At an epoch tick at `now`, for a call whose budget ends at `deadline`: returns at once if
+    /// the call keeps its core; otherwise suspends it until it may run again
+    /// ([`Resumed::Running`]), or until `deadline` passes while it waits ([`Resumed::Expired`]:
+    /// the call is stopped for its budget without running again).
+    fn tick(&mut self, now: Instant, deadline: Instant) -> Resumed;
+}
+
+/// How a call left [`Preemption::tick`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resumed {
+    /// It runs on.
+    Running,
+    /// Its budget ran out while it was suspended.
+    Expired,
+}
+
+/// The preemption of a call no one preempts.
+pub(crate) struct Unpreempted;
+
+impl Preemption for Unpreempted {
+    #[inline(always)]
+    fn tick(&mut self, _now: Instant, _deadline: Instant) -> Resumed {
+        Resumed::Running
+    }
+}
 
 /// A future a gate hands back; boxed because the gate is a trait object chosen by the node.
 pub type GateFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;

@@ -11,6 +11,8 @@
 //!   detected [`GuestKind`](mote_types::GuestKind) and export handles resolved once at deploy.
 //! - A [`Call`] runs through one entry path (`entry`) whatever the guest kind:
 //!   [`Runtime::call_then`] blocks the calling thread (one of the node's executors);
+//!   [`Runtime::call_preemptible`] too, but asks the node's [`Preemption`] at every epoch tick
+//!   whether to suspend the call there (by blocking the thread) and give its core to another;
 //!   [`Runtime::call_microtask`] is a future, for functions that declare microtasks (they import
 //!   `mote.phase`, `mote.sleep_us` or an object storage function), whose phase changes and waits
 //!   go through the node's [`PhaseGate`] and whose object I/O runs on the node's [`HostIo`].
@@ -24,7 +26,7 @@
 //! - Every call hands back what its guest logged ([`GuestLog`]: `mote.log` lines, stderr)
 //!   with its result, for the node to keep in the function's log (`guest_log`).
 //! - `state` is what a call keeps in its `Store`; `host` registers the host functions guests may
-//!   import; `gate` is what the node provides to microtask calls.
+//!   import; `gate` is what the node provides to microtask calls and to calls it may preempt.
 //!
 //! Modules depend one way: `gate`, `guest_log` <- `state` <- `host` <- `proxy` <- `function` <- `entry` <-
 //! `engine` (with `artifact`, `ticker`) <- `call`.
@@ -55,7 +57,7 @@ pub use engine::{Runtime, RuntimeConfig};
 pub use entry::CallOutput;
 pub use error::{CallError, CompileError, RuntimeError};
 pub use function::Function;
-pub use gate::{GateFuture, HostIo, PhaseGate};
+pub use gate::{GateFuture, HostIo, PhaseGate, Preemption, Resumed};
 pub use guest_log::{GuestLog, LogLine, LogStream, MAX_LINE_BYTES, MAX_LINES, cut_line};
 pub use job::{JobContext, JobEngine, JobError, JobInstance, JobModule, TaskOutput};
 pub use proxy::{BodyError, ProxyAnswer, ProxyCall, ProxyResponse, ResponseBody};

@@ -10,6 +10,9 @@
 //!   calls as they arrive with more running calls than cores (OpenWhisk's default behaviour).
 //! - [`PriorityPolicy`] is how a policy ranks one call when it arrives; [`Fifo`], [`Sept`],
 //!   [`Eect`], [`Rect`] and [`FairChoice`] implement it. A call's priority is fixed on arrival.
+//! - [`preempt`] makes any of them preemptive: a running call is ranked from the service it has
+//!   attained ([`RankBasis`]) and gives its core up to a strictly better waiting call once it has
+//!   run for its quantum ([`should_yield`]).
 //! - [`FunctionHistory`] is what the policies know about a function: the mean of its last 10
 //!   processing times on this node (0 before the first), when its previous call arrived, and how
 //!   many calls arrived in the last `T` seconds.
@@ -19,12 +22,14 @@
 
 mod history;
 mod policy;
+pub mod preempt;
 mod queue;
 mod split;
 
 pub use history::{FunctionHistory, HISTORY_LEN, Histories};
 pub use policy::{Eect, FairChoice, Fifo, Policy, PriorityPolicy, Rect, Sept, UnknownPolicy};
-pub use queue::{CallQueue, FunctionKey};
+pub use preempt::{AGING, RankBasis, remaining_ns, should_yield};
+pub use queue::{CallQueue, FunctionKey, Ranked};
 pub use split::{
     CLASSES, CoreSplit, InvalidShare, SHARE_LEVELS, ShareClass, SplitMismatch, SplitMode,
     UnknownSplit,

@@ -1,11 +1,13 @@
 //! The call queue: waiting calls in priority order, and the function histories the priorities
 //! are computed from.
 //!
-//! Invariants: a call's priority is computed once, on arrival, and never changes; calls of equal
-//! priority leave in arrival order (a sequence number breaks ties); push and pop are O(log n) on
-//! a binary heap, so tens of thousands of waiting calls cost microseconds per operation.
+//! Invariants: a call's priority is computed once, on arrival, and changes only when a
+//! preemptive queue takes it back after it ran ([`CallQueue::requeue`], ranked from the service
+//! it attained: see [`crate::preempt`]); calls of equal priority leave in the order they were
+//! queued (a sequence number breaks ties); push and pop are O(log n) on a binary heap, so tens
+//! of thousands of waiting calls cost microseconds per operation.
 
-use crate::{FunctionHistory, Histories, Policy, PriorityPolicy};
+use crate::{FunctionHistory, Histories, Policy, PriorityPolicy, RankBasis};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
@@ -17,6 +19,22 @@ struct Waiting<T> {
     priority: u64,
     seq: u64,
     call: T,
+    basis: RankBasis,
+    attained_ns: u64,
+}
+
+/// A call as a queue hands it out: what its rank was computed from, the rank it left at and
+/// the service it had attained (zero unless it was preempted).
+#[derive(Debug)]
+pub struct Ranked<T> {
+    /// The call.
+    pub call: T,
+    /// What its rank is computed from; the executor recomputes the rank as the call runs.
+    pub basis: RankBasis,
+    /// The rank it had in the queue.
+    pub rank: u64,
+    /// How long it had run before it was queued again.
+    pub attained_ns: u64,
 }
 
 impl<T> PartialEq for Waiting<T> {
@@ -43,6 +61,8 @@ impl<T> Ord for Waiting<T> {
 /// Waiting calls ordered by a [`Policy`], and the histories it ranks them by.
 pub struct CallQueue<T> {
     policy: Policy,
+    /// Ranks from [`RankBasis::rank`], so that running calls can be compared with waiting ones.
+    preemptive: bool,
     ranking: Box<dyn PriorityPolicy>,
     waiting: BinaryHeap<Waiting<T>>,
     histories: Histories,
@@ -54,8 +74,20 @@ pub struct CallQueue<T> {
 impl<T> CallQueue<T> {
     /// An empty queue ordered by `policy`; Fair-Choice counts calls over the last `window`.
     pub fn new(policy: Policy, window: Duration) -> Self {
+        Self::with_ranks(policy, window, false)
+    }
+
+    /// An empty queue ordered by `policy` made preemptive: a call's rank is its expected
+    /// remaining time, aged (see [`crate::preempt`]), and calls that were preempted come back
+    /// through [`CallQueue::requeue`].
+    pub fn preemptive(policy: Policy, window: Duration) -> Self {
+        Self::with_ranks(policy, window, true)
+    }
+
+    fn with_ranks(policy: Policy, window: Duration, preemptive: bool) -> Self {
         Self {
             policy,
+            preemptive,
             ranking: policy.ranking(),
             waiting: BinaryHeap::with_capacity(1024),
             histories: Histories::default(),
@@ -70,28 +102,78 @@ impl<T> CallQueue<T> {
         self.policy
     }
 
-    /// Adds a call of `function` that arrived at `arrival`.
-    pub fn push(&mut self, function: FunctionKey, arrival: Instant, call: T) {
+    /// Adds a call of `function` that arrived at `arrival`; returns its rank.
+    pub fn push(&mut self, function: FunctionKey, arrival: Instant, call: T) -> u64 {
         let arrival_ns = self.nanos(arrival);
-        self.push_at(function, arrival_ns, call);
+        self.push_at(function, arrival_ns, call)
     }
 
-    /// Adds a call that arrived `arrival_ns` after the queue was created.
-    pub fn push_at(&mut self, function: FunctionKey, arrival_ns: u64, call: T) {
+    /// Adds a call that arrived `arrival_ns` after the queue was created; returns its rank.
+    pub fn push_at(&mut self, function: FunctionKey, arrival_ns: u64, call: T) -> u64 {
         let history = self.histories.entry(function);
         let previous = history.arrive(arrival_ns, self.window_ns);
-        let priority = self.ranking.priority(arrival_ns, previous, history);
+        let basis = RankBasis::new(
+            self.policy,
+            arrival_ns,
+            previous,
+            history.expected_ns(),
+            history.recent_calls(),
+        );
+        let priority = match self.preemptive {
+            true => basis.rank(0),
+            false => self.ranking.priority(arrival_ns, previous, history),
+        };
+        self.insert(priority, basis, 0, call);
+        priority
+    }
+
+    /// Queues again a call that was preempted after running for `attained_ns`, ranked from
+    /// `basis` (what [`CallQueue::pop_ranked`] handed out with it); returns its new rank.
+    pub fn requeue(&mut self, basis: RankBasis, attained_ns: u64, call: T) -> u64 {
+        let priority = basis.rank(attained_ns);
+        self.insert(priority, basis, attained_ns, call);
+        priority
+    }
+
+    fn insert(&mut self, priority: u64, basis: RankBasis, attained_ns: u64, call: T) {
         self.seq += 1;
         self.waiting.push(Waiting {
             priority,
             seq: self.seq,
             call,
+            basis,
+            attained_ns,
         });
     }
 
     /// Takes the call that should run next.
     pub fn pop(&mut self) -> Option<T> {
         self.waiting.pop().map(|w| w.call)
+    }
+
+    /// Takes the call that should run next, with its rank and what it was computed from.
+    pub fn pop_ranked(&mut self) -> Option<Ranked<T>> {
+        self.waiting.pop().map(|w| Ranked {
+            call: w.call,
+            basis: w.basis,
+            rank: w.priority,
+            attained_ns: w.attained_ns,
+        })
+    }
+
+    /// The rank of the call that would run next.
+    pub fn best_rank(&self) -> Option<u64> {
+        self.waiting.peek().map(|w| w.priority)
+    }
+
+    /// Whether ranks are preemptive ([`CallQueue::preemptive`]).
+    pub fn is_preemptive(&self) -> bool {
+        self.preemptive
+    }
+
+    /// Nanoseconds from the queue's creation to `t`: the clock ranks are on.
+    pub fn nanos(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.origin).as_nanos() as u64
     }
 
     /// Records that a call of `function` ran for `processing`; returns the new expected time.
@@ -117,10 +199,6 @@ impl<T> CallQueue<T> {
     /// Whether no call is waiting.
     pub fn is_empty(&self) -> bool {
         self.waiting.is_empty()
-    }
-
-    fn nanos(&self, t: Instant) -> u64 {
-        t.saturating_duration_since(self.origin).as_nanos() as u64
     }
 }
 

@@ -1,0 +1,574 @@
+//! Preemption on the executors (`mote up --preempt on`): a call that has run for its quantum
+//! while a better-ranked call waits is suspended at the next epoch tick, and the better call
+//! takes its core. Ranks and the decision are `mote_sched::preempt`'s; this module moves the
+//! cores.
+//!
+//! A call is suspended by parking the thread that runs it, inside the epoch callback
+//! ([`mote_runtime::Preemption`]): it keeps its instance, its stack and its place in the guest,
+//! and the warm path pays for no fiber (a call that ends within its quantum is never looked at).
+//! So under preemption there are more executor threads than cores, `cores + max_suspended`, and
+//! a thread runs guest code only while it holds one of the `cores` *cores*. A core passes from
+//! thread to thread by hand-off, never by the OS scheduler:
+//!
+//! - a thread with a core takes calls from [`Pending`]; a thread without one is a *spare* and
+//!   waits on its [`Seat`] until it is given a core, and maybe a call to start with it;
+//! - to preempt, the running call's thread takes a spare, swaps itself with the best waiting
+//!   call ([`Pending::swap`]), hands its core to whoever runs that one (the spare, for a call that
+//!   has not started; its own thread, for a suspended call), and parks until a thread that takes
+//!   its resumption from the queue hands it a core back;
+//! - at most `max_suspended` calls are suspended at once. At the bound, a call that would be
+//!   preempted keeps its core until it ends or until a suspended call leaves, and the refusal is
+//!   counted (`mote_preemptions_refused_total`);
+//! - a suspended call whose budget runs out is stopped on time: its thread wakes at the deadline,
+//!   withdraws (the resumption it left in the queue is skipped when taken), and unwinds and
+//!   settles the call without a core (platform work, not guest code), then becomes a spare;
+//! - when the executors stop, suspended calls run to their end without a core.
+
+use crate::executor::Call;
+use crate::metrics::NodeMetrics;
+use crate::pending::{Next, Pending};
+use mote_runtime::{Preemption, Resumed};
+use mote_sched::{RankBasis, should_yield};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How the executors preempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PreemptConfig {
+    /// How long a call runs before a better-ranked call may take its core.
+    pub quantum: Duration,
+    /// The most calls suspended at once (each holds its instance and a parked thread).
+    pub max_suspended: usize,
+}
+
+impl Default for PreemptConfig {
+    fn default() -> Self {
+        Self {
+            quantum: Duration::from_millis(2),
+            max_suspended: 32,
+        }
+    }
+}
+
+/// What waits in the executors' queue: a call that has not started, or the resumption of one
+/// that was preempted.
+pub(crate) enum Work {
+    Call(Call),
+    Resume(Resumption),
+}
+
+/// A suspended call's place in the queue: its thread's seat and which suspension it is, so an
+/// entry left behind by a call that was stopped meanwhile resumes nothing.
+pub(crate) struct Resumption {
+    seat: Arc<Seat>,
+    ticket: u64,
+}
+
+impl Resumption {
+    /// Hands the suspended call the core of the thread that took this from the queue; false if
+    /// the call is no longer waiting for it (stopped for its budget, or the executors stopping).
+    pub(crate) fn resume(&self) -> bool {
+        let mut state = self.seat.lock();
+        if state.stopped || state.waiting != Some(self.ticket) {
+            return false;
+        }
+        state.waiting = None;
+        state.given = Some(None);
+        self.seat.wake.notify_one();
+        true
+    }
+}
+
+/// The ticket a spare waits under: resumptions carry tickets from 1 up.
+const SPARE: u64 = 0;
+
+struct SeatState {
+    /// The ticket the thread is parked under, if it is.
+    waiting: Option<u64>,
+    /// A core handed to the parked thread, with a call to start for a spare.
+    given: Option<Option<Next<Work>>>,
+    /// The executors are stopping.
+    stopped: bool,
+    /// The last ticket used.
+    tickets: u64,
+}
+
+/// How a parked thread woke.
+enum Woken {
+    /// It was handed a core, with a call to start if it was a spare.
+    Core(Option<Next<Work>>),
+    /// Its deadline passed first.
+    Expired,
+    /// The executors are stopping.
+    Stopped,
+}
+
+/// One executor thread's place: where it parks without a core, and what its current call spent
+/// suspended.
+pub(crate) struct Seat {
+    state: Mutex<SeatState>,
+    wake: Condvar,
+    /// Whether the thread holds a core; written only by the thread itself.
+    holds_core: AtomicBool,
+    /// How long the thread's current call has been suspended, so its processing time counts
+    /// only the time it ran.
+    suspended_ns: AtomicU64,
+}
+
+impl Seat {
+    pub(crate) fn new(holds_core: bool) -> Self {
+        Self {
+            state: Mutex::new(SeatState {
+                waiting: None,
+                given: None,
+                stopped: false,
+                tickets: SPARE,
+            }),
+            wake: Condvar::new(),
+            holds_core: AtomicBool::new(holds_core),
+            suspended_ns: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, SeatState> {
+        // Every update under this lock is a few field writes a panic cannot leave half done.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the thread holds a core.
+    pub(crate) fn holds_core(&self) -> bool {
+        self.holds_core.load(Ordering::Relaxed)
+    }
+
+    /// Records that the thread handed its core to a suspended call it resumed.
+    pub(crate) fn hand_over_core(&self) {
+        self.holds_core.store(false, Ordering::Relaxed);
+    }
+
+    /// Takes (and resets) how long the current call was suspended.
+    pub(crate) fn take_suspended(&self) -> Duration {
+        Duration::from_nanos(self.suspended_ns.swap(0, Ordering::Relaxed))
+    }
+
+    /// Marks the thread as waiting under a new suspension ticket, before its resumption is
+    /// queued (a thread could take it at once).
+    fn expect_resumption(&self) -> u64 {
+        let mut state = self.lock();
+        state.tickets += 1;
+        state.waiting = Some(state.tickets);
+        state.tickets
+    }
+
+    /// Parks until the thread is handed a core, until `deadline`, or until the executors stop.
+    fn park(&self, deadline: Option<Instant>) -> Woken {
+        let mut state = self.lock();
+        loop {
+            if let Some(work) = state.given.take() {
+                state.waiting = None;
+                self.holds_core.store(true, Ordering::Relaxed);
+                return Woken::Core(work);
+            }
+            if state.stopped {
+                state.waiting = None;
+                return Woken::Stopped;
+            }
+            state = match deadline {
+                None => self.wake.wait(state).unwrap_or_else(|p| p.into_inner()),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        state.waiting = None;
+                        return Woken::Expired;
+                    }
+                    self.wake
+                        .wait_timeout(state, deadline - now)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
+                }
+            };
+        }
+    }
+
+    /// Hands this spare a core and `work` to start with it; hands `work` back if the thread is
+    /// not a waiting spare.
+    fn give(
+        &self,
+        work: Option<Next<Work>>,
+    ) -> Result<(), Option<Next<Work>>> {
+        let mut state = self.lock();
+        if state.waiting != Some(SPARE) || state.stopped {
+            return Err(work);
+        }
+        state.waiting = None;
+        state.given = Some(work);
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    /// Wakes the thread if it is parked, and keeps it from parking again.
+    pub(crate) fn stop(&self) {
+        self.lock().stopped = true;
+        self.wake.notify_all();
+    }
+}
+
+/// The executors' preemption state shared by their threads.
+pub(crate) struct Suspensions {
+    config: PreemptConfig,
+    pending: Arc<Pending<Work>>,
+    metrics: Arc<NodeMetrics>,
+    /// Threads without a core, waiting to be handed one.
+    spares: Mutex<Vec<Arc<Seat>>>,
+    suspended: AtomicUsize,
+}
+
+impl Suspensions {
+    pub(crate) fn new(
+        config: PreemptConfig,
+        pending: Arc<Pending<Work>>,
+        metrics: Arc<NodeMetrics>,
+    ) -> Self {
+        Self {
+            config,
+            pending,
+            metrics,
+            spares: Mutex::new(Vec::new()),
+            suspended: AtomicUsize::new(0),
+        }
+    }
+
+    pub(crate) fn config(&self) -> PreemptConfig {
+        self.config
+    }
+
+    /// Calls suspended now.
+    pub(crate) fn suspended(&self) -> usize {
+        self.suspended.load(Ordering::Relaxed)
+    }
+
+    fn spares(&self) -> MutexGuard<'_, Vec<Arc<Seat>>> {
+        self.spares.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Parks `seat`'s thread, which has no core, until it is handed one (with the call to start,
+    /// if any); `None` once the executors stop.
+    pub(crate) fn wait_as_spare(
+        &self,
+        seat: &Arc<Seat>,
+    ) -> Option<Option<Next<Work>>> {
+        seat.holds_core.store(false, Ordering::Relaxed);
+        seat.lock().waiting = Some(SPARE);
+        self.spares().push(seat.clone());
+        match seat.park(None) {
+            Woken::Core(work) => Some(work),
+            Woken::Expired | Woken::Stopped => None,
+        }
+    }
+
+    /// Suspends the call running on `seat`'s thread, ranked `rank` from `basis` after
+    /// `attained_ns`, if a better call waits and the bound allows: parks the thread until the
+    /// call may run again. `None` if the call was not suspended.
+    fn suspend(
+        &self,
+        seat: &Arc<Seat>,
+        basis: RankBasis,
+        attained_ns: u64,
+        rank: u64,
+        deadline: Instant,
+    ) -> Option<Resumed> {
+        if self.suspended.fetch_add(1, Ordering::Relaxed) >= self.config.max_suspended {
+            self.suspended.fetch_sub(1, Ordering::Relaxed);
+            self.metrics.preemptions_refused.inc();
+            return None;
+        }
+        let Some(spare) = self.spares().pop() else {
+            // Every other thread is running or suspended, or a spare is on its way back to the
+            // pool: the call runs on and is asked again at the next tick.
+            self.suspended.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        };
+        let ticket = seat.expect_resumption();
+        let resumption = Work::Resume(Resumption {
+            seat: seat.clone(),
+            ticket,
+        });
+        let next = match self.pending.swap(basis, attained_ns, rank, resumption) {
+            Ok(next) => next,
+            Err(_) => {
+                seat.lock().waiting = None;
+                self.spares().push(spare);
+                self.suspended.fetch_sub(1, Ordering::Relaxed);
+                return None;
+            }
+        };
+        let parked = Instant::now();
+        seat.holds_core.store(false, Ordering::Relaxed);
+        self.metrics.preemptions.inc();
+        self.metrics.suspended_calls.inc();
+        self.metrics.busy_executors.dec();
+        self.hand_core(next, spare);
+        let woken = seat.park(Some(deadline));
+        seat.suspended_ns
+            .fetch_add(parked.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.suspended.fetch_sub(1, Ordering::Relaxed);
+        self.metrics.suspended_calls.dec();
+        Some(match woken {
+            Woken::Core(_) => {
+                self.metrics.busy_executors.inc();
+                Resumed::Running
+            }
+            Woken::Expired => Resumed::Expired,
+            Woken::Stopped => Resumed::Running,
+        })
+    }
+
+    /// Hands the core of a thread that was just suspended to whoever runs `next`.
+    fn hand_core(&self, next: Next<Work>, spare: Arc<Seat>) {
+        if let Work::Resume(resumption) = &next.work {
+            if resumption.resume() {
+                self.spares().push(spare);
+                return;
+            }
+            // A resumption left behind by a call stopped meanwhile: the spare takes the core
+            // and the next call from the queue.
+            if spare.give(None).is_err() {
+                unreachable!("spares in the pool wait for a core");
+            }
+            return;
+        }
+        if spare.give(Some(next)).is_err() {
+            unreachable!("spares in the pool wait for a core");
+        }
+    }
+}
+
+/// The preemption of one call on an executor: what the epoch callback asks at every tick.
+pub(crate) struct CallPreemption {
+    pub(crate) seat: Arc<Seat>,
+    pub(crate) suspensions: Arc<Suspensions>,
+    pub(crate) basis: RankBasis,
+    /// Service attained before the current slice.
+    pub(crate) attained: Duration,
+    /// When the current slice began.
+    pub(crate) slice_start: Instant,
+}
+
+impl Preemption for CallPreemption {
+    fn tick(&mut self, now: Instant, deadline: Instant) -> Resumed {
+        let slice = now.saturating_duration_since(self.slice_start);
+        let attained = (self.attained + slice).as_nanos() as u64;
+        let rank = self.basis.rank(attained);
+        let best = self.suspensions.pending.best_rank();
+        let quantum = self.suspensions.config.quantum.as_nanos() as u64;
+        if !should_yield(rank, best, slice.as_nanos() as u64, quantum) {
+            return Resumed::Running;
+        }
+        let suspended =
+            self.suspensions
+                .suspend(&self.seat, self.basis, attained, rank, deadline);
+        match suspended {
+            None => Resumed::Running,
+            Some(resumed) => {
+                self.attained += slice;
+                self.slice_start = Instant::now();
+                resumed
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{ExecutorsConfig, InvokeError, Node, PreemptConfig, Reply};
+    use bytes::Bytes;
+    use mote_runtime::CallError;
+    use mote_sched::Policy;
+    use mote_types::{FunctionName, Limits, Timeout};
+    use std::time::{Duration, Instant};
+
+    /// Folds `n` million numbers, `n` the little-endian u32 request body (about `n` ms), and
+    /// returns the 8-byte result, so a preempted call's answer can be compared with an
+    /// unpreempted one's.
+    const FOLD: &str = r#"(module (memory (export "memory") 1)
+        (func (export "mote_alloc") (param i32) (result i32) i32.const 16)
+        (func (export "mote_handle") (param $p i32) (param $n i32) (result i64)
+          (local $i i64) (local $end i64) (local $acc i64)
+          (if (local.get $n) (then
+            (local.set $end (i64.mul (i64.extend_i32_u (i32.load (local.get $p))) (i64.const 1000000)))))
+          (local.set $acc (i64.const 1469598103934665603))
+          (block $done (loop $l
+            (br_if $done (i64.ge_u (local.get $i) (local.get $end)))
+            (local.set $acc (i64.mul (i64.xor (local.get $acc) (local.get $i)) (i64.const 1099511628211)))
+            (local.set $i (i64.add (local.get $i) (i64.const 1)))
+            (br $l)))
+          (i64.store (i32.const 0) (local.get $acc))
+          i64.const 8))"#;
+
+    fn millions(n: u32) -> Bytes {
+        Bytes::copy_from_slice(&n.to_le_bytes())
+    }
+
+    /// A node of one core under preemptive SEPT, with the fold deployed under `names`, each
+    /// with `limits`.
+    async fn node(
+        dir: &std::path::Path,
+        max_suspended: usize,
+        names: &[(&str, Limits)],
+    ) -> Node {
+        let config = ExecutorsConfig {
+            policy: Policy::Sept,
+            preempt: Some(PreemptConfig {
+                quantum: Duration::from_millis(1),
+                max_suspended,
+            }),
+            ..ExecutorsConfig::new(1)
+        };
+        let node = Node::start_embedded(dir, config).await.unwrap();
+        let wasm = Bytes::from(wat::parse_str(FOLD).unwrap());
+        for &(name, limits) in names {
+            node.deploy(FunctionName::new(name).unwrap(), wasm.clone(), limits)
+                .await
+                .unwrap();
+        }
+        node
+    }
+
+    /// Runs `n` calls of `name` one at a time, so that the node learns how long it takes.
+    async fn teach(node: &Node, name: &str, body: Bytes, n: usize) -> Duration {
+        let mut last = Duration::ZERO;
+        for _ in 0..n {
+            last = node.invoke_traced(name, body.clone()).await.unwrap().processing;
+        }
+        last
+    }
+
+    fn wait_until_running(node: &Node) {
+        while node.metrics.busy_executors.get() == 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    fn preemptions(node: &Node) -> (u64, u64) {
+        let p = node.schedule().preempt.expect("the node preempts");
+        (p.preemptions, p.refused_at_bound)
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_preempted_call_answers_what_it_answers_unpreempted() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = node(dir.path(), 4, &[("long", Limits::default()), ("short", Limits::default())]).await;
+        teach(&node, "short", millions(1), 3).await;
+        let alone = node.invoke_traced("long", millions(150)).await.unwrap();
+        assert_eq!(preemptions(&node), (0, 0), "nothing waited, nothing was preempted");
+
+        let long = node.submit("long", millions(150)).unwrap();
+        wait_until_running(&node);
+        std::thread::sleep(Duration::from_millis(5));
+        let shorts: Vec<_> = (0..5)
+            .map(|_| node.submit("short", millions(1)).unwrap())
+            .collect();
+        let mut shorts_done = Vec::new();
+        for short in shorts {
+            short.await.unwrap().result.unwrap();
+            shorts_done.push(Instant::now());
+        }
+        let long = long.await.unwrap();
+        let long_done = Instant::now();
+        assert_eq!(long.result.as_ref().unwrap(), alone.result.as_ref().unwrap());
+        let (preempted, refused) = preemptions(&node);
+        assert!(preempted >= 1, "the short calls took the core");
+        assert_eq!(refused, 0);
+        assert!(shorts_done.iter().all(|&t| t < long_done));
+        // Suspended time counts as waiting, not as processing.
+        assert!(
+            long.processing < alone.processing * 3,
+            "{:?} against {:?}",
+            long.processing,
+            alone.processing
+        );
+        assert_eq!(node.schedule().preempt.unwrap().suspended, 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn at_the_bound_a_call_that_would_be_preempted_keeps_its_core() {
+        let dir = tempfile::tempdir().unwrap();
+        let functions = [
+            ("long", Limits::default()),
+            ("medium", Limits::default()),
+            ("short", Limits::default()),
+        ];
+        let node = node(dir.path(), 1, &functions).await;
+        teach(&node, "long", millions(200), 1).await;
+        teach(&node, "medium", millions(60), 1).await;
+        teach(&node, "short", millions(1), 2).await;
+
+        let long = node.submit("long", millions(200)).unwrap();
+        wait_until_running(&node);
+        std::thread::sleep(Duration::from_millis(5));
+        let medium = node.submit("medium", millions(60)).unwrap();
+        // The medium call takes the core and the long one is the one call suspended; the
+        // short call outranks the medium one but may not suspend a second call.
+        while node.schedule().preempt.unwrap().suspended == 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        let short = node.submit("short", millions(1)).unwrap();
+        let (medium, short) = tokio::join!(
+            async {
+                let r: Result<Reply, InvokeError> = medium.await;
+                (r, Instant::now())
+            },
+            async {
+                let r: Result<Reply, InvokeError> = short.await;
+                (r, Instant::now())
+            }
+        );
+        long.await.unwrap().result.unwrap();
+        medium.0.unwrap().result.unwrap();
+        short.0.unwrap().result.unwrap();
+        assert!(medium.1 < short.1, "the medium call kept its core to its end");
+        let (preempted, refused) = preemptions(&node);
+        assert!(preempted >= 1);
+        assert!(refused >= 1, "the bound refused a second suspension");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_suspended_call_is_stopped_when_its_budget_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = Limits::new(Some(Timeout::Ms(150)), None).unwrap();
+        let node = node(dir.path(), 4, &[("runaway", budget), ("short", Limits::default())]).await;
+        let short_takes = teach(&node, "short", millions(10), 3).await;
+        // Enough short calls to keep the core for 400 ms, all outranking the runaway call once
+        // it has run 20 ms: it is suspended when its budget ends.
+        let shorts = (400 / short_takes.as_millis().max(1)) as usize + 1;
+        let started = Instant::now();
+        let runaway = node.submit("runaway", millions(5_000)).unwrap();
+        wait_until_running(&node);
+        std::thread::sleep(Duration::from_millis(20));
+        let calls: Vec<_> = (0..shorts)
+            .map(|_| node.submit("short", millions(10)).unwrap())
+            .collect();
+        let stopped = runaway.await.unwrap();
+        let stopped_after = started.elapsed();
+        assert!(
+            matches!(
+                stopped.result,
+                Err(InvokeError::Call(CallError::Timeout { .. }))
+            ),
+            "{:?}",
+            stopped.result
+        );
+        assert!(preemptions(&node).0 >= 1, "it was suspended");
+        assert!(
+            stopped_after < Duration::from_millis(250),
+            "stopped {stopped_after:?} after it started, its budget being 150 ms"
+        );
+        for call in calls {
+            call.await.unwrap().result.unwrap();
+        }
+        assert_eq!(node.schedule().preempt.unwrap().suspended, 0);
+        // The core went back to work: a call after all this runs.
+        node.invoke("short", millions(1)).await.unwrap();
+    }
+}
