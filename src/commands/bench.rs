@@ -14,6 +14,7 @@ use mote_bench::results::ResultsDir;
 use mote_bench::simulate::{self, SimOptions};
 use mote_bench::sort::{self, ObjectServer, SortOptions};
 use mote_bench::store::{self, StoreBenchConfig};
+use mote_node::PreemptConfig;
 use mote_objects::S3Endpoint;
 use mote_sched::Policy;
 use std::path::PathBuf;
@@ -343,6 +344,17 @@ pub struct BurstArgs {
     /// Every policy over intensities 30, 40, 60, 90 and 120 (unless --intensity is given).
     #[arg(long)]
     all: bool,
+    /// Run the ranking policies (sept, eect, rect, fc) preemptive (`on`), to their end as the
+    /// paper does (`off`), or both side by side; fifo and baseline never preempt.
+    #[arg(long, default_value = "off")]
+    preempt: burst::Preempt,
+    /// The quantum under preemption, in microseconds.
+    #[arg(long, default_value_t = PreemptConfig::default().quantum.as_micros() as u64)]
+    quantum_us: u64,
+    /// The aging factor under preemption: how many times its expected remaining time a call
+    /// may wait before later calls can no longer overtake it.
+    #[arg(long, default_value_t = PreemptConfig::default().aging)]
+    aging: u64,
     /// Executor cores [default: all].
     #[arg(long)]
     cores: Option<usize>,
@@ -599,6 +611,9 @@ fn run_burst(args: BurstArgs) -> anyhow::Result<()> {
     let options = BurstOptions {
         policies: args.policy,
         all: args.all,
+        preempt: args.preempt,
+        quantum: Duration::from_micros(args.quantum_us),
+        aging: args.aging,
         cores,
         baseline_cap: baseline_cap(cores),
         intensities: args.intensity,

@@ -69,7 +69,7 @@ pub struct UpArgs {
     preempt: String,
     /// Under --preempt on, how long a call runs before a better-ranked call may take its core,
     /// in microseconds (decided at the epoch ticks, every 0.5 ms).
-    #[arg(long, default_value_t = 2_000)]
+    #[arg(long, default_value_t = PreemptConfig::default().quantum.as_micros() as u64)]
     quantum_us: u64,
     /// Under --preempt on, the most calls suspended at once. Each holds its instance (its memory)
     /// and a parked thread; at the bound, running calls are not preempted until one resumes.
@@ -209,6 +209,7 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
         preempt: (args.preempt == "on").then_some(PreemptConfig {
             quantum: Duration::from_micros(args.quantum_us),
             max_suspended: args.max_suspended,
+            ..PreemptConfig::default()
         }),
         ..ExecutorsConfig::new(cores)
     };

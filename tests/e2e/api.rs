@@ -79,7 +79,9 @@ fn concurrent_calls_each_get_their_own_answer() {
 
 #[test]
 fn metrics_describe_calls_queue_and_executors() {
-    let p = Platform::start(&["--cores", "1"]);
+    // One core, and under preemption (the default) one parked thread per call that may be
+    // suspended.
+    let p = Platform::start(&["--cores", "1", "--max-suspended", "4"]);
     p.deploy("hello", mote_guests::HELLO.wasm, "");
     p.deploy("trap", &crate::fixtures::trap(), "");
     for _ in 0..3 {
@@ -102,7 +104,9 @@ fn metrics_describe_calls_queue_and_executors() {
         r#"mote_call_duration_seconds_count{function="hello"} 3"#,
         "mote_queue_length 0",
         "mote_executors_busy 0",
-        "mote_executors 1",
+        "mote_executors 5",
+        "mote_preemptions_total 0",
+        "mote_suspended_calls 0",
         "mote_functions_deployed 2",
     ] {
         assert!(m.contains(expected), "missing {expected:?} in\n{m}");
@@ -144,7 +148,7 @@ fn one_running_call_per_core() {
 
 #[test]
 fn the_node_reports_its_policy_and_what_it_learned() {
-    let p = Platform::start(&["--policy", "sept", "--cores", "1"]);
+    let p = Platform::start(&["--policy", "sept", "--cores", "1", "--max-suspended", "2"]);
     p.deploy("hello", mote_guests::HELLO.wasm, "");
     p.deploy("slow", &crate::fixtures::busy(20_000_000), "");
     for _ in 0..3 {
@@ -154,7 +158,8 @@ fn the_node_reports_its_policy_and_what_it_learned() {
     let node = p.get("/v1/node").json();
     assert_eq!(node["policy"], "sept");
     assert_eq!(node["cores"], 1);
-    assert_eq!(node["executor_threads"], 1);
+    assert_eq!(node["executor_threads"], 3, "a core and two threads for suspended calls");
+    assert_eq!(node["preempt"]["max_suspended"], 2);
     assert_eq!(node["queue_length"], 0);
     let expected = |name: &str| {
         let f = node["functions"]

@@ -5,7 +5,7 @@ use crate::platform::mote_bin;
 use std::process::Command;
 
 #[test]
-fn a_short_burst_runs_under_every_policy() {
+fn a_short_burst_runs_under_every_policy_preemptive_or_not() {
     let out = tempfile::tempdir().unwrap();
     let mut args: Vec<String> = [
         "bench",
@@ -16,6 +16,8 @@ fn a_short_burst_runs_under_every_policy() {
         "2",
         "--intensity",
         "40",
+        "--preempt",
+        "both",
     ]
     .map(String::from)
     .to_vec();
@@ -33,7 +35,15 @@ fn a_short_burst_runs_under_every_policy() {
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.path().join("summary.json")).unwrap()).unwrap();
     let runs = summary.as_array().unwrap();
-    assert_eq!(runs.len(), 6);
+    // fifo and baseline never preempt; the four ranking policies run both ways.
+    assert_eq!(runs.len(), 10);
+    let names: Vec<&str> = runs.iter().map(|r| r["policy"].as_str().unwrap()).collect();
+    assert!(
+        ["sept-preempt", "eect-preempt", "rect-preempt", "fc-preempt"]
+            .iter()
+            .all(|n| names.contains(n)),
+        "{names:?}"
+    );
     // Every policy got the same burst: the same seed gives the same call sequence.
     let calls = runs[0]["calls"].as_u64().unwrap();
     assert!(calls >= 2, "{summary}");

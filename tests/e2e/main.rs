@@ -15,6 +15,7 @@ mod limits;
 mod logs;
 mod microtasks;
 mod platform;
+mod preempt;
 mod restart;
 mod shutdown;
 mod store;

@@ -18,12 +18,13 @@ use crate::error::InvokeError;
 use crate::ledger::{Ledger, Reply};
 use crate::metrics::{NodeMetrics, Outcome};
 use crate::pending::{Next, Pending, Refused};
-use crate::preempt::{CallPreemption, PreemptConfig, Seat, Suspensions, Work};
+use crate::preempt::{ExecutorPreemption, PreemptConfig, Seat, Suspensions, Work};
 use crate::registry::Deployed;
 use bytes::Bytes;
 use mote_runtime::{Call as RuntimeCall, CallError, CallOutput, Function, GuestLog, Runtime};
-use mote_sched::{Policy, RankBasis};
+use mote_sched::Policy;
 use std::panic::AssertUnwindSafe;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -99,6 +100,14 @@ struct Shared {
     suspensions: Option<Arc<Suspensions>>,
     /// Under preemption: each thread's seat, by thread index.
     seats: Vec<Arc<Seat>>,
+}
+
+/// What a call on an executor thread that preempts runs with: the thread's seat and
+/// preemption, and what the call's rank is computed from.
+struct Preempted<'a> {
+    seat: &'a Arc<Seat>,
+    preemption: &'a ExecutorPreemption,
+    basis: Option<mote_sched::RankBasis>,
 }
 
 /// The node's executor threads and the queue in front of them. Stops and joins them when dropped;
@@ -289,6 +298,8 @@ impl Shared {
     /// spare while it does not, until shutdown.
     fn run_preemptible(&self, i: usize, suspensions: &Arc<Suspensions>) {
         let seat = &self.seats[i];
+        let preemption = Rc::new(ExecutorPreemption::new(seat.clone(), suspensions.clone()));
+        mote_runtime::preempt_calls_on_this_thread(preemption.clone());
         let mut next = None;
         loop {
             if !seat.holds_core() {
@@ -302,8 +313,12 @@ impl Shared {
             };
             next = match taken.work {
                 Work::Call(call) => {
-                    let preemption = taken.basis.map(|basis| (seat, suspensions, basis));
-                    self.run(i, call, preemption)
+                    let preempted = Preempted {
+                        seat,
+                        preemption: &preemption,
+                        basis: taken.basis,
+                    };
+                    self.run(i, call, Some(preempted))
                 }
                 Work::Resume(resumption) => match resumption.resume() {
                     true => {
@@ -322,17 +337,12 @@ impl Shared {
         self.pending.take(self.config.spin)
     }
 
-    /// Runs one call, preemptible if `preemption` gives its thread's seat and its rank, settles
-    /// it, replies, and returns the next call to run: `None` at shutdown, or if the thread no
-    /// longer holds a core (the call's budget ran out while it was suspended). The reply goes
-    /// out before the instance is torn down, and the next call is taken then too, so a call
-    /// queued meanwhile is not missed by a sleep.
-    fn run(
-        &self,
-        i: usize,
-        call: Call,
-        preemption: Option<(&Arc<Seat>, &Arc<Suspensions>, RankBasis)>,
-    ) -> Option<Next<Work>> {
+    /// Runs one call, preemptible on a thread that preempts (`preempted`), settles it, replies,
+    /// and returns the next call to run: `None` at shutdown, or if the thread no longer holds a
+    /// core (the call's budget ran out while it was suspended). The reply goes out before the
+    /// instance is torn down, and the next call is taken then too, so a call queued meanwhile
+    /// is not missed by a sleep.
+    fn run(&self, i: usize, call: Call, preempted: Option<Preempted<'_>>) -> Option<Next<Work>> {
         let Call {
             function,
             code,
@@ -353,7 +363,10 @@ impl Shared {
         self.metrics.busy_executors.inc();
         let started = Instant::now();
         self.activity.start(i, started);
-        let seat = preemption.map(|(seat, _, _)| seat);
+        let seat = preempted.as_ref().map(|p| p.seat);
+        if let Some(p) = &preempted {
+            p.preemption.start(p.basis, started);
+        }
         let mut reply = Some(reply);
         let mut next = None;
         let ran = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -374,20 +387,11 @@ impl Shared {
                     let _ = reply.send(settled);
                 }
             };
-            match preemption {
-                Some((seat, suspensions, basis)) => {
-                    let preemption = CallPreemption {
-                        seat: seat.clone(),
-                        suspensions: suspensions.clone(),
-                        basis,
-                        attained: Duration::ZERO,
-                        slice_start: started,
-                    };
-                    self.runtime.call_preemptible(call, preemption, finish)
-                }
-                None => self.runtime.call_then(call, finish),
-            }
+            self.runtime.call_then(call, finish)
         }));
+        if let Some(p) = &preempted {
+            p.preemption.end();
+        }
         if seat.is_none_or(|s| s.holds_core()) {
             self.metrics.busy_executors.dec();
         }

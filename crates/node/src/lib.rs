@@ -232,7 +232,7 @@ impl Node {
             config.executors.fc_window,
             config.executors.max_queue,
             metrics.queue_length.clone(),
-            config.executors.preemption().is_some(),
+            config.executors.preemption().map(|p| p.aging),
         ));
         let ledger = Arc::new(Ledger::new(pending.clone()));
         let microtasks = Microtasks::start(

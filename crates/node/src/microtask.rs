@@ -9,6 +9,11 @@
 //!   are split again ([`mote_sched::CoreSplit`]: greedy from waiting and running microtasks ×
 //!   share, or static) and waiting microtasks are admitted where there is room. A class that
 //!   lost cores is not preempted: it drains to its new size.
+//! - Under `--preempt on`, inside a class the executors' rule holds: a microtask that has held
+//!   its share for a quantum while a better-ranked one waits in the same class gives the share
+//!   up at the next epoch tick and queues again, ranked from the time it has held it
+//!   (`mote_sched::preempt`); it waits without running until it is admitted again. Its slices
+//!   add up to one microtask in the class's history.
 //! - [`CallGate`]: one call's hold on the gate, handed to the runtime as its
 //!   [`PhaseGate`]: `phase` moves the call to another class's queue; waits on storage or timers
 //!   give the share up and queue for it again afterwards. Dropping it (the call ended, trapped,
@@ -32,6 +37,7 @@
 use crate::confine::ExecutorFilter;
 use crate::error::{DeployError, InvokeError};
 use crate::executor::ExecutorsConfig;
+use crate::preempt::PreemptConfig;
 use crate::ledger::{Ledger, Reply};
 use crate::metrics::Outcome;
 use crate::registry::Deployed;
@@ -42,13 +48,14 @@ use mote_runtime::{
     ProxyCall, ProxyResponse, Runtime,
 };
 use mote_sched::{
-    CLASSES, CallQueue, CoreSplit, FunctionKey, SHARE_LEVELS, ShareClass, SplitMismatch, SplitMode,
+    CLASSES, CallQueue, CoreSplit, FunctionKey, RankBasis, SHARE_LEVELS, ShareClass, SplitMismatch,
+    SplitMode, should_yield,
 };
 use serde::Serialize;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::{Notify, Semaphore, oneshot};
 
 /// How calls that declare phases are scheduled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,6 +112,23 @@ pub struct ClassSnapshot {
     pub running: u32,
     /// Microtasks queued for it.
     pub waiting: usize,
+    /// Microtasks that gave their share up to a better-ranked one in it (`--preempt on`).
+    pub preemptions: u64,
+}
+
+/// A microtask's place in its class's queue: where its admission is sent, and, for one that was
+/// preempted, what wakes the call waiting (without running) to be admitted again.
+struct Admit {
+    admitted: oneshot::Sender<Admitted>,
+    wake: Option<Arc<Notify>>,
+}
+
+/// What a microtask learns when it is admitted.
+struct Admitted {
+    /// What its rank in the class is computed from.
+    basis: RankBasis,
+    /// When it was admitted: it holds the share from then.
+    at: Instant,
 }
 
 struct GateState {
@@ -114,13 +138,16 @@ struct GateState {
     budget: u32,
     cores: [u32; CLASSES],
     running: [u32; CLASSES],
-    waiting: [CallQueue<oneshot::Sender<()>>; CLASSES],
+    waiting: [CallQueue<Admit>; CLASSES],
+    preemptions: [u64; CLASSES],
 }
 
 /// Admits microtasks to their share classes.
 pub(crate) struct ClassGate {
     state: Mutex<GateState>,
     mode: MicrotaskMode,
+    /// Preemption inside a class, if on.
+    preempt: Option<PreemptConfig>,
 }
 
 impl ClassGate {
@@ -133,18 +160,31 @@ impl ClassGate {
             MicrotaskMode::On(split) => (Some(CoreSplit::new(cores, split)?), [0; CLASSES]),
             MicrotaskMode::Off => (None, [cores, 0, 0, 0]),
         };
+        let preempt = executors.preemption();
+        let queue = || match preempt {
+            Some(p) => CallQueue::preemptive(executors.policy, executors.fc_window, p.aging),
+            None => CallQueue::new(executors.policy, executors.fc_window),
+        };
         let mut state = GateState {
             split,
             budget: cores * 1000,
             cores: cores_per_class,
             running: [0; CLASSES],
-            waiting: std::array::from_fn(|_| CallQueue::new(executors.policy, executors.fc_window)),
+            waiting: std::array::from_fn(|_| queue()),
+            preemptions: [0; CLASSES],
         };
         state.rebalance();
         Ok(Self {
             state: Mutex::new(state),
             mode,
+            preempt,
         })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, GateState> {
+        self.state
+            .lock()
+            .expect("the gate's lock is never poisoned")
     }
 
     /// Whether waits give the share up: per class yes; task-based, a call holds its core.
@@ -162,56 +202,81 @@ impl ClassGate {
         }
     }
 
-    /// Admits a microtask of `function` to `class` now (`None`), or queues it: the receiver
-    /// fires when it is admitted.
+    /// Admits a microtask of `function` to `class`: at once (`Ok`, with what its rank is
+    /// computed from), or queued (`Err`: the receiver fires when it is admitted).
     fn acquire(
         &self,
         class: usize,
         function: FunctionKey,
         arrival: Instant,
-    ) -> Option<oneshot::Receiver<()>> {
-        let mut state = self
-            .state
-            .lock()
-            .expect("the gate's lock is never poisoned");
-        if state.waiting[class].is_empty() && state.has_room(class) {
+    ) -> Result<RankBasis, oneshot::Receiver<Admitted>> {
+        let mut state = self.lock();
+        let (admit, admitted) = oneshot::channel();
+        let admit = Admit {
+            admitted: admit,
+            wake: None,
+        };
+        state.waiting[class].push(function, arrival, admit);
+        if state.waiting[class].len() == 1 && state.has_room(class) {
+            let taken = state.waiting[class].pop_ranked().expect("just queued");
             state.running[class] += 1;
             state.rebalance();
-            return None;
+            return Ok(taken.basis);
         }
-        let (admit, admitted) = oneshot::channel();
-        state.waiting[class].push(function, arrival, admit);
         state.rebalance();
-        Some(admitted)
+        Err(admitted)
     }
 
     /// A microtask of `function` that held a share of `class` for `held` has left it.
     fn release(&self, class: usize, function: FunctionKey, held: Duration) {
-        let mut state = self
-            .state
-            .lock()
-            .expect("the gate's lock is never poisoned");
+        let mut state = self.lock();
         state.running[class] -= 1;
         state.waiting[class].complete(function, held);
         state.rebalance();
     }
 
+    /// Takes the share of a microtask of `class`, ranked `rank` from `basis` after holding it
+    /// for `held`, back for a better-ranked one waiting in the class, if one still waits: queues
+    /// it again and returns where its admission will arrive (`wake` fires then too).
+    fn preempt(
+        &self,
+        class: usize,
+        basis: RankBasis,
+        held: Duration,
+        rank: u64,
+        wake: Arc<Notify>,
+    ) -> Option<oneshot::Receiver<Admitted>> {
+        let mut state = self.lock();
+        if state.waiting[class].best_rank().is_none_or(|best| best >= rank) {
+            return None;
+        }
+        let (admit, admitted) = oneshot::channel();
+        let admit = Admit {
+            admitted: admit,
+            wake: Some(wake),
+        };
+        state.running[class] -= 1;
+        state.preemptions[class] += 1;
+        state.waiting[class].requeue(basis, held.as_nanos() as u64, admit);
+        state.rebalance();
+        Some(admitted)
+    }
+
+    /// The rank of the best microtask waiting in `class`.
+    fn best_rank(&self, class: usize) -> Option<u64> {
+        self.lock().waiting[class].best_rank()
+    }
+
     /// Drops what the classes know about a function that was replaced or removed.
     pub(crate) fn forget(&self, function: FunctionKey) {
-        let mut state = self
-            .state
-            .lock()
-            .expect("the gate's lock is never poisoned");
+        let mut state = self.lock();
         for queue in &mut state.waiting {
             queue.forget(function);
         }
     }
 
     pub(crate) fn snapshot(&self) -> Vec<ClassSnapshot> {
-        let state = self
-            .state
-            .lock()
-            .expect("the gate's lock is never poisoned");
+        let state = self.lock();
         (0..CLASSES)
             .map(|c| ClassSnapshot {
                 permille: SHARE_LEVELS[c],
@@ -219,6 +284,7 @@ impl ClassGate {
                 capacity: state.capacity(c),
                 running: state.running[c],
                 waiting: state.waiting[c].len(),
+                preemptions: state.preemptions[c],
             })
             .collect()
     }
@@ -251,12 +317,19 @@ impl GateState {
         }
         for c in 0..CLASSES {
             while self.has_room(c) {
-                let Some(admit) = self.waiting[c].pop() else {
+                let Some(taken) = self.waiting[c].pop_ranked() else {
                     break;
                 };
+                let admitted = Admitted {
+                    basis: taken.basis,
+                    at: Instant::now(),
+                };
                 // A receiver that is gone belongs to a call cancelled while it queued.
-                if admit.send(()).is_ok() {
+                if taken.call.admitted.send(admitted).is_ok() {
                     self.running[c] += 1;
+                    if let Some(wake) = taken.call.wake {
+                        wake.notify_one();
+                    }
                 }
             }
         }
@@ -265,10 +338,10 @@ impl GateState {
 
 /// Where a call stands with the gate.
 enum Hold {
-    /// Running in its class.
-    Running,
+    /// Running in its class, ranked from this basis.
+    Running(RankBasis),
     /// Queued for its class.
-    Queued(oneshot::Receiver<()>),
+    Queued(oneshot::Receiver<Admitted>),
     /// Holding nothing: before its first admission, or while it waits on storage or a timer.
     Released,
 }
@@ -280,7 +353,13 @@ pub(crate) struct CallGate {
     arrival: Instant,
     class: usize,
     hold: Hold,
+    /// When the current slice of its share began.
     since: Instant,
+    /// How long it held its share in this microtask before the current slice (it was
+    /// preempted in between).
+    held_before: Duration,
+    /// What wakes the call when it is admitted again after a preemption; made on the first.
+    wake: Option<Arc<Notify>>,
 }
 
 impl CallGate {
@@ -293,29 +372,54 @@ impl CallGate {
             class: ShareClass::WHOLE_CORE.index(),
             hold: Hold::Released,
             since: arrival,
+            held_before: Duration::ZERO,
+            wake: None,
         }
     }
 
     /// Waits until the call runs in its class.
     async fn acquire(&mut self) {
-        if let Some(admitted) = self.gate.acquire(self.class, self.function, self.arrival) {
-            self.hold = Hold::Queued(admitted);
-            if let Hold::Queued(admitted) = &mut self.hold
-                && admitted.await.is_err()
-            {
-                // The gate is gone: the node is shutting down and the call with it.
-                self.hold = Hold::Released;
-                return;
+        self.held_before = Duration::ZERO;
+        match self.gate.acquire(self.class, self.function, self.arrival) {
+            Ok(basis) => {
+                self.hold = Hold::Running(basis);
+                self.since = Instant::now();
+            }
+            Err(admitted) => {
+                self.hold = Hold::Queued(admitted);
+                if let Hold::Queued(admitted) = &mut self.hold {
+                    match admitted.await {
+                        Ok(admitted) => {
+                            self.hold = Hold::Running(admitted.basis);
+                            self.since = admitted.at;
+                        }
+                        // The gate is gone: the node is shutting down and the call with it.
+                        Err(_) => self.hold = Hold::Released,
+                    }
+                }
             }
         }
-        self.hold = Hold::Running;
-        self.since = Instant::now();
+    }
+
+    /// After a preemption: notes the admission the call waited for, if it has arrived.
+    fn readmitted(&mut self) {
+        if let Hold::Queued(admitted) = &mut self.hold
+            && let Ok(admitted) = admitted.try_recv()
+        {
+            self.hold = Hold::Running(admitted.basis);
+            self.since = admitted.at;
+        }
+    }
+
+    /// How long the call has held its share in this microtask.
+    fn held(&self) -> Duration {
+        self.held_before + self.since.elapsed()
     }
 
     fn release(&mut self) {
-        if let Hold::Running = self.hold {
-            self.gate
-                .release(self.class, self.function, self.since.elapsed());
+        self.readmitted();
+        if let Hold::Running(_) = self.hold {
+            self.gate.release(self.class, self.function, self.held());
         }
         self.hold = Hold::Released;
     }
@@ -325,11 +429,12 @@ impl PhaseGate for CallGate {
     fn enter(&mut self, permille: u16) -> GateFuture<'_> {
         Box::pin(async move {
             let class = self.gate.class_of(permille);
+            self.readmitted();
             if class != self.class {
                 self.release();
                 self.class = class;
             }
-            if !matches!(self.hold, Hold::Running) {
+            if !matches!(self.hold, Hold::Running(_)) {
                 self.acquire().await;
             }
         })
@@ -348,20 +453,44 @@ impl PhaseGate for CallGate {
             }
         })
     }
+
+    fn preempt(&mut self, now: Instant) -> Option<GateFuture<'static>> {
+        let quantum = self.gate.preempt?.quantum;
+        self.readmitted();
+        let Hold::Running(basis) = self.hold else {
+            return None;
+        };
+        let slice = now.saturating_duration_since(self.since);
+        let held = self.held_before + slice;
+        let rank = basis.rank(held.as_nanos() as u64);
+        let best = self.gate.best_rank(self.class).unwrap_or(u64::MAX);
+        let slice_ns = slice.as_nanos() as u64;
+        if !should_yield(rank, best, slice_ns, quantum.as_nanos() as u64) {
+            return None;
+        }
+        let wake = self.wake.get_or_insert_with(Default::default).clone();
+        let admitted = self
+            .gate
+            .preempt(self.class, basis, held, rank, wake.clone())?;
+        self.held_before = held;
+        self.hold = Hold::Queued(admitted);
+        Some(Box::pin(async move { wake.notified().await }))
+    }
 }
 
 impl Drop for CallGate {
     fn drop(&mut self) {
         match std::mem::replace(&mut self.hold, Hold::Released) {
-            Hold::Running => {
-                self.hold = Hold::Running;
+            Hold::Running(basis) => {
+                self.hold = Hold::Running(basis);
                 self.release();
             }
             Hold::Queued(mut admitted) => {
                 // Admitted after it stopped waiting: give the share straight back.
                 admitted.close();
-                if admitted.try_recv().is_ok() {
-                    self.hold = Hold::Running;
+                if let Ok(admitted) = admitted.try_recv() {
+                    self.hold = Hold::Running(admitted.basis);
+                    self.since = admitted.at;
                     self.release();
                 }
             }
@@ -920,6 +1049,46 @@ mod tests {
             [0, 0, 0, 0],
             "the finished call holds nothing"
         );
+    }
+
+    #[tokio::test]
+    async fn inside_a_class_a_microtask_gives_its_share_to_a_better_one_after_its_quantum() {
+        let mut config = ExecutorsConfig::new(1);
+        config.policy = Policy::Sept;
+        config.preempt = Some(PreemptConfig {
+            quantum: Duration::from_millis(1),
+            ..PreemptConfig::default()
+        });
+        let gate = Arc::new(ClassGate::new(&config, MicrotaskMode::On(SplitMode::Dynamic)).unwrap());
+        let mut a = CallGate::new(gate.clone(), 1, Instant::now());
+        a.acquire().await;
+        std::thread::sleep(Duration::from_millis(3));
+        assert!(a.preempt(Instant::now()).is_none(), "nothing waits");
+        // Neither function has a history: `a` ranks by the time it has held its share, behind
+        // `b`, which has held none.
+        let mut b = CallGate::new(gate.clone(), 2, Instant::now());
+        let mut b_queued = Box::pin(b.acquire());
+        assert!(futures_poll_once(&mut b_queued).is_pending());
+        let mut waiting = a.preempt(Instant::now()).expect("b outranks a");
+        assert!(futures_poll_once(&mut b_queued).is_ready());
+        drop(b_queued);
+        assert_eq!(running(&gate), [1, 0, 0, 0], "b holds the one core, a waits");
+        assert_eq!(gate.snapshot()[0].preemptions, 1);
+        assert!(futures_poll_once(&mut waiting).is_pending());
+        std::thread::sleep(Duration::from_millis(2));
+        drop(b);
+        assert!(futures_poll_once(&mut waiting).is_ready(), "a is admitted again");
+        assert!(
+            a.preempt(Instant::now()).is_none(),
+            "a new slice runs for its quantum first"
+        );
+        drop(a);
+        assert_eq!(running(&gate), [0, 0, 0, 0]);
+        // a's two slices are one microtask of at least 3 ms in its history.
+        let state = gate.lock();
+        let history = state.waiting[0].history(1).unwrap().recent_processing_ns();
+        assert_eq!(history.len(), 1);
+        assert!(history[0] >= 3_000_000, "{history:?}");
     }
 
     /// Polls a future once with a waker that does nothing.

@@ -92,22 +92,24 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl<T> Pending<T> {
     /// An empty queue for `policy` holding at most `limit` calls, counting them in `waiting`;
-    /// `preemptive` ranks calls so that running ones can be compared with them (see
-    /// [`CallQueue::preemptive`]).
+    /// `preemptive` (an aging factor) ranks calls so that running ones can be compared with them
+    /// (see [`CallQueue::preemptive`]).
     pub(crate) fn new(
         policy: Policy,
         window: Duration,
         limit: usize,
         waiting: prometheus_client::metrics::gauge::Gauge,
-        preemptive: bool,
+        preemptive: Option<u64>,
     ) -> Self {
         let order = match (policy.arrival_order(), preemptive) {
             (true, _) => Order::Arrival {
                 calls: SegQueue::new(),
                 histories: Mutex::new(Histories::default()),
             },
-            (false, false) => Order::Ranked(Mutex::new(CallQueue::new(policy, window))),
-            (false, true) => Order::Ranked(Mutex::new(CallQueue::preemptive(policy, window))),
+            (false, None) => Order::Ranked(Mutex::new(CallQueue::new(policy, window))),
+            (false, Some(aging)) => {
+                Order::Ranked(Mutex::new(CallQueue::preemptive(policy, window, aging)))
+            }
         };
         Self {
             order,
@@ -195,6 +197,26 @@ impl<T> Pending<T> {
         }?;
         self.waiting().fetch_sub(1, Ordering::AcqRel);
         Some(next)
+    }
+
+    /// Queues a call that has run for `attained_ns` (`work` resumes it) at its rank from
+    /// `basis`, beyond the bound on waiting calls: it was already accepted. Hands `work` back
+    /// once the queue is shut down, or under arrival order.
+    pub(crate) fn requeue(&self, basis: RankBasis, attained_ns: u64, work: T) -> Result<(), T> {
+        let Order::Ranked(queue) = &self.order else {
+            return Err(work);
+        };
+        if self.is_shut_down() {
+            return Err(work);
+        }
+        self.waiting().fetch_add(1, Ordering::SeqCst);
+        {
+            let mut queue = lock(queue);
+            queue.requeue(basis, attained_ns, work);
+            self.publish_best(&queue);
+        }
+        self.wake_one();
+        Ok(())
     }
 
     /// Preempts a running call, ranked `rank` from `basis` after `attained_ns` of service, if a
@@ -311,7 +333,7 @@ mod tests {
     use std::sync::Arc;
 
     fn pending(policy: Policy, limit: usize) -> Pending<(u64, u32)> {
-        Pending::new(policy, Duration::from_secs(60), limit, Default::default(), false)
+        Pending::new(policy, Duration::from_secs(60), limit, Default::default(), None)
     }
 
     #[test]
@@ -366,7 +388,13 @@ mod tests {
 
     #[test]
     fn a_swap_queues_the_running_call_and_takes_a_better_one_in_one_step() {
-        let q = Pending::new(Policy::Sept, Duration::from_secs(60), 8, Default::default(), true);
+        let q = Pending::new(
+            Policy::Sept,
+            Duration::from_secs(60),
+            8,
+            Default::default(),
+            Some(mote_sched::DEFAULT_AGING),
+        );
         let now = Instant::now();
         assert_eq!(q.best_rank(), u64::MAX);
         q.push(1, now, (1, 0)).unwrap();

@@ -11,7 +11,7 @@ use crate::engine::Runtime;
 use crate::entry::{self, CallOutput, Failure, Fiber};
 use crate::error::CallError;
 use crate::function::{Entry, Function};
-use crate::gate::{HostIo, MicrotaskState, PhaseGate, Preemption, Resumed, Unpreempted};
+use crate::gate::{self, HostIo, MicrotaskState, PhaseGate, Resumed};
 use crate::guest_log::GuestLog;
 use crate::state::{CallState, Deadline};
 use bytes::Bytes;
@@ -65,26 +65,13 @@ impl Runtime {
         call: Call<'_>,
         finish: impl FnOnce(Result<CallOutput, CallError>, GuestLog) -> R,
     ) -> R {
-        self.call_preemptible(call, Unpreempted, finish)
-    }
-
-    /// [`Runtime::call_then`], asking `preemption` at every epoch tick whether the call gives its
-    /// core up there; it may suspend the call by blocking this thread. `preemption` lives in
-    /// the store's epoch callback, which wasmtime allocates for every call anyway, so this
-    /// costs a call that ends before its first tick nothing over [`Runtime::call_then`].
-    pub fn call_preemptible<R>(
-        &self,
-        call: Call<'_>,
-        preemption: impl Preemption,
-        finish: impl FnOnce(Result<CallOutput, CallError>, GuestLog) -> R,
-    ) -> R {
         assert!(
             !call.function.is_microtask(),
             "{} declares microtasks; run it with Runtime::call_microtask",
             call.name
         );
         let mut store = self.new_store(&call, None);
-        self.arm_deadline(&mut store, call.limits, false, preemption);
+        self.arm_deadline(&mut store, call.limits, false);
         let result = entry::run_blocking(call.function, &mut store, call.input);
         let (result, log) = entry::finish(call.function, call.limits, &mut store, result);
         let value = finish(result, log);
@@ -109,7 +96,7 @@ impl Runtime {
             call.name
         );
         let mut store = self.new_store(&call, Some(MicrotaskState { gate, io }));
-        self.arm_deadline(&mut store, call.limits, true, Unpreempted);
+        self.arm_deadline(&mut store, call.limits, true);
         let deadline = tokio::time::Instant::from_std(store.data().deadline);
         let run = entry::run::<Fiber>(call.function, &mut store, call.input);
         let result = match tokio::time::timeout_at(deadline, run).await {
@@ -144,16 +131,16 @@ impl Runtime {
         store
     }
 
-    /// Checks the call's wall-clock deadline at every epoch tick and stops the guest past it,
-    /// then lets `preemption` suspend it; with `yield_each_tick` (calls that are futures:
-    /// microtask calls, requests to components) the guest also yields to other calls at every
-    /// tick.
+    /// Checks the call's wall-clock deadline at every epoch tick and stops the guest past it.
+    /// A call on the calling thread may then be suspended by the thread's
+    /// [`crate::Preemption`]; with `yield_each_tick` (calls that are futures: microtask calls,
+    /// requests to components) the guest instead yields to other calls at every tick, and waits
+    /// without running if its gate preempted it.
     pub(crate) fn arm_deadline<T: Deadline + 'static>(
         &self,
         store: &mut Store<T>,
         limits: Limits,
         yield_each_tick: bool,
-        mut preemption: impl Preemption,
     ) {
         let Some(ticker) = self.ticker() else {
             return;
@@ -167,13 +154,16 @@ impl Runtime {
                 state.time_out();
                 return Err(Trap::Interrupt.into());
             }
-            if preemption.tick(now, state.deadline()) == Resumed::Expired {
-                state.time_out();
-                return Err(Trap::Interrupt.into());
+            if !yield_each_tick {
+                if gate::tick(now, state.deadline()) == Resumed::Expired {
+                    state.time_out();
+                    return Err(Trap::Interrupt.into());
+                }
+                return Ok(UpdateDeadline::Continue(1));
             }
-            Ok(match yield_each_tick {
-                true => UpdateDeadline::Yield(1),
-                false => UpdateDeadline::Continue(1),
+            Ok(match state.preempted(now) {
+                Some(wait) => UpdateDeadline::YieldCustom(1, wait),
+                None => UpdateDeadline::Yield(1),
             })
         });
     }
@@ -272,51 +262,78 @@ mod tests {
         (i64.store (i32.const 0) (local.get $acc))
         i64.const 8"#;
 
-    /// Suspends the call (sleeps) at its first `suspensions` ticks, counting the ticks.
+    /// Suspends the call (sleeps) at its first `suspensions` ticks, counting the ticks, and
+    /// counts the waits it was told of, answering `answer` to both.
     struct SleepAtTicks {
         suspensions: u32,
-        ticks: Arc<std::sync::atomic::AtomicU32>,
+        ticks: std::cell::Cell<u32>,
+        waits: Arc<std::sync::atomic::AtomicU32>,
         answer: Resumed,
     }
 
-    impl Preemption for SleepAtTicks {
-        fn tick(&mut self, _now: Instant, _deadline: Instant) -> Resumed {
-            let n = self.ticks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    impl SleepAtTicks {
+        fn new(suspensions: u32, answer: Resumed) -> Self {
+            Self {
+                suspensions,
+                ticks: Default::default(),
+                waits: Default::default(),
+                answer,
+            }
+        }
+    }
+
+    impl crate::Preemption for SleepAtTicks {
+        fn tick(&self, _now: Instant, _deadline: Instant) -> Resumed {
+            let n = self.ticks.get();
+            self.ticks.set(n + 1);
             if n < self.suspensions {
                 std::thread::sleep(Duration::from_millis(5));
                 return self.answer;
             }
             Resumed::Running
         }
+
+        fn release_for_wait(&self) -> bool {
+            true
+        }
+
+        fn wait_ended(&self, _deadline: Instant) -> Resumed {
+            self.waits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.answer
+        }
     }
 
-    fn preemptible(rt: &Runtime, f: &Function, limits: Limits, at: SleepAtTicks) -> Result<Vec<u8>, CallError> {
-        let name = Arc::from("fold");
-        let call = Call {
-            function: f,
-            name: &name,
-            limits,
-            started: Instant::now(),
-            input: b"",
-        };
-        rt.call_preemptible(call, at, |r, _| r.map(|o| o.body))
+    /// Calls `f` with `input` on a thread of its own whose calls `at` preempts; returns the
+    /// answer and how many ticks `at` saw.
+    fn preemptible(
+        rt: &Runtime,
+        f: &Function,
+        input: &[u8],
+        at: SleepAtTicks,
+    ) -> (Result<Vec<u8>, CallError>, u32) {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let at = std::rc::Rc::new(at);
+                crate::preempt_calls_on_this_thread(at.clone());
+                let answer = rt
+                    .call(f, &Arc::from("t"), Limits::default(), input)
+                    .map(|o| o.body);
+                (answer, at.ticks.get())
+            })
+            .join()
+            .unwrap()
+        })
     }
 
     #[test]
     fn a_call_suspended_at_its_ticks_returns_what_an_unsuspended_one_does() {
         let (rt, _d) = runtime();
         let f = rt.compile(&wat::parse_str(abi(FOLD)).unwrap()).unwrap();
-        let plain = rt.call(&f, &Arc::from("fold"), Limits::default(), b"").unwrap().body;
-        let ticks = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let plain = rt.call(&f, &Arc::from("t"), Limits::default(), b"").unwrap().body;
         let started = Instant::now();
-        let at = SleepAtTicks {
-            suspensions: 4,
-            ticks: ticks.clone(),
-            answer: Resumed::Running,
-        };
-        let suspended = preemptible(&rt, &f, Limits::default(), at).unwrap();
-        assert_eq!(suspended, plain);
-        assert!(ticks.load(std::sync::atomic::Ordering::Relaxed) >= 4);
+        let (suspended, ticks) = preemptible(&rt, &f, b"", SleepAtTicks::new(4, Resumed::Running));
+        assert_eq!(suspended.unwrap(), plain);
+        assert!(ticks >= 4, "{ticks} ticks");
         assert!(started.elapsed() >= Duration::from_millis(20), "it was suspended 4 times");
     }
 
@@ -324,13 +341,48 @@ mod tests {
     fn a_call_whose_budget_ends_while_suspended_is_stopped_for_it() {
         let (rt, _d) = runtime();
         let f = rt.compile(&wat::parse_str(abi(FOLD)).unwrap()).unwrap();
-        let at = SleepAtTicks {
-            suspensions: 1,
-            ticks: Default::default(),
-            answer: Resumed::Expired,
-        };
-        let err = preemptible(&rt, &f, Limits::default(), at).unwrap_err();
-        assert!(matches!(err, CallError::Timeout { .. }), "{err}");
+        let (err, _) = preemptible(&rt, &f, b"", SleepAtTicks::new(1, Resumed::Expired));
+        assert!(matches!(err, Err(CallError::Timeout { .. })), "{err:?}");
+    }
+
+    /// A WASI command that sleeps 20 ms (`poll_oneoff` on one relative clock), then writes "ok",
+    /// or "no" if the poll failed.
+    const NAP: &str = r#"(module
+        (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
+        (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+        (memory (export "memory") 1)
+        (data (i32.const 300) "ok")
+        (func (export "_start")
+          ;; subscription at 0: userdata 7, tag 0 (clock), clock id 1 (monotonic), 20 ms, relative
+          (i64.store (i32.const 0) (i64.const 7))
+          (i32.store8 (i32.const 8) (i32.const 0))
+          (i32.store (i32.const 16) (i32.const 1))
+          (i64.store (i32.const 24) (i64.const 20000000))
+          (i64.store (i32.const 32) (i64.const 0))
+          (i32.store16 (i32.const 40) (i32.const 0))
+          (if (call $poll (i32.const 0) (i32.const 128) (i32.const 1) (i32.const 200))
+            (then (i32.store16 (i32.const 300) (i32.const 0x6f6e)))) ;; "no": it failed
+          (i32.store (i32.const 400) (i32.const 300))
+          (i32.store (i32.const 404) (i32.const 2))
+          (drop (call $fd_write (i32.const 1) (i32.const 400) (i32.const 1) (i32.const 408)))))"#;
+
+    #[test]
+    fn a_sleep_gives_the_core_up_and_asks_for_it_back() {
+        let (rt, _d) = runtime();
+        let f = rt.compile(&wat::parse_str(NAP).unwrap()).unwrap();
+        let at = SleepAtTicks::new(0, Resumed::Running);
+        let waits = at.waits.clone();
+        let started = Instant::now();
+        let (answer, _) = preemptible(&rt, &f, b"", at);
+        assert_eq!(answer.unwrap(), b"ok");
+        assert!(started.elapsed() >= Duration::from_millis(20), "it slept");
+        assert_eq!(waits.load(std::sync::atomic::Ordering::Relaxed), 1);
+        // Its budget ran out before it got a core back: it is stopped for it.
+        let (err, _) = preemptible(&rt, &f, b"", SleepAtTicks::new(0, Resumed::Expired));
+        assert!(matches!(err, Err(CallError::Timeout { .. })), "{err:?}");
+        // On a thread whose calls nobody preempts, the sleep is just a sleep.
+        let plain = rt.call(&f, &Arc::from("t"), Limits::default(), b"").unwrap().body;
+        assert_eq!(plain, b"ok");
     }
 
     #[test]

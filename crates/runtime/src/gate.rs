@@ -1,6 +1,6 @@
 //! What a call needs from the node that runs it: a call of a microtask function, a
 //! [`PhaseGate`] that decides when each of its phases may run and the [`HostIo`] its object calls
-//! run on; a call an executor may preempt, its [`Preemption`].
+//! run on; the calls of an executor thread that may be preempted, the thread's [`Preemption`].
 //!
 //! The runtime does not decide who runs. Every phase change, wait and resumption of a call goes
 //! through its gate, which admits the call to the share class of its current phase (and may make
@@ -12,27 +12,35 @@
 use mote_objects::Objects;
 use std::future::Future;
 use std::pin::Pin;
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// How an executor may take its core back from a call it runs ([`Runtime::call_preemptible`]).
+/// How an executor may take its core back from the calls it runs, registered once per executor
+/// thread with [`preempt_calls_on_this_thread`].
 ///
-/// The runtime asks at every epoch tick, after the budget check, on the thread running the call.
-/// The node decides (the runtime knows nothing of queues or ranks), and suspends the call by
-/// blocking that thread: the call keeps its instance, its stack and its place in the guest, and
+/// The runtime asks at every epoch tick of a call on that thread, after the budget check, and
+/// around a host call that may wait for a long time (WASI `poll_oneoff` on clocks only: a sleep).
+/// The node decides (the runtime knows nothing of queues or ranks) and suspends a call by
+/// blocking the thread: the call keeps its instance, its stack and its place in the guest, and
 /// another thread runs on the core meanwhile. A call that ends within its first tick is never
 /// asked.
-///
-/// [`Runtime::call_preemptible`]: crate::Runtime::call_preemptible
-pub trait Preemption: Send + Sync + 'static {
+pub trait Preemption {
     /// At an epoch tick at `now`, for a call whose budget ends at `deadline`: returns at once if
     /// the call keeps its core; otherwise suspends it until it may run again
     /// ([`Resumed::Running`]), or until `deadline` passes while it waits ([`Resumed::Expired`]:
     /// the call is stopped for its budget without running again).
-    fn tick(&mut self, now: Instant, deadline: Instant) -> Resumed;
+    fn tick(&self, now: Instant, deadline: Instant) -> Resumed;
+    /// The call is about to wait in the host (a sleep): gives its core to another call
+    /// meanwhile if it can; true if it did.
+    fn release_for_wait(&self) -> bool;
+    /// The wait that [`Preemption::release_for_wait`] gave the core up for is over: blocks
+    /// until the call may run again, or until `deadline`.
+    fn wait_ended(&self, deadline: Instant) -> Resumed;
 }
 
-/// How a call left [`Preemption::tick`].
+/// How a call left a suspension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Resumed {
     /// It runs on.
@@ -41,15 +49,41 @@ pub enum Resumed {
     Expired,
 }
 
-/// The preemption of a call no one preempts.
-pub(crate) struct Unpreempted;
+thread_local! {
+    static PREEMPTION: RefCell<Option<Rc<dyn Preemption>>> = const { RefCell::new(None) };
+}
 
-impl Preemption for Unpreempted {
-    #[inline(always)]
-    fn tick(&mut self, _now: Instant, _deadline: Instant) -> Resumed {
-        Resumed::Running
+/// Makes every call run on this thread from now on preemptible by `preemption`.
+pub fn preempt_calls_on_this_thread(preemption: Rc<dyn Preemption>) {
+    PREEMPTION.with(|p| *p.borrow_mut() = Some(preemption));
+}
+
+/// This thread's preemption, if its calls are preemptible.
+fn current() -> Option<Rc<dyn Preemption>> {
+    PREEMPTION.with(|p| p.borrow().clone())
+}
+
+/// [`Preemption::tick`] for the call running on this thread.
+pub(crate) fn tick(now: Instant, deadline: Instant) -> Resumed {
+    current().map_or(Resumed::Running, |p| p.tick(now, deadline))
+}
+
+/// Runs `wait`, a host call that may wait a long time, with the core given up meanwhile if this
+/// thread's calls are preemptible; `Err` if the call's budget ran out before it got a core back.
+pub(crate) fn waiting<R>(deadline: Instant, wait: impl FnOnce() -> R) -> Result<R, Expired> {
+    let Some(preemption) = current().filter(|p| p.release_for_wait()) else {
+        return Ok(wait());
+    };
+    let waited = wait();
+    match preemption.wait_ended(deadline) {
+        Resumed::Running => Ok(waited),
+        Resumed::Expired => Err(Expired),
     }
 }
+
+/// A call's budget ran out while it waited for a core.
+#[derive(Debug)]
+pub(crate) struct Expired;
 
 /// A future a gate hands back; boxed because the gate is a trait object chosen by the node.
 pub type GateFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
@@ -67,6 +101,10 @@ pub trait PhaseGate: Send {
     fn suspend(&mut self);
     /// The wait is over; resolves once the call may run again in its current phase.
     fn resume(&mut self) -> GateFuture<'_>;
+    /// At an epoch tick at `now`, while the call runs in its phase: if the gate takes its share
+    /// back for a better-ranked phase waiting in the same class, the future the call waits on
+    /// (without running) until it may run again.
+    fn preempt(&mut self, now: Instant) -> Option<GateFuture<'static>>;
 }
 
 /// What guests' host I/O runs on: the object storage and the Tokio runtime that drives it.

@@ -10,9 +10,9 @@
 //! - [`Function`] is a compiled, linked module ready to instantiate (`InstancePre`), with its
 //!   detected [`GuestKind`](mote_types::GuestKind) and export handles resolved once at deploy.
 //! - A [`Call`] runs through one entry path (`entry`) whatever the guest kind:
-//!   [`Runtime::call_then`] blocks the calling thread (one of the node's executors);
-//!   [`Runtime::call_preemptible`] too, but asks the node's [`Preemption`] at every epoch tick
-//!   whether to suspend the call there (by blocking the thread) and give its core to another;
+//!   [`Runtime::call_then`] blocks the calling thread (one of the node's executors); on a thread
+//!   that registered a [`Preemption`] it asks at every epoch tick, and around a sleep, whether to
+//!   suspend the call there (by blocking the thread) and give its core to another;
 //!   [`Runtime::call_microtask`] is a future, for functions that declare microtasks (they import
 //!   `mote.phase`, `mote.sleep_us` or an object storage function), whose phase changes and waits
 //!   go through the node's [`PhaseGate`] and whose object I/O runs on the node's [`HostIo`].
@@ -57,7 +57,7 @@ pub use engine::{Runtime, RuntimeConfig};
 pub use entry::CallOutput;
 pub use error::{CallError, CompileError, RuntimeError};
 pub use function::Function;
-pub use gate::{GateFuture, HostIo, PhaseGate, Preemption, Resumed};
+pub use gate::{GateFuture, HostIo, PhaseGate, Preemption, Resumed, preempt_calls_on_this_thread};
 pub use guest_log::{GuestLog, LogLine, LogStream, MAX_LINE_BYTES, MAX_LINES, cut_line};
 pub use job::{JobContext, JobEngine, JobError, JobInstance, JobModule, TaskOutput};
 pub use proxy::{BodyError, ProxyAnswer, ProxyCall, ProxyResponse, ResponseBody};

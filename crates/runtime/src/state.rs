@@ -3,7 +3,7 @@
 //! Host functions read and write it through `Caller::data`; the entry path reads it afterwards
 //! to tell a timeout or a memory limit from an ordinary trap.
 
-use crate::gate::MicrotaskState;
+use crate::gate::{GateFuture, MicrotaskState};
 use crate::guest_log::GuestLog;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -24,6 +24,11 @@ pub(crate) trait Deadline {
     fn deadline(&self) -> Instant;
     /// Records that the call was stopped for its budget.
     fn time_out(&mut self);
+    /// At an epoch tick of a call that is a future: what it must wait on, without running,
+    /// if its gate preempted it ([`crate::PhaseGate::preempt`]).
+    fn preempted(&mut self, _now: Instant) -> Option<GateFuture<'static>> {
+        None
+    }
 }
 
 impl Deadline for CallState {
@@ -33,6 +38,10 @@ impl Deadline for CallState {
 
     fn time_out(&mut self) {
         self.timed_out = true;
+    }
+
+    fn preempted(&mut self, now: Instant) -> Option<GateFuture<'static>> {
+        self.microtask.as_mut()?.gate.preempt(now)
     }
 }
 

@@ -28,7 +28,7 @@ mod split;
 
 pub use history::{FunctionHistory, HISTORY_LEN, Histories};
 pub use policy::{Eect, FairChoice, Fifo, Policy, PriorityPolicy, Rect, Sept, UnknownPolicy};
-pub use preempt::{AGING, RankBasis, remaining_ns, should_yield};
+pub use preempt::{DEFAULT_AGING, RankBasis, remaining_ns, should_yield};
 pub use queue::{CallQueue, FunctionKey, Ranked};
 pub use split::{
     CLASSES, CoreSplit, InvalidShare, SHARE_LEVELS, ShareClass, SplitMismatch, SplitMode,

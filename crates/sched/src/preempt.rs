@@ -12,11 +12,12 @@
 //!
 //! A policy whose rank is a duration (SEPT's expected time, Fair-Choice's weighted one) would let
 //! a stream of short calls starve a long one for ever. Here those ranks are *aged*: a call's rank
-//! is its arrival time plus [`AGING`] times the remaining duration, so every rank is a point in
-//! time, and a call that arrived after another's rank can never overtake it. Calls arriving
-//! together still run shortest first, and a call overtakes an older one only while the older
-//! one's wait is under [`AGING`] times its remaining time. The policies whose rank is already a
-//! time (FIFO, EECT, RECT) use it with the remaining time in place of the expected one.
+//! is its arrival time plus the queue's aging factor ([`DEFAULT_AGING`] unless configured) times
+//! the remaining duration, so every rank is a point in time, and a call that arrived after
+//! another's rank can never overtake it. Calls arriving together still run shortest first, and a
+//! call overtakes an older one only while the older one has waited less than the aging factor
+//! times its remaining time. The policies whose rank is already a time (FIFO, EECT, RECT) use it
+//! with the remaining time in place of the expected one.
 //!
 //! A running call gives its core up ([`should_yield`]) only once it has run for its quantum in
 //! this slice and only for a waiting call of strictly lower rank; equal ranks never preempt, so
@@ -29,7 +30,7 @@ use crate::Policy;
 ///
 /// Large enough that calls arriving within a burst are ordered shortest first; small enough
 /// that a long call's wait is bounded by a multiple of its own length, not by the arrival rate.
-pub const AGING: u64 = 16;
+pub const DEFAULT_AGING: u64 = 16;
 
 /// What a call's rank is computed from. It is fixed when the call arrives, so the executor
 /// running the call can recompute the rank at every epoch tick without the queue's lock.
@@ -44,18 +45,21 @@ pub struct RankBasis {
     pub(crate) expected_ns: u64,
     /// Fair-Choice's weight: its function's calls in the last `T` seconds, this one included.
     pub(crate) weight: u64,
+    /// The queue's aging factor.
+    pub(crate) aging: u64,
 }
 
 impl RankBasis {
     /// The basis of a call of `policy` arriving at `arrival_ns` (the previous call of its
     /// function at `previous_ns`), whose function is expected to take `expected_ns` and was
-    /// called `recent_calls` times in Fair-Choice's window.
+    /// called `recent_calls` times in Fair-Choice's window, in a queue aging ranks by `aging`.
     pub fn new(
         policy: Policy,
         arrival_ns: u64,
         previous_ns: u64,
         expected_ns: u64,
         recent_calls: usize,
+        aging: u64,
     ) -> Self {
         Self {
             policy,
@@ -63,6 +67,7 @@ impl RankBasis {
             previous_ns,
             expected_ns,
             weight: (recent_calls as u64).max(1),
+            aging,
         }
     }
 
@@ -71,7 +76,7 @@ impl RankBasis {
         let left = remaining_ns(self.expected_ns, attained_ns);
         let aged = |duration: u64| {
             self.arrival_ns
-                .saturating_add(AGING.saturating_mul(duration))
+                .saturating_add(self.aging.saturating_mul(duration))
         };
         match self.policy {
             Policy::Fifo | Policy::Baseline => self.arrival_ns,
@@ -124,8 +129,8 @@ mod tests {
 
     #[test]
     fn a_call_that_outruns_its_estimate_is_demoted_below_a_later_one() {
-        let long = RankBasis::new(Policy::Sept, 0, 0, 5 * MS, 1);
-        let later = RankBasis::new(Policy::Sept, 40 * MS, 40 * MS, 5 * MS, 1);
+        let long = RankBasis::new(Policy::Sept, 0, 0, 5 * MS, 1, DEFAULT_AGING);
+        let later = RankBasis::new(Policy::Sept, 40 * MS, 40 * MS, 5 * MS, 1, DEFAULT_AGING);
         // Close to its end, the first call outranks the later one...
         assert!(long.rank(4 * MS) < later.rank(0));
         // ...but once it has run 10 ms against an estimate of 5, it goes behind.
@@ -142,19 +147,19 @@ mod tests {
 
     #[test]
     fn fair_choice_weighs_the_remaining_time_by_recent_calls() {
-        let often = RankBasis::new(Policy::Fc, 0, 0, 10 * MS, 8);
-        let rare = RankBasis::new(Policy::Fc, 0, 0, 50 * MS, 1);
+        let often = RankBasis::new(Policy::Fc, 0, 0, 10 * MS, 8, DEFAULT_AGING);
+        let rare = RankBasis::new(Policy::Fc, 0, 0, 50 * MS, 1, DEFAULT_AGING);
         assert!(rare.rank(0) < often.rank(0));
-        assert_eq!(often.rank(0), AGING * 8 * 10 * MS);
+        assert_eq!(often.rank(0), DEFAULT_AGING * 8 * 10 * MS);
     }
 
     #[test]
     fn time_ranked_policies_keep_their_anchor() {
-        let b = RankBasis::new(Policy::Eect, 7 * MS, 3 * MS, 10 * MS, 4);
+        let b = RankBasis::new(Policy::Eect, 7 * MS, 3 * MS, 10 * MS, 4, DEFAULT_AGING);
         assert_eq!(b.rank(4 * MS), 13 * MS);
-        let b = RankBasis::new(Policy::Rect, 7 * MS, 3 * MS, 10 * MS, 4);
+        let b = RankBasis::new(Policy::Rect, 7 * MS, 3 * MS, 10 * MS, 4, DEFAULT_AGING);
         assert_eq!(b.rank(4 * MS), 9 * MS);
-        let b = RankBasis::new(Policy::Fifo, 7 * MS, 3 * MS, 10 * MS, 4);
+        let b = RankBasis::new(Policy::Fifo, 7 * MS, 3 * MS, 10 * MS, 4, DEFAULT_AGING);
         assert_eq!(b.rank(99 * MS), 7 * MS);
     }
 
@@ -242,11 +247,12 @@ mod tests {
         estimates: &[u64],
         cores: usize,
         quantum: u64,
+        aging: u64,
     ) -> Trace {
         let mut q = Checked {
             policy,
             jobs,
-            queue: CallQueue::preemptive(policy, Duration::from_secs(60)),
+            queue: CallQueue::preemptive(policy, Duration::from_secs(60), aging),
             waiting: vec![None; jobs.len()],
             overtaken_by: vec![Vec::new(); jobs.len()],
             trace: Trace {
@@ -341,9 +347,10 @@ mod tests {
             estimates in prop::collection::vec(0u64..40, 4),
             cores in 1usize..3,
             quantum in 1u64..5,
+            aging in 1u64..100,
         ) {
             for policy in [Policy::Sept, Policy::Fc, Policy::Eect, Policy::Rect, Policy::Fifo] {
-                let trace = simulate(policy, &jobs, &estimates, cores, quantum);
+                let trace = simulate(policy, &jobs, &estimates, cores, quantum, aging);
                 prop_assert!(trace.violations.is_empty(), "{policy}: {:?}", trace.violations);
                 prop_assert!(trace.completions.iter().all(|&n| n == 1), "{policy}: {:?}", trace.completions);
                 if policy == Policy::Fifo {
@@ -365,7 +372,7 @@ mod tests {
                 length,
             })
             .collect();
-        let trace = simulate(Policy::Sept, &jobs, &lengths, 1, 1);
+        let trace = simulate(Policy::Sept, &jobs, &lengths, 1, 1, DEFAULT_AGING);
         let mut by_end: Vec<usize> = (0..jobs.len()).collect();
         by_end.sort_by_key(|&i| trace.completed[i]);
         assert_eq!(by_end, [3, 1, 4, 2, 0]);
@@ -387,7 +394,7 @@ mod tests {
                 length: 2,
             },
         ];
-        let trace = simulate(Policy::Sept, &jobs, &[100, 2], 1, 3);
+        let trace = simulate(Policy::Sept, &jobs, &[100, 2], 1, 3, DEFAULT_AGING);
         assert_eq!(trace.preemptions, 1);
         assert_eq!(trace.completed[1], Some(12), "it took the core on arrival");
         assert_eq!(trace.completed[0], Some(102));

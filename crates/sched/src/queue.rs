@@ -61,8 +61,9 @@ impl<T> Ord for Waiting<T> {
 /// Waiting calls ordered by a [`Policy`], and the histories it ranks them by.
 pub struct CallQueue<T> {
     policy: Policy,
-    /// Ranks from [`RankBasis::rank`], so that running calls can be compared with waiting ones.
-    preemptive: bool,
+    /// Ranks from [`RankBasis::rank`] aged by this factor, so that running calls can be compared
+    /// with waiting ones; `None` ranks by the policy alone.
+    aging: Option<u64>,
     ranking: Box<dyn PriorityPolicy>,
     waiting: BinaryHeap<Waiting<T>>,
     histories: Histories,
@@ -74,20 +75,20 @@ pub struct CallQueue<T> {
 impl<T> CallQueue<T> {
     /// An empty queue ordered by `policy`; Fair-Choice counts calls over the last `window`.
     pub fn new(policy: Policy, window: Duration) -> Self {
-        Self::with_ranks(policy, window, false)
+        Self::with_ranks(policy, window, None)
     }
 
     /// An empty queue ordered by `policy` made preemptive: a call's rank is its expected
-    /// remaining time, aged (see [`crate::preempt`]), and calls that were preempted come back
-    /// through [`CallQueue::requeue`].
-    pub fn preemptive(policy: Policy, window: Duration) -> Self {
-        Self::with_ranks(policy, window, true)
+    /// remaining time, aged by `aging` (see [`crate::preempt`]), and calls that were preempted
+    /// come back through [`CallQueue::requeue`].
+    pub fn preemptive(policy: Policy, window: Duration, aging: u64) -> Self {
+        Self::with_ranks(policy, window, Some(aging))
     }
 
-    fn with_ranks(policy: Policy, window: Duration, preemptive: bool) -> Self {
+    fn with_ranks(policy: Policy, window: Duration, aging: Option<u64>) -> Self {
         Self {
             policy,
-            preemptive,
+            aging,
             ranking: policy.ranking(),
             waiting: BinaryHeap::with_capacity(1024),
             histories: Histories::default(),
@@ -118,10 +119,11 @@ impl<T> CallQueue<T> {
             previous,
             history.expected_ns(),
             history.recent_calls(),
+            self.aging.unwrap_or(0),
         );
-        let priority = match self.preemptive {
-            true => basis.rank(0),
-            false => self.ranking.priority(arrival_ns, previous, history),
+        let priority = match self.aging {
+            Some(_) => basis.rank(0),
+            None => self.ranking.priority(arrival_ns, previous, history),
         };
         self.insert(priority, basis, 0, call);
         priority
@@ -164,11 +166,6 @@ impl<T> CallQueue<T> {
     /// The rank of the call that would run next.
     pub fn best_rank(&self) -> Option<u64> {
         self.waiting.peek().map(|w| w.priority)
-    }
-
-    /// Whether ranks are preemptive ([`CallQueue::preemptive`]).
-    pub fn is_preemptive(&self) -> bool {
-        self.preemptive
     }
 
     /// Nanoseconds from the queue's creation to `t`: the clock ranks are on.

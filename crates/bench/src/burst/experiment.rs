@@ -4,7 +4,7 @@
 //! the report (`report.md`).
 
 use super::report;
-use super::{BurstConfig, BurstRun, BurstSummary, PaperLoad, SuiteEntry};
+use super::{BurstConfig, BurstRun, BurstSummary, PaperLoad, Scheduler, SuiteEntry};
 use super::{burst, idle_times, shut_down, start, write_csv};
 use anyhow::Context;
 use mote_sched::Policy;
@@ -19,6 +19,12 @@ pub struct BurstOptions {
     pub policies: Vec<Policy>,
     /// Every policy, over intensities 30, 40, 60, 90 and 120 unless `intensities` are given.
     pub all: bool,
+    /// Whether the ranking policies run preemptive, as they are, or both.
+    pub preempt: Preempt,
+    /// The quantum under preemption.
+    pub quantum: Duration,
+    /// The aging factor under preemption.
+    pub aging: u64,
     /// Executor cores.
     pub cores: usize,
     /// Running calls allowed under the baseline policy.
@@ -41,6 +47,29 @@ pub struct BurstOptions {
     /// The fairness experiment (paper VII-D): the longest function is rare (weight 1) among
     /// the others, each called ten times as often.
     pub fairness: bool,
+}
+
+/// Which schedulers a ranking policy is run as (`fifo` and `baseline` never preempt).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Preempt {
+    /// As the paper: every call to its end.
+    Off,
+    /// Preemptive.
+    On,
+    /// Both, side by side.
+    Both,
+}
+
+impl std::str::FromStr for Preempt {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "off" => Ok(Self::Off),
+            "on" => Ok(Self::On),
+            "both" => Ok(Self::Both),
+            _ => Err(format!("unknown --preempt `{s}`: use off, on or both")),
+        }
+    }
 }
 
 impl BurstOptions {
@@ -85,15 +114,31 @@ impl BurstOptions {
             false => vec![1; suite.len()],
         };
         anyhow::ensure!(self.window_s > 0.0, "--window must be positive");
+        let schedulers = policies
+            .into_iter()
+            .flat_map(|policy| {
+                let modes: &[bool] = match (policy.arrival_order(), self.preempt) {
+                    (true, _) | (false, Preempt::Off) => &[false],
+                    (false, Preempt::On) => &[true],
+                    (false, Preempt::Both) => &[false, true],
+                };
+                modes.iter().map(move |&preempt| Scheduler { policy, preempt })
+            })
+            .collect();
         Ok(Experiment {
-            policies,
+            schedulers,
             intensities,
             seeds: match self.seeds.is_empty() {
                 true => vec![1],
                 false => self.seeds.clone(),
             },
             base: BurstConfig {
-                policy: Policy::Fifo,
+                scheduler: Scheduler {
+                    policy: Policy::Fifo,
+                    preempt: false,
+                },
+                quantum: self.quantum,
+                aging: self.aging,
                 cores: self.cores,
                 intensity: 0,
                 window: Duration::from_secs_f64(self.window_s),
@@ -126,8 +171,8 @@ pub fn run(
     let suite = options.suite()?;
     let experiment = options.experiment(&suite)?;
     progress(&format!(
-        "burst: {} policies x {} intensities x {} seeds on {} cores, {} s windows; results in {}",
-        experiment.policies.len(),
+        "burst: {} schedulers x {} intensities x {} seeds on {} cores, {} s windows; results in {}",
+        experiment.schedulers.len(),
         experiment.intensities.len(),
         experiment.seeds.len(),
         options.cores,
@@ -153,8 +198,8 @@ pub fn run(
 /// A whole experiment: every policy, intensity and seed, with the same call sequences.
 #[derive(Clone, Debug)]
 pub(super) struct Experiment {
-    /// Policies to compare.
-    pub(super) policies: Vec<Policy>,
+    /// Policies to compare, each preemptive or not.
+    pub(super) schedulers: Vec<Scheduler>,
     /// Intensities.
     pub(super) intensities: Vec<u32>,
     /// Seeds (one call sequence each).
@@ -177,10 +222,7 @@ fn run_experiment(
         .build()?;
     let idle = rt.block_on(async {
         let dir = tempfile::tempdir()?;
-        let config = BurstConfig {
-            policy: Policy::Fifo,
-            ..experiment.base.clone()
-        };
+        let config = experiment.base.clone();
         let node = start(dir.path(), &config, suite).await?;
         let idle = idle_times(&node, suite, config.idle_calls).await?;
         shut_down(node).await;
@@ -189,9 +231,9 @@ fn run_experiment(
     let mut runs = Vec::new();
     for &intensity in &experiment.intensities {
         for &seed in &experiment.seeds {
-            for &policy in &experiment.policies {
+            for &scheduler in &experiment.schedulers {
                 let config = BurstConfig {
-                    policy,
+                    scheduler,
                     intensity,
                     seed,
                     ..experiment.base.clone()
@@ -204,7 +246,7 @@ fn run_experiment(
                     anyhow::Ok(run)
                 })?;
                 write_csv(
-                    &out.join(format!("{policy}-v{intensity}-s{seed}.csv")),
+                    &out.join(format!("{}-v{intensity}-s{seed}.csv", scheduler.name())),
                     &run.calls,
                 )?;
                 progress(&run.summary);
@@ -223,6 +265,9 @@ mod tests {
         BurstOptions {
             policies: vec![],
             all: false,
+            preempt: Preempt::Off,
+            quantum: Duration::from_millis(2),
+            aging: 16,
             cores: 2,
             baseline_cap: 8,
             intensities: vec![],
@@ -248,7 +293,11 @@ mod tests {
             ..options()
         };
         let e = all.experiment(&suite).unwrap();
-        assert_eq!(e.policies, Policy::ALL);
+        let plain = |p: Policy| Scheduler {
+            policy: p,
+            preempt: false,
+        };
+        assert_eq!(e.schedulers, Policy::ALL.map(plain));
         assert_eq!(e.intensities, [30, 40, 60, 90, 120]);
         assert_eq!(e.seeds, [1]);
         assert_eq!(e.base.fc_window, Duration::from_secs(1));
@@ -261,7 +310,21 @@ mod tests {
             ..options()
         };
         let e = fairness.experiment(&suite).unwrap();
-        assert_eq!(e.policies, [Policy::Sept, Policy::Fc]);
+        assert_eq!(e.schedulers, [plain(Policy::Sept), plain(Policy::Fc)]);
+
+        let both = BurstOptions {
+            policies: vec![Policy::Fifo, Policy::Sept],
+            preempt: Preempt::Both,
+            ..options()
+        };
+        let names: Vec<_> = both
+            .experiment(&suite)
+            .unwrap()
+            .schedulers
+            .into_iter()
+            .map(Scheduler::name)
+            .collect();
+        assert_eq!(names, ["fifo", "sept", "sept-preempt"], "fifo never preempts");
         assert_eq!(e.intensities, [60]);
         assert_eq!(e.seeds, [4, 5]);
         let (rare, frequent) = e.base.weights.split_last().unwrap();

@@ -25,11 +25,11 @@
 mod experiment;
 mod report;
 
-pub use experiment::{BurstOptions, run};
+pub use experiment::{BurstOptions, Preempt, run};
 
 use crate::stats::median;
 use bytes::Bytes;
-use mote_node::{ExecutorsConfig, Node};
+use mote_node::{ExecutorsConfig, Node, PreemptConfig};
 use mote_sched::Policy;
 use mote_types::{FunctionName, Limits, Timeout};
 use serde::Serialize;
@@ -49,11 +49,37 @@ pub struct SuiteEntry {
     pub input: &'static [u8],
 }
 
+/// A policy and whether the node preempts under it: what a run compares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scheduler {
+    /// The node's policy.
+    pub policy: Policy,
+    /// Whether its executors preempt (only the ranking policies do).
+    pub preempt: bool,
+}
+
+impl Scheduler {
+    /// The name in results and file names: the policy's, with `-preempt` when it preempts.
+    pub fn name(self) -> &'static str {
+        match (self.policy, self.preempt && !self.policy.arrival_order()) {
+            (Policy::Sept, true) => "sept-preempt",
+            (Policy::Eect, true) => "eect-preempt",
+            (Policy::Rect, true) => "rect-preempt",
+            (Policy::Fc, true) => "fc-preempt",
+            (policy, _) => policy.as_str(),
+        }
+    }
+}
+
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct BurstConfig {
-    /// The node's policy.
-    pub policy: Policy,
+    /// The node's policy and whether it preempts.
+    pub scheduler: Scheduler,
+    /// The quantum under preemption.
+    pub quantum: Duration,
+    /// The aging factor under preemption.
+    pub aging: u64,
     /// Executor cores.
     pub cores: usize,
     /// The paper's intensity `v`.
@@ -187,8 +213,10 @@ impl Distribution {
 /// The outcome of one run.
 #[derive(Clone, Debug, Serialize)]
 pub struct BurstSummary {
-    /// The policy.
+    /// The policy, `-preempt` when the node preempted.
     pub policy: &'static str,
+    /// Calls suspended for a better-ranked one, warm-up included.
+    pub preemptions: u64,
     /// Executor cores.
     pub cores: usize,
     /// Intensity.
@@ -287,9 +315,14 @@ pub async fn start(
     suite: &[SuiteEntry],
 ) -> anyhow::Result<Arc<Node>> {
     let executors = ExecutorsConfig {
-        policy: config.policy,
+        policy: config.scheduler.policy,
         baseline_cap: config.baseline_cap,
         fc_window: config.fc_window,
+        preempt: config.scheduler.preempt.then_some(PreemptConfig {
+            quantum: config.quantum,
+            aging: config.aging,
+            ..PreemptConfig::default()
+        }),
         ..ExecutorsConfig::new(config.cores)
     };
     let node = Node::start_embedded(dir, executors).await?;
@@ -397,7 +430,8 @@ pub async fn burst(
     }
     let ok: Vec<&CallRecord> = calls.iter().filter(|c| c.error.is_none()).collect();
     let summary = BurstSummary {
-        policy: config.policy.as_str(),
+        policy: config.scheduler.name(),
+        preemptions: node.schedule().preempt.map_or(0, |p| p.preemptions),
         cores: config.cores,
         intensity: config.intensity,
         window_s: config.window.as_secs_f64(),

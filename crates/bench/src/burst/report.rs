@@ -5,7 +5,6 @@
 use super::experiment::{BurstOptions, Experiment};
 use super::{BurstRun, BurstSummary, CallRecord};
 use crate::plot::{PlotError, Series, box_plot_png};
-use mote_sched::Policy;
 use std::path::Path;
 
 /// A table in the form of the paper's Table III: one column per run, rows for the average and
@@ -107,8 +106,14 @@ pub(super) fn ratios(summaries: &[BurstSummary]) -> String {
     let mut out = String::from(
         "| intensity | policy | avg response (s) | avg stretch | response: FIFO / policy | stretch: FIFO / policy | response: baseline / policy | stretch: baseline / policy |\n|---|---|---|---|---|---|---|---|\n",
     );
+    let mut names: Vec<&str> = Vec::new();
+    for s in summaries {
+        if !names.contains(&s.policy) {
+            names.push(s.policy);
+        }
+    }
     for v in intensities {
-        for policy in Policy::ALL.map(Policy::as_str) {
+        for &policy in &names {
             let response = |p: &str| mean(v, p, &|s| s.response_ms.avg / 1e3);
             let stretch = |p: &str| mean(v, p, &|s| s.stretch.avg);
             let (Some(r), Some(st)) = (response(policy), stretch(policy)) else {
@@ -189,7 +194,7 @@ pub(super) fn markdown(
 /// The line a run's summary prints as it ends.
 pub(super) fn progress_line(s: &BurstSummary) -> String {
     format!(
-        "  {:>8} v={:<3} seed={:<3} calls={:<4} failed={} avg response {:.2} s, avg stretch {:.1}, last completion {:.1} s",
+        "  {:>12} v={:<3} seed={:<3} calls={:<4} failed={} avg response {:.2} s, avg stretch {:.1}, last completion {:.1} s, preemptions {}",
         s.policy,
         s.intensity,
         s.seed,
@@ -197,6 +202,7 @@ pub(super) fn progress_line(s: &BurstSummary) -> String {
         s.failed,
         s.response_ms.avg / 1e3,
         s.stretch.avg,
-        s.last_completion_s
+        s.last_completion_s,
+        s.preemptions
     )
 }

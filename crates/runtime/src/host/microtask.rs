@@ -366,6 +366,9 @@ mod tests {
             self.0.lock().unwrap().push("resume".into());
             Box::pin(async {})
         }
+        fn preempt(&mut self, _now: Instant) -> Option<GateFuture<'static>> {
+            None
+        }
     }
 
     impl Drop for RecordingGate {

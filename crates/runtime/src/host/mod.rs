@@ -2,10 +2,12 @@
 //! completion on the calling thread, and the asynchronous one for microtask functions, whose
 //! calls are futures. Both provide `mote.log` and WASI preview1 (without files, sockets or
 //! environment); only the asynchronous one provides `mote.phase`, `mote.sleep_us` and the object
-//! storage calls, since those may wait.
+//! storage calls, since those may wait. On the blocking one a sleep may give the core up
+//! (`sleep`).
 
 mod log;
 mod microtask;
+mod sleep;
 
 pub(crate) use log::trace_line;
 
@@ -20,6 +22,7 @@ pub(crate) const PROVIDED_MODULES: [&str; 2] = [abi::IMPORT_MODULE, abi::WASI_P1
 pub(crate) fn add_blocking(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     log::add_log(linker)?;
     wasmtime_wasi::p1::add_to_linker_sync(linker, CallState::wasi_ctx)?;
+    sleep::wrap_poll_oneoff(linker)?;
     Ok(())
 }
 

@@ -1,0 +1,131 @@
+//! Preemptive call ordering through the real binary: short calls overtake a long one that holds
+//! the only core, the node counts what it did, and `--preempt off` runs calls to their end.
+
+use crate::fixtures::busy;
+use crate::platform::{Platform, mote_bin};
+use std::time::{Duration, Instant};
+
+/// What [`short_calls_beside_a_long_one`] saw, as times since the long call was sent.
+struct Seen {
+    /// When each short call answered.
+    hellos: Vec<Duration>,
+    /// When the long call answered.
+    slow: Duration,
+    /// How long the long call took alone.
+    slow_alone: Duration,
+}
+
+/// Starts a one-core SEPT node with `preempt`, teaches it that `hello` is short and `slow` long,
+/// then sends three `hello` calls, one after another, while `slow` runs.
+fn short_calls_beside_a_long_one(preempt: &str) -> (Platform, Seen) {
+    let p = Platform::start(&["--policy", "sept", "--cores", "1", "--preempt", preempt]);
+    p.deploy("hello", mote_guests::HELLO.wasm, "");
+    p.deploy("slow", &busy(600_000_000), "");
+    for _ in 0..3 {
+        assert_eq!(p.invoke("hello", b"x").status, 200);
+    }
+    let alone = Instant::now();
+    assert_eq!(p.invoke("slow", b"").status, 200);
+    let slow_alone = alone.elapsed();
+    let seen = std::thread::scope(|s| {
+        let started = Instant::now();
+        let p = &p;
+        let slow = s.spawn(move || {
+            assert_eq!(p.invoke("slow", b"").status, 200);
+            started.elapsed()
+        });
+        while p.get("/v1/node").json()["queue_length"] != 0 || busy_executors(&p) == 0 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        let hellos = (0..3)
+            .map(|_| {
+                let reply = p.invoke("hello", b"x");
+                assert_eq!(reply.status, 200, "{}", reply.text());
+                started.elapsed()
+            })
+            .collect();
+        let slow = slow.join().unwrap();
+        Seen {
+            hellos,
+            slow,
+            slow_alone,
+        }
+    });
+    (p, seen)
+}
+
+fn busy_executors(p: &Platform) -> i64 {
+    p.get("/metrics")
+        .text()
+        .lines()
+        .find_map(|l| l.strip_prefix("mote_executors_busy ")?.parse().ok())
+        .expect("mote_executors_busy is exported")
+}
+
+#[test]
+fn short_calls_take_the_core_from_a_long_one_and_the_node_counts_it() {
+    let (p, seen) = short_calls_beside_a_long_one("on");
+    assert!(
+        seen.hellos.iter().all(|&h| h < seen.slow) && seen.hellos[2] < seen.slow_alone / 2,
+        "every short call answered early, while the long one ran ({:?}, long {:?}, alone {:?})",
+        seen.hellos,
+        seen.slow,
+        seen.slow_alone
+    );
+    let node = p.get("/v1/node").json();
+    let preempt = &node["preempt"];
+    assert!(preempt["preemptions"].as_u64().unwrap() >= 1, "{node}");
+    assert_eq!(preempt["suspended"], 0, "{node}");
+    assert_eq!(preempt["quantum_us"], 2000, "{node}");
+    assert_eq!(node["executor_threads"], 1 + preempt["max_suspended"].as_u64().unwrap());
+    let m = p.get("/metrics").text();
+    let counter = m
+        .lines()
+        .find_map(|l| l.strip_prefix("mote_preemptions_total ")?.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no mote_preemptions_total in\n{m}"));
+    assert!(counter >= 1);
+    assert!(m.contains("mote_suspended_calls 0"), "{m}");
+    // What the long call learned is the time it ran, not the time it was suspended.
+    let slow = node["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "slow")
+        .unwrap()
+        .clone();
+    let recent = slow["recent_ms"].as_array().unwrap();
+    let (alone, preempted) = (recent[0].as_f64().unwrap(), recent[1].as_f64().unwrap());
+    assert!(preempted < alone * 1.5, "{slow}");
+}
+
+#[test]
+fn without_preemption_short_calls_wait_for_the_long_one() {
+    let (p, seen) = short_calls_beside_a_long_one("off");
+    assert!(
+        seen.hellos[0] > seen.slow_alone / 2,
+        "the first short call waited for most of the long one ({:?}, alone {:?})",
+        seen.hellos,
+        seen.slow_alone
+    );
+    assert!(p.get("/v1/node").json()["preempt"].is_null());
+}
+
+#[test]
+fn preemption_flags_are_checked_and_fifo_never_preempts() {
+    let o = std::process::Command::new(mote_bin())
+        .args(["up", "--preempt", "maybe"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("--preempt") && stderr.contains("[possible values: on, off]"),
+        "{stderr}"
+    );
+    // FIFO never has a better call waiting than the one running: it runs without preemption.
+    let p = Platform::start(&["--policy", "fifo", "--cores", "1"]);
+    let node = p.get("/v1/node").json();
+    assert!(node["preempt"].is_null(), "{node}");
+    assert_eq!(node["executor_threads"], 1);
+}
