@@ -76,6 +76,9 @@ pub struct MicroArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    /// Whether the Fair-Choice node preempts, as `mote up` does by default.
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    preempt: String,
 }
 
 /// Options of `mote bench sort`.
@@ -584,10 +587,11 @@ fn run_micro(args: MicroArgs) -> anyhow::Result<()> {
         "bench".into(),
         "process-worker".into(),
     ];
-    let config = match args.smoke {
+    let mut config = match args.smoke {
         true => MicroConfig::smoke(worker),
         false => MicroConfig::full(worker),
     };
+    config.preempt = args.preempt == "on";
     let report = micro::run(&config)?;
     print_report(&report, args.json, MicroReport::table)
 }

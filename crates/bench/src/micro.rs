@@ -28,7 +28,7 @@ use crate::call_path::Latency;
 use crate::stats::median;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
-use mote_node::{ExecutorsConfig, Node, NodeConfig, PendingCall};
+use mote_node::{ExecutorsConfig, Node, NodeConfig, PendingCall, PreemptConfig};
 use mote_runtime::{CallError, Runtime, RuntimeConfig, TickerPeriods};
 use mote_sched::Policy;
 use mote_testbed::KilledOnDrop;
@@ -76,6 +76,9 @@ pub struct MicroConfig {
     /// The program and arguments that run [`process_worker`] (the `mote` binary's hidden
     /// `bench process-worker` command); `--once` is appended for the cold baseline.
     pub worker: Vec<String>,
+    /// Whether the Fair-Choice node preempts (`mote up`'s default), so its calls pay whatever
+    /// preemption costs a call that ends within its quantum.
+    pub preempt: bool,
 }
 
 impl MicroConfig {
@@ -95,6 +98,7 @@ impl MicroConfig {
             sha_calls: 20,
             sha_repeats: 5,
             worker,
+            preempt: true,
         }
     }
 
@@ -114,6 +118,7 @@ impl MicroConfig {
             sha_calls: 5,
             sha_repeats: 1,
             worker,
+            preempt: true,
         }
     }
 }
@@ -159,6 +164,8 @@ pub struct MicroReport {
     /// Warm, dispatcher to guest start, to a free executor, under the Fair-Choice policy
     /// (`mote up`'s default), whose ranked queue is a heap behind a mutex.
     pub warm_fair_choice: Latency,
+    /// Whether the Fair-Choice node preempted.
+    pub preempt: bool,
     /// Warm, dispatcher until the reply is back.
     pub warm_round_trip: Latency,
     /// Baseline without dispatch: the runtime alone on the caller's thread, call start to guest
@@ -254,6 +261,7 @@ pub fn run(config: &MicroConfig) -> anyhow::Result<MicroReport> {
 
     let ranked = ExecutorsConfig {
         policy: Policy::Fc,
+        preempt: config.preempt.then(PreemptConfig::default),
         ..ExecutorsConfig::new(1)
     };
     let node = rt.block_on(Node::start_embedded(&dir.path().join("ranked"), ranked))?;
@@ -285,6 +293,7 @@ pub fn run(config: &MicroConfig) -> anyhow::Result<MicroReport> {
         warm_round_trip,
         warm_back_to_back: Latency::of(&warm_back_to_back),
         warm_fair_choice: Latency::of(&warm_fair_choice),
+        preempt: config.preempt,
         runtime_only_start: Latency::of(&runtime_only_start),
         runtime_only_calls_per_s,
         cold_start: Latency::of(&cold_start),
@@ -670,10 +679,11 @@ impl MicroReport {
             "mote warm, back to back: dispatcher → guest start",
             &self.warm_back_to_back,
         );
-        s += &row(
-            "mote warm, fair-choice queue: dispatcher → start",
-            &self.warm_fair_choice,
-        );
+        let fair_choice = match self.preempt {
+            true => "mote warm, fair-choice queue, preemptive: dispatcher → start",
+            false => "mote warm, fair-choice queue: dispatcher → start",
+        };
+        s += &row(fair_choice, &self.warm_fair_choice);
         s += &row(
             "runtime alone (no dispatch): call → guest start",
             &self.runtime_only_start,

@@ -68,7 +68,7 @@ impl ExecutorsConfig {
             spin: Duration::from_micros(50),
             quarantine_after: 5,
             seccomp: cfg!(target_os = "linux"),
-            preempt: None,
+            preempt: Some(PreemptConfig::default()),
         }
     }
 

@@ -243,6 +243,8 @@ pub struct BurstSummary {
     pub idle_ms: BTreeMap<&'static str, f64>,
     /// Stretch of each function's successful calls.
     pub stretch_by_function: BTreeMap<&'static str, Distribution>,
+    /// Response time (ms) of each function's successful calls.
+    pub response_by_function: BTreeMap<&'static str, Distribution>,
 }
 
 /// A run's summary and its calls.
@@ -251,6 +253,25 @@ pub struct BurstRun {
     pub summary: BurstSummary,
     /// Every call.
     pub calls: Vec<CallRecord>,
+}
+
+/// The distribution of `metric` over each function's calls among `calls`.
+fn by_function(
+    idle_ms: &BTreeMap<&'static str, f64>,
+    calls: &[&CallRecord],
+    metric: fn(&CallRecord) -> f64,
+) -> BTreeMap<&'static str, Distribution> {
+    idle_ms
+        .keys()
+        .map(|&f| {
+            let of_f: Vec<f64> = calls
+                .iter()
+                .filter(|c| c.function == f)
+                .map(|c| metric(c))
+                .collect();
+            (f, Distribution::of(&of_f))
+        })
+        .collect()
 }
 
 /// A small deterministic generator (SplitMix64): the call sequence must be the same for every
@@ -444,17 +465,8 @@ pub async fn burst(
         stretch: Distribution::of(&ok.iter().map(|c| c.stretch).collect::<Vec<_>>()),
         last_completion_s: calls.iter().map(|c| c.finished_s).fold(0.0, f64::max),
         idle_ms: idle_ms.clone(),
-        stretch_by_function: idle_ms
-            .keys()
-            .map(|&f| {
-                let of_f: Vec<f64> = ok
-                    .iter()
-                    .filter(|c| c.function == f)
-                    .map(|c| c.stretch)
-                    .collect();
-                (f, Distribution::of(&of_f))
-            })
-            .collect(),
+        stretch_by_function: by_function(idle_ms, &ok, |c| c.stretch),
+        response_by_function: by_function(idle_ms, &ok, |c| c.response_ms),
     };
     Ok(BurstRun { summary, calls })
 }

@@ -135,6 +135,48 @@ pub(super) fn ratios(summaries: &[BurstSummary]) -> String {
     out
 }
 
+/// The p99 response time of the three functions with the shortest idle response times, as a
+/// multiple of their idle time, per intensity and policy (averaged over seeds): how long the
+/// shortest calls wait in the tail.
+fn shortest_functions(summaries: &[BurstSummary]) -> String {
+    let Some(first) = summaries.first() else {
+        return String::new();
+    };
+    let mut shortest: Vec<(&str, f64)> = first.idle_ms.iter().map(|(&f, &ms)| (f, ms)).collect();
+    shortest.sort_by(|a, b| a.1.total_cmp(&b.1));
+    shortest.truncate(3);
+    let mut out = format!(
+        "| intensity | policy |{}\n|---|---|{}\n",
+        shortest
+            .iter()
+            .map(|(f, ms)| format!(" `{f}` p99 (idle {ms:.1} ms) |"))
+            .collect::<String>(),
+        "---|".repeat(shortest.len())
+    );
+    let mut seen: Vec<(u32, &str)> = Vec::new();
+    for s in summaries {
+        if seen.contains(&(s.intensity, s.policy)) {
+            continue;
+        }
+        seen.push((s.intensity, s.policy));
+        let runs: Vec<&BurstSummary> = summaries
+            .iter()
+            .filter(|r| r.intensity == s.intensity && r.policy == s.policy)
+            .collect();
+        out += &format!("| {} | {} |", s.intensity, s.policy);
+        for (f, idle) in &shortest {
+            let p99s: Vec<f64> = runs
+                .iter()
+                .filter_map(|r| r.response_by_function.get(f).map(|d| d.p99))
+                .collect();
+            let p99 = p99s.iter().sum::<f64>() / p99s.len().max(1) as f64;
+            out += &format!(" {p99:.1} ms ({:.1}x) |", p99 / idle.max(1e-3));
+        }
+        out += "\n";
+    }
+    out
+}
+
 /// Stretch of the rare function alone in each run.
 fn rare_function_table(summaries: &[BurstSummary], rare: &str) -> String {
     let mut table = format!(
@@ -182,6 +224,10 @@ pub(super) fn markdown(
         }
     }
     report += &format!("\n## Ratios (averaged over seeds)\n\n{}", ratios(summaries));
+    report += &format!(
+        "\n## The shortest functions' tail\n\n{}",
+        shortest_functions(summaries)
+    );
     if let Some(rare) = rare {
         report += &format!(
             "\n## The rare function\n\n{}",
