@@ -279,7 +279,17 @@ impl Node {
         let config = config.into();
         create_dir(data)?;
         let threads = Executors::threads_for(&config.executors);
-        let mut runtime_config = RuntimeConfig::new(data.join("artifacts"), threads);
+        let mut runtime_config = match config.executors.preemption() {
+            // Slots for the calls running on the cores, as without preemption, and one more
+            // for each call that may be suspended.
+            Some(preempt) => {
+                let mut c = RuntimeConfig::new(data.join("artifacts"), config.executors.cores);
+                let suspended = u32::try_from(preempt.max_suspended).unwrap_or(u32::MAX);
+                c.instance_slots = c.instance_slots.saturating_add(suspended);
+                c
+            }
+            None => RuntimeConfig::new(data.join("artifacts"), threads),
+        };
         // Every call that declares phases holds an instance while it is alive.
         runtime_config.microtask_slots =
             u32::try_from(config.microtasks.max_alive).unwrap_or(u32::MAX);

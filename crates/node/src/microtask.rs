@@ -1091,6 +1091,66 @@ mod tests {
         assert!(history[0] >= 3_000_000, "{history:?}");
     }
 
+    /// A microtask function: declares a whole-core phase, then folds `n` million numbers, `n` the
+    /// little-endian u32 body (about `n` ms).
+    const PHASED_FOLD: &str = r#"(module
+        (import "mote" "phase" (func $phase (param i32)))
+        (memory (export "memory") 1)
+        (func (export "mote_alloc") (param i32) (result i32) i32.const 16)
+        (func (export "mote_handle") (param $p i32) (param $n i32) (result i64)
+          (local $i i64) (local $end i64) (local $acc i64)
+          (call $phase (i32.const 1000))
+          (local.set $end (i64.mul (i64.extend_i32_u (i32.load (local.get $p))) (i64.const 1000000)))
+          (block $done (loop $l
+            (br_if $done (i64.ge_u (local.get $i) (local.get $end)))
+            (local.set $acc (i64.mul (i64.xor (local.get $acc) (local.get $i)) (i64.const 1099511628211)))
+            (local.set $i (i64.add (local.get $i) (i64.const 1)))
+            (br $l)))
+          (i64.store (i32.const 0) (local.get $acc))
+          i64.const 8))"#;
+
+    /// On one core under SEPT: teaches the node a long and a short phased function, then sends
+    /// the short one while the long one runs. Returns whether the short call ended first.
+    async fn short_phase_beside_a_long_one(preempt: Option<PreemptConfig>) -> bool {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = ExecutorsConfig::new(1);
+        config.policy = Policy::Sept;
+        config.preempt = preempt;
+        let node = crate::Node::start_embedded(dir.path(), config).await.unwrap();
+        let wasm = Bytes::from(wat::parse_str(PHASED_FOLD).unwrap());
+        for name in ["long", "short"] {
+            node.deploy(
+                mote_types::FunctionName::new(name).unwrap(),
+                wasm.clone(),
+                mote_types::Limits::default(),
+            )
+            .await
+            .unwrap();
+        }
+        let body = |n: u32| Bytes::copy_from_slice(&n.to_le_bytes());
+        node.invoke("long", body(200)).await.unwrap();
+        node.invoke("short", body(2)).await.unwrap();
+        let long = tokio::spawn(node.submit("long", body(200)).unwrap());
+        while node.microtasks.classes()[0].running == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        node.submit("short", body(2)).unwrap().await.unwrap().result.unwrap();
+        let short_first = !long.is_finished();
+        long.await.unwrap().unwrap().result.unwrap();
+        short_first
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_short_phase_takes_the_core_from_a_long_one_only_under_preemption() {
+        let preempt = Some(PreemptConfig {
+            quantum: Duration::from_millis(1),
+            ..PreemptConfig::default()
+        });
+        assert!(short_phase_beside_a_long_one(preempt).await);
+        assert!(!short_phase_beside_a_long_one(None).await);
+    }
+
     /// Polls a future once with a waker that does nothing.
     fn futures_poll_once<F: std::future::Future + Unpin>(f: &mut F) -> std::task::Poll<F::Output> {
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());

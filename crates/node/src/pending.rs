@@ -74,8 +74,10 @@ enum Order<T> {
 /// Waiting calls in their policy's order, and the executors that sleep until there are some.
 pub(crate) struct Pending<T> {
     order: Order<T>,
-    /// The rank of the best waiting call under a ranking policy; `u64::MAX` when none waits.
+    /// The rank of the best waiting call under preemption; `u64::MAX` when none waits.
     best: AtomicU64,
+    /// Whether running calls are compared with `best` (a preemptive ranking policy).
+    preemptive: bool,
     waiting: prometheus_client::metrics::gauge::Gauge,
     limit: usize,
     sleepers: AtomicUsize,
@@ -112,6 +114,7 @@ impl<T> Pending<T> {
             }
         };
         Self {
+            preemptive: matches!(order, Order::Ranked(_)) && preemptive.is_some(),
             order,
             best: AtomicU64::new(u64::MAX),
             waiting,
@@ -168,11 +171,13 @@ impl<T> Pending<T> {
     }
 
     fn publish_best(&self, queue: &CallQueue<T>) {
-        let best = queue.best_rank().unwrap_or(u64::MAX);
-        self.best.store(best, Ordering::Relaxed);
+        if self.preemptive {
+            let best = queue.best_rank().unwrap_or(u64::MAX);
+            self.best.store(best, Ordering::Relaxed);
+        }
     }
 
-    /// The rank of the best waiting call (`u64::MAX` if none waits, or under arrival order).
+    /// The rank of the best waiting call (`u64::MAX` if none waits, or without preemption).
     #[inline]
     pub(crate) fn best_rank(&self) -> u64 {
         self.best.load(Ordering::Relaxed)

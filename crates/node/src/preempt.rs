@@ -154,9 +154,21 @@ impl Seat {
         self.holds_core.store(false, Ordering::Relaxed);
     }
 
-    /// Takes (and resets) how long the current call was suspended.
+    /// Takes (and resets) how long the current call was suspended. Only the seat's own thread
+    /// writes the count, so a plain load and store do: no read-modify-write on the warm path.
     pub(crate) fn take_suspended(&self) -> Duration {
-        Duration::from_nanos(self.suspended_ns.swap(0, Ordering::Relaxed))
+        let ns = self.suspended_ns.load(Ordering::Relaxed);
+        if ns != 0 {
+            self.suspended_ns.store(0, Ordering::Relaxed);
+        }
+        Duration::from_nanos(ns)
+    }
+
+    /// Adds `d` to the time the current call was suspended (on the seat's own thread).
+    fn add_suspended(&self, d: Duration) {
+        let ns = self.suspended_ns.load(Ordering::Relaxed);
+        self.suspended_ns
+            .store(ns + d.as_nanos() as u64, Ordering::Relaxed);
     }
 
     /// Marks the thread as waiting under a new suspension ticket, before its resumption is
@@ -304,8 +316,7 @@ impl Suspensions {
     /// time since `since` as suspended.
     fn park(&self, seat: &Seat, deadline: Instant, since: Instant) -> Resumed {
         let woken = seat.park(Some(deadline));
-        seat.suspended_ns
-            .fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        seat.add_suspended(since.elapsed());
         self.suspended.fetch_sub(1, Ordering::Relaxed);
         self.metrics.suspended_calls.dec();
         match woken {
@@ -392,8 +403,7 @@ impl Suspensions {
         if self.pending.requeue(basis, attained_ns, resumption).is_err() {
             // The executors are stopping: run on without a core.
             seat.lock().waiting = None;
-            seat.suspended_ns
-                .fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            seat.add_suspended(since.elapsed());
             self.suspended.fetch_sub(1, Ordering::Relaxed);
             self.metrics.suspended_calls.dec();
             return Resumed::Running;
@@ -658,6 +668,57 @@ mod tests {
         // better than the short one once it runs.
         assert_eq!(preempted, 1, "only the long call was ever suspended");
         assert!(refused >= 1, "the bound refused a second suspension");
+    }
+
+    /// Sleeps 300 ms (WASI `poll_oneoff` on one relative clock), then answers "woke".
+    const SLEEPER: &str = r#"(module
+        (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
+        (memory (export "memory") 1)
+        (data (i32.const 512) "woke")
+        (func (export "mote_alloc") (param i32) (result i32) i32.const 1024)
+        (func (export "mote_handle") (param i32 i32) (result i64)
+          (i64.store (i32.const 0) (i64.const 1))
+          (i32.store8 (i32.const 8) (i32.const 0))
+          (i32.store (i32.const 16) (i32.const 1))
+          (i64.store (i32.const 24) (i64.const 300000000))
+          (i64.store (i32.const 32) (i64.const 0))
+          (i32.store16 (i32.const 40) (i32.const 0))
+          (drop (call $poll (i32.const 0) (i32.const 128) (i32.const 1) (i32.const 256)))
+          i64.const 0x0000020000000004))"#;
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_sleeping_call_gives_its_core_to_others_and_gets_one_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = node(dir.path(), 4, &[("short", Limits::default())]).await;
+        let wasm = Bytes::from(wat::parse_str(SLEEPER).unwrap());
+        node.deploy(FunctionName::new("sleeper").unwrap(), wasm, Limits::default())
+            .await
+            .unwrap();
+        let sleeper = spawn_timed(node.submit("sleeper", Bytes::new()).unwrap());
+        while node.schedule().preempt.unwrap().suspended == 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        // The only core is free while the sleeper sleeps: three calls of about 10 ms run
+        // meanwhile.
+        let shorts: Vec<_> = (0..3)
+            .map(|_| spawn_timed(node.submit("short", millions(10)).unwrap()))
+            .collect();
+        let mut last_short = None;
+        for short in shorts {
+            let (reply, done) = short.await.unwrap();
+            reply.unwrap().result.unwrap();
+            last_short = Some(done);
+        }
+        let (reply, woke) = sleeper.await.unwrap();
+        let reply = reply.unwrap();
+        assert_eq!(reply.result.unwrap(), b"woke");
+        assert!(last_short.unwrap() < woke, "the short calls ran while it slept");
+        assert!(
+            reply.processing < Duration::from_millis(100),
+            "its time asleep is not processing: {:?}",
+            reply.processing
+        );
+        assert_eq!(node.schedule().preempt.unwrap().suspended, 0);
     }
 
     #[tokio::test(flavor = "multi_thread")]

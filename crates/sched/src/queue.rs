@@ -113,12 +113,18 @@ impl<T> CallQueue<T> {
     pub fn push_at(&mut self, function: FunctionKey, arrival_ns: u64, call: T) -> u64 {
         let history = self.histories.entry(function);
         let previous = history.arrive(arrival_ns, self.window_ns);
+        // Only a preemptive Fair-Choice rank needs the arrival count, which is a scan of the
+        // function's buckets: the others skip it.
+        let recent_calls = match (self.aging, self.policy) {
+            (Some(_), Policy::Fc) => history.recent_calls(),
+            _ => 1,
+        };
         let basis = RankBasis::new(
             self.policy,
             arrival_ns,
             previous,
             history.expected_ns(),
-            history.recent_calls(),
+            recent_calls,
             self.aging.unwrap_or(0),
         );
         let priority = match self.aging {
