@@ -158,7 +158,10 @@ fn the_node_reports_its_policy_and_what_it_learned() {
     let node = p.get("/v1/node").json();
     assert_eq!(node["policy"], "sept");
     assert_eq!(node["cores"], 1);
-    assert_eq!(node["executor_threads"], 3, "a core and two threads for suspended calls");
+    assert_eq!(
+        node["executor_threads"], 3,
+        "a core and two threads for suspended calls"
+    );
     assert_eq!(node["preempt"]["max_suspended"], 2);
     assert_eq!(node["queue_length"], 0);
     let expected = |name: &str| {

@@ -34,7 +34,7 @@ fn short_calls_beside_a_long_one(preempt: &str) -> (Platform, Seen) {
             assert_eq!(p.invoke("slow", b"").status, 200);
             started.elapsed()
         });
-        while p.get("/v1/node").json()["queue_length"] != 0 || busy_executors(&p) == 0 {
+        while p.get("/v1/node").json()["queue_length"] != 0 || busy_executors(p) == 0 {
             std::thread::sleep(Duration::from_millis(2));
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -78,11 +78,18 @@ fn short_calls_take_the_core_from_a_long_one_and_the_node_counts_it() {
     assert!(preempt["preemptions"].as_u64().unwrap() >= 1, "{node}");
     assert_eq!(preempt["suspended"], 0, "{node}");
     assert_eq!(preempt["quantum_us"], 2000, "{node}");
-    assert_eq!(node["executor_threads"], 1 + preempt["max_suspended"].as_u64().unwrap());
+    assert_eq!(
+        node["executor_threads"],
+        1 + preempt["max_suspended"].as_u64().unwrap()
+    );
     let m = p.get("/metrics").text();
     let counter = m
         .lines()
-        .find_map(|l| l.strip_prefix("mote_preemptions_total ")?.parse::<u64>().ok())
+        .find_map(|l| {
+            l.strip_prefix("mote_preemptions_total ")?
+                .parse::<u64>()
+                .ok()
+        })
         .unwrap_or_else(|| panic!("no mote_preemptions_total in\n{m}"));
     assert!(counter >= 1);
     assert!(m.contains("mote_suspended_calls 0"), "{m}");

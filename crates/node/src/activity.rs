@@ -223,7 +223,8 @@ impl ExecutorActivity {
 /// One executor thread's counters since the node started.
 #[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
 pub struct ExecutorSample {
-    /// Its index (thread `mote-exec-INDEX`).
+    /// Its index: thread `mote-exec-INDEX`, or under preemption, where a core passes between
+    /// threads, the core's.
     pub index: usize,
     /// Whether it is running a call now.
     pub running: bool,

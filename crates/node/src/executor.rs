@@ -136,10 +136,15 @@ impl Executors {
             .map(|p| Arc::new(Suspensions::new(p, pending.clone(), metrics.clone())));
         let seats = match suspensions {
             Some(_) => (0..threads)
-                .map(|i| Arc::new(Seat::new(i < config.cores)))
+                .map(|i| Arc::new(Seat::new(i < config.cores, i.min(config.cores - 1))))
                 .collect(),
             None => Vec::new(),
         };
+        // Under preemption a core passes between threads, and activity is counted per core.
+        let activity = ExecutorActivity::new(match suspensions {
+            Some(_) => config.cores,
+            None => threads,
+        });
         let shared = Arc::new(Shared {
             pending,
             runtime,
@@ -147,7 +152,7 @@ impl Executors {
             metrics,
             config,
             threads,
-            activity: ExecutorActivity::new(threads),
+            activity,
             suspensions,
             seats,
         });
@@ -249,10 +254,13 @@ impl Executors {
 
     /// Calls suspended now.
     pub fn suspended(&self) -> usize {
-        self.shared.suspensions.as_ref().map_or(0, |s| s.suspended())
+        self.shared
+            .suspensions
+            .as_ref()
+            .map_or(0, |s| s.suspended())
     }
 
-    /// What each executor thread has run so far.
+    /// What each executor thread (each core, under preemption) has run so far.
     pub fn activity(&self) -> Vec<ExecutorSample> {
         self.shared.activity.sample()
     }
@@ -320,7 +328,7 @@ impl Shared {
                     };
                     self.run(i, call, Some(preempted))
                 }
-                Work::Resume(resumption) => match resumption.resume() {
+                Work::Resume(resumption) => match resumption.resume(seat.core()) {
                     true => {
                         seat.hand_over_core();
                         None
@@ -362,8 +370,10 @@ impl Shared {
         }
         self.metrics.busy_executors.inc();
         let started = Instant::now();
-        self.activity.start(i, started);
         let seat = preempted.as_ref().map(|p| p.seat);
+        // Under preemption activity is counted per core, and a call may end on another core.
+        let slot = || seat.map_or(i, |s| s.core());
+        self.activity.start(slot(), started);
         if let Some(p) = &preempted {
             p.preemption.start(p.basis, started);
         }
@@ -381,7 +391,9 @@ impl Shared {
                 // Time spent suspended counts as waiting, not as processing.
                 let resumed = started + seat.map_or(Duration::ZERO, |s| s.take_suspended());
                 let settled = self.ledger.settle(&function, result, log, arrival, resumed);
-                self.activity.end(i, settled.processing);
+                if seat.is_none_or(|s| s.holds_core()) {
+                    self.activity.end(slot(), settled.processing);
+                }
                 next = self.next_call(seat);
                 if let Some(reply) = reply.take() {
                     let _ = reply.send(settled);
@@ -409,7 +421,9 @@ impl Shared {
                 let settled = self
                     .ledger
                     .settle_failure(&function, error, arrival, resumed);
-                self.activity.end(i, settled.processing);
+                if seat.is_none_or(|s| s.holds_core()) {
+                    self.activity.end(slot(), settled.processing);
+                }
                 next = self.next_call(seat);
                 let _ = reply.send(settled);
             }

@@ -37,6 +37,8 @@ mod activity;
 pub mod confine;
 mod error;
 mod executor;
+#[cfg(test)]
+mod fixtures;
 mod ledger;
 mod logs;
 mod metrics;
@@ -64,12 +66,12 @@ pub use resident::ModuleSource;
 pub use schedule::{FunctionSchedule, PreemptSnapshot, ScheduleSnapshot};
 
 use bytes::Bytes;
-use preempt::Work;
 use ledger::Ledger;
 use mote_runtime::{CallError, Function, ProxyResponse, Runtime, RuntimeConfig};
 use mote_state::{EmbeddedStore, ModuleBlobs, StateError, StateStore};
 use mote_types::{DeployOptions, FunctionName, FunctionRecord, GuestKind, Limits};
 use pending::Pending;
+use preempt::Work;
 use resident::Code;
 use std::path::Path;
 use std::sync::Arc;

@@ -37,9 +37,9 @@
 use crate::confine::ExecutorFilter;
 use crate::error::{DeployError, InvokeError};
 use crate::executor::ExecutorsConfig;
-use crate::preempt::PreemptConfig;
 use crate::ledger::{Ledger, Reply};
 use crate::metrics::Outcome;
+use crate::preempt::PreemptConfig;
 use crate::registry::Deployed;
 use bytes::Bytes;
 use mote_objects::Objects;
@@ -247,7 +247,10 @@ impl ClassGate {
         wake: Arc<Notify>,
     ) -> Option<oneshot::Receiver<Admitted>> {
         let mut state = self.lock();
-        if state.waiting[class].best_rank().is_none_or(|best| best >= rank) {
+        if state.waiting[class]
+            .best_rank()
+            .is_none_or(|best| best >= rank)
+        {
             return None;
         }
         let (admit, admitted) = oneshot::channel();
@@ -1059,7 +1062,8 @@ mod tests {
             quantum: Duration::from_millis(1),
             ..PreemptConfig::default()
         });
-        let gate = Arc::new(ClassGate::new(&config, MicrotaskMode::On(SplitMode::Dynamic)).unwrap());
+        let gate =
+            Arc::new(ClassGate::new(&config, MicrotaskMode::On(SplitMode::Dynamic)).unwrap());
         let mut a = CallGate::new(gate.clone(), 1, Instant::now());
         a.acquire().await;
         std::thread::sleep(Duration::from_millis(3));
@@ -1072,12 +1076,19 @@ mod tests {
         let mut waiting = a.preempt(Instant::now()).expect("b outranks a");
         assert!(futures_poll_once(&mut b_queued).is_ready());
         drop(b_queued);
-        assert_eq!(running(&gate), [1, 0, 0, 0], "b holds the one core, a waits");
+        assert_eq!(
+            running(&gate),
+            [1, 0, 0, 0],
+            "b holds the one core, a waits"
+        );
         assert_eq!(gate.snapshot()[0].preemptions, 1);
         assert!(futures_poll_once(&mut waiting).is_pending());
         std::thread::sleep(Duration::from_millis(2));
         drop(b);
-        assert!(futures_poll_once(&mut waiting).is_ready(), "a is admitted again");
+        assert!(
+            futures_poll_once(&mut waiting).is_ready(),
+            "a is admitted again"
+        );
         assert!(
             a.preempt(Instant::now()).is_none(),
             "a new slice runs for its quantum first"
@@ -1091,24 +1102,6 @@ mod tests {
         assert!(history[0] >= 3_000_000, "{history:?}");
     }
 
-    /// A microtask function: declares a whole-core phase, then folds `n` million numbers, `n` the
-    /// little-endian u32 body (about `n` ms).
-    const PHASED_FOLD: &str = r#"(module
-        (import "mote" "phase" (func $phase (param i32)))
-        (memory (export "memory") 1)
-        (func (export "mote_alloc") (param i32) (result i32) i32.const 16)
-        (func (export "mote_handle") (param $p i32) (param $n i32) (result i64)
-          (local $i i64) (local $end i64) (local $acc i64)
-          (call $phase (i32.const 1000))
-          (local.set $end (i64.mul (i64.extend_i32_u (i32.load (local.get $p))) (i64.const 1000000)))
-          (block $done (loop $l
-            (br_if $done (i64.ge_u (local.get $i) (local.get $end)))
-            (local.set $acc (i64.mul (i64.xor (local.get $acc) (local.get $i)) (i64.const 1099511628211)))
-            (local.set $i (i64.add (local.get $i) (i64.const 1)))
-            (br $l)))
-          (i64.store (i32.const 0) (local.get $acc))
-          i64.const 8))"#;
-
     /// On one core under SEPT: teaches the node a long and a short phased function, then sends
     /// the short one while the long one runs. Returns whether the short call ended first.
     async fn short_phase_beside_a_long_one(preempt: Option<PreemptConfig>) -> bool {
@@ -1116,8 +1109,10 @@ mod tests {
         let mut config = ExecutorsConfig::new(1);
         config.policy = Policy::Sept;
         config.preempt = preempt;
-        let node = crate::Node::start_embedded(dir.path(), config).await.unwrap();
-        let wasm = Bytes::from(wat::parse_str(PHASED_FOLD).unwrap());
+        let node = crate::Node::start_embedded(dir.path(), config)
+            .await
+            .unwrap();
+        let wasm = Bytes::from(wat::parse_str(crate::fixtures::fold(true)).unwrap());
         for name in ["long", "short"] {
             node.deploy(
                 mote_types::FunctionName::new(name).unwrap(),
@@ -1135,7 +1130,12 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
-        node.submit("short", body(2)).unwrap().await.unwrap().result.unwrap();
+        node.submit("short", body(2))
+            .unwrap()
+            .await
+            .unwrap()
+            .result
+            .unwrap();
         let short_first = !long.is_finished();
         long.await.unwrap().unwrap().result.unwrap();
         short_first

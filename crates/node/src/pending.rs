@@ -338,7 +338,13 @@ mod tests {
     use std::sync::Arc;
 
     fn pending(policy: Policy, limit: usize) -> Pending<(u64, u32)> {
-        Pending::new(policy, Duration::from_secs(60), limit, Default::default(), None)
+        Pending::new(
+            policy,
+            Duration::from_secs(60),
+            limit,
+            Default::default(),
+            None,
+        )
     }
 
     #[test]
@@ -433,7 +439,8 @@ mod tests {
                     let q = q.clone();
                     // A zero spin sends consumers to sleep whenever the queue runs dry.
                     std::thread::spawn(move || {
-                        std::iter::from_fn(|| q.take(Duration::ZERO).map(|n| n.work)).collect::<Vec<_>>()
+                        std::iter::from_fn(|| q.take(Duration::ZERO).map(|n| n.work))
+                            .collect::<Vec<_>>()
                     })
                 })
                 .collect();

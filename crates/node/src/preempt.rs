@@ -74,15 +74,16 @@ pub(crate) struct Resumption {
 }
 
 impl Resumption {
-    /// Hands the suspended call the core of the thread that took this from the queue; false if
-    /// the call is no longer waiting for it (stopped for its budget, or the executors stopping).
-    pub(crate) fn resume(&self) -> bool {
+    /// Hands the suspended call `core`, the core of the thread that took this from the queue;
+    /// false if the call is no longer waiting for it (stopped for its budget, or the executors
+    /// stopping).
+    pub(crate) fn resume(&self, core: usize) -> bool {
         let mut state = self.seat.lock();
         if state.stopped || state.waiting != Some(self.ticket) {
             return false;
         }
         state.waiting = None;
-        state.given = Some(None);
+        state.given = Some((core, None));
         self.seat.wake.notify_one();
         true
     }
@@ -94,8 +95,8 @@ const SPARE: u64 = 0;
 struct SeatState {
     /// The ticket the thread is parked under, if it is.
     waiting: Option<u64>,
-    /// A core handed to the parked thread, with a call to start for a spare.
-    given: Option<Option<Next<Work>>>,
+    /// A core (by index) handed to the parked thread, with a call to start for a spare.
+    given: Option<(usize, Option<Next<Work>>)>,
     /// The executors are stopping.
     stopped: bool,
     /// The last ticket used.
@@ -119,13 +120,17 @@ pub(crate) struct Seat {
     wake: Condvar,
     /// Whether the thread holds a core; written only by the thread itself.
     holds_core: AtomicBool,
+    /// Which core it holds (or last held): cores are numbered so that what each runs can be
+    /// counted per core as it passes between threads.
+    core: AtomicUsize,
     /// How long the thread's current call has been suspended, so its processing time counts
     /// only the time it ran.
     suspended_ns: AtomicU64,
 }
 
 impl Seat {
-    pub(crate) fn new(holds_core: bool) -> Self {
+    /// The seat of an executor thread holding core `core` if `holds_core`.
+    pub(crate) fn new(holds_core: bool, core: usize) -> Self {
         Self {
             state: Mutex::new(SeatState {
                 waiting: None,
@@ -135,6 +140,7 @@ impl Seat {
             }),
             wake: Condvar::new(),
             holds_core: AtomicBool::new(holds_core),
+            core: AtomicUsize::new(core),
             suspended_ns: AtomicU64::new(0),
         }
     }
@@ -147,6 +153,11 @@ impl Seat {
     /// Whether the thread holds a core.
     pub(crate) fn holds_core(&self) -> bool {
         self.holds_core.load(Ordering::Relaxed)
+    }
+
+    /// The core the thread holds (or last held).
+    pub(crate) fn core(&self) -> usize {
+        self.core.load(Ordering::Relaxed)
     }
 
     /// Records that the thread handed its core to a suspended call it resumed.
@@ -184,8 +195,9 @@ impl Seat {
     fn park(&self, deadline: Option<Instant>) -> Woken {
         let mut state = self.lock();
         loop {
-            if let Some(work) = state.given.take() {
+            if let Some((core, work)) = state.given.take() {
                 state.waiting = None;
+                self.core.store(core, Ordering::Relaxed);
                 self.holds_core.store(true, Ordering::Relaxed);
                 return Woken::Core(work);
             }
@@ -210,18 +222,15 @@ impl Seat {
         }
     }
 
-    /// Hands this spare a core and `work` to start with it; hands `work` back if the thread is
+    /// Hands this spare `core` and `work` to start with it; hands `work` back if the thread is
     /// not a waiting spare.
-    fn give(
-        &self,
-        work: Option<Next<Work>>,
-    ) -> Result<(), Option<Next<Work>>> {
+    fn give(&self, core: usize, work: Option<Next<Work>>) -> Result<(), Option<Next<Work>>> {
         let mut state = self.lock();
         if state.waiting != Some(SPARE) || state.stopped {
             return Err(work);
         }
         state.waiting = None;
-        state.given = Some(work);
+        state.given = Some((core, work));
         self.wake.notify_one();
         Ok(())
     }
@@ -354,21 +363,21 @@ impl Suspensions {
         let since = Instant::now();
         self.suspended_now(seat);
         self.metrics.preemptions.inc();
-        self.hand_core(next, spare);
+        self.hand_core(next, spare, seat.core());
         Some(self.park(seat, deadline, since))
     }
 
-    /// Hands the core of a thread that was just suspended to whoever runs `next`.
-    fn hand_core(&self, next: Next<Work>, spare: Arc<Seat>) {
+    /// Hands `core`, the core of a thread that was just suspended, to whoever runs `next`.
+    fn hand_core(&self, next: Next<Work>, spare: Arc<Seat>, core: usize) {
         let given = match &next.work {
-            Work::Resume(resumption) if resumption.resume() => {
+            Work::Resume(resumption) if resumption.resume(core) => {
                 self.spares().push(spare);
                 return;
             }
             // A resumption left behind by a call stopped meanwhile: the spare takes the core
             // and the next call from the queue.
-            Work::Resume(_) => spare.give(None),
-            Work::Call(_) => spare.give(Some(next)),
+            Work::Resume(_) => spare.give(core, None),
+            Work::Call(_) => spare.give(core, Some(next)),
         };
         assert!(given.is_ok(), "spares in the pool wait for a core");
     }
@@ -380,7 +389,7 @@ impl Suspensions {
             return false;
         };
         self.suspended_now(seat);
-        let given = spare.give(None);
+        let given = spare.give(seat.core(), None);
         assert!(given.is_ok(), "spares in the pool wait for a core");
         true
     }
@@ -400,7 +409,11 @@ impl Suspensions {
             seat: seat.clone(),
             ticket: seat.expect_resumption(),
         });
-        if self.pending.requeue(basis, attained_ns, resumption).is_err() {
+        if self
+            .pending
+            .requeue(basis, attained_ns, resumption)
+            .is_err()
+        {
             // The executors are stopping: run on without a core.
             seat.lock().waiting = None;
             seat.add_suspended(since.elapsed());
@@ -468,9 +481,9 @@ impl Preemption for ExecutorPreemption {
         if !should_yield(rank, best, slice.as_nanos() as u64, quantum) {
             return Resumed::Running;
         }
-        let Some(resumed) =
-            self.suspensions
-                .suspend(&self.seat, call.basis, attained, rank, deadline)
+        let Some(resumed) = self
+            .suspensions
+            .suspend(&self.seat, call.basis, attained, rank, deadline)
         else {
             return Resumed::Running;
         };
@@ -521,35 +534,13 @@ mod tests {
     use mote_types::{FunctionName, Limits, Timeout};
     use std::time::{Duration, Instant};
 
-    /// Folds `n` million numbers, `n` the little-endian u32 request body (about `n` ms), and
-    /// returns the 8-byte result, so a preempted call's answer can be compared with an
-    /// unpreempted one's.
-    const FOLD: &str = r#"(module (memory (export "memory") 1)
-        (func (export "mote_alloc") (param i32) (result i32) i32.const 16)
-        (func (export "mote_handle") (param $p i32) (param $n i32) (result i64)
-          (local $i i64) (local $end i64) (local $acc i64)
-          (if (local.get $n) (then
-            (local.set $end (i64.mul (i64.extend_i32_u (i32.load (local.get $p))) (i64.const 1000000)))))
-          (local.set $acc (i64.const 1469598103934665603))
-          (block $done (loop $l
-            (br_if $done (i64.ge_u (local.get $i) (local.get $end)))
-            (local.set $acc (i64.mul (i64.xor (local.get $acc) (local.get $i)) (i64.const 1099511628211)))
-            (local.set $i (i64.add (local.get $i) (i64.const 1)))
-            (br $l)))
-          (i64.store (i32.const 0) (local.get $acc))
-          i64.const 8))"#;
-
     fn millions(n: u32) -> Bytes {
         Bytes::copy_from_slice(&n.to_le_bytes())
     }
 
     /// A node of one core under preemptive SEPT, with the fold deployed under `names`, each
     /// with `limits`.
-    async fn node(
-        dir: &std::path::Path,
-        max_suspended: usize,
-        names: &[(&str, Limits)],
-    ) -> Node {
+    async fn node(dir: &std::path::Path, max_suspended: usize, names: &[(&str, Limits)]) -> Node {
         let config = ExecutorsConfig {
             policy: Policy::Sept,
             preempt: Some(PreemptConfig {
@@ -560,7 +551,7 @@ mod tests {
             ..ExecutorsConfig::new(1)
         };
         let node = Node::start_embedded(dir, config).await.unwrap();
-        let wasm = Bytes::from(wat::parse_str(FOLD).unwrap());
+        let wasm = Bytes::from(wat::parse_str(crate::fixtures::fold(false)).unwrap());
         for &(name, limits) in names {
             node.deploy(FunctionName::new(name).unwrap(), wasm.clone(), limits)
                 .await
@@ -573,7 +564,11 @@ mod tests {
     async fn teach(node: &Node, name: &str, body: Bytes, n: usize) -> Duration {
         let mut last = Duration::ZERO;
         for _ in 0..n {
-            last = node.invoke_traced(name, body.clone()).await.unwrap().processing;
+            last = node
+                .invoke_traced(name, body.clone())
+                .await
+                .unwrap()
+                .processing;
         }
         last
     }
@@ -602,10 +597,19 @@ mod tests {
     #[tokio::test(flavor = "multi_thread")]
     async fn a_preempted_call_answers_what_it_answers_unpreempted() {
         let dir = tempfile::tempdir().unwrap();
-        let node = node(dir.path(), 4, &[("long", Limits::default()), ("short", Limits::default())]).await;
+        let node = node(
+            dir.path(),
+            4,
+            &[("long", Limits::default()), ("short", Limits::default())],
+        )
+        .await;
         teach(&node, "short", millions(1), 3).await;
         let alone = node.invoke_traced("long", millions(150)).await.unwrap();
-        assert_eq!(preemptions(&node), (0, 0), "nothing waited, nothing was preempted");
+        assert_eq!(
+            preemptions(&node),
+            (0, 0),
+            "nothing waited, nothing was preempted"
+        );
 
         let long = spawn_timed(node.submit("long", millions(150)).unwrap());
         wait_until_running(&node);
@@ -621,7 +625,10 @@ mod tests {
         }
         let (long, long_done) = long.await.unwrap();
         let long = long.unwrap();
-        assert_eq!(long.result.as_ref().unwrap(), alone.result.as_ref().unwrap());
+        assert_eq!(
+            long.result.as_ref().unwrap(),
+            alone.result.as_ref().unwrap()
+        );
         let (preempted, _) = preemptions(&node);
         assert!(preempted >= 1, "the short calls took the core");
         assert!(shorts_done.iter().all(|&t| t < long_done));
@@ -691,9 +698,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let node = node(dir.path(), 4, &[("short", Limits::default())]).await;
         let wasm = Bytes::from(wat::parse_str(SLEEPER).unwrap());
-        node.deploy(FunctionName::new("sleeper").unwrap(), wasm, Limits::default())
-            .await
-            .unwrap();
+        node.deploy(
+            FunctionName::new("sleeper").unwrap(),
+            wasm,
+            Limits::default(),
+        )
+        .await
+        .unwrap();
         let sleeper = spawn_timed(node.submit("sleeper", Bytes::new()).unwrap());
         while node.schedule().preempt.unwrap().suspended == 0 {
             std::thread::sleep(Duration::from_micros(200));
@@ -712,7 +723,10 @@ mod tests {
         let (reply, woke) = sleeper.await.unwrap();
         let reply = reply.unwrap();
         assert_eq!(reply.result.unwrap(), b"woke");
-        assert!(last_short.unwrap() < woke, "the short calls ran while it slept");
+        assert!(
+            last_short.unwrap() < woke,
+            "the short calls ran while it slept"
+        );
         assert!(
             reply.processing < Duration::from_millis(100),
             "its time asleep is not processing: {:?}",
@@ -725,7 +739,12 @@ mod tests {
     async fn a_suspended_call_is_stopped_when_its_budget_ends() {
         let dir = tempfile::tempdir().unwrap();
         let budget = Limits::new(Some(Timeout::Ms(150)), None).unwrap();
-        let node = node(dir.path(), 4, &[("runaway", budget), ("short", Limits::default())]).await;
+        let node = node(
+            dir.path(),
+            4,
+            &[("runaway", budget), ("short", Limits::default())],
+        )
+        .await;
         let short_takes = teach(&node, "short", millions(10), 3).await;
         // Enough short calls to keep the core for 400 ms, all outranking the runaway call once
         // it has run 20 ms: it is suspended when its budget ends.

@@ -298,7 +298,8 @@ mod tests {
         }
 
         fn wait_ended(&self, _deadline: Instant) -> Resumed {
-            self.waits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.waits
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.answer
         }
     }
@@ -329,12 +330,18 @@ mod tests {
     fn a_call_suspended_at_its_ticks_returns_what_an_unsuspended_one_does() {
         let (rt, _d) = runtime();
         let f = rt.compile(&wat::parse_str(abi(FOLD)).unwrap()).unwrap();
-        let plain = rt.call(&f, &Arc::from("t"), Limits::default(), b"").unwrap().body;
+        let plain = rt
+            .call(&f, &Arc::from("t"), Limits::default(), b"")
+            .unwrap()
+            .body;
         let started = Instant::now();
         let (suspended, ticks) = preemptible(&rt, &f, b"", SleepAtTicks::new(4, Resumed::Running));
         assert_eq!(suspended.unwrap(), plain);
         assert!(ticks >= 4, "{ticks} ticks");
-        assert!(started.elapsed() >= Duration::from_millis(20), "it was suspended 4 times");
+        assert!(
+            started.elapsed() >= Duration::from_millis(20),
+            "it was suspended 4 times"
+        );
     }
 
     #[test]
@@ -381,7 +388,10 @@ mod tests {
         let (err, _) = preemptible(&rt, &f, b"", SleepAtTicks::new(0, Resumed::Expired));
         assert!(matches!(err, Err(CallError::Timeout { .. })), "{err:?}");
         // On a thread whose calls nobody preempts, the sleep is just a sleep.
-        let plain = rt.call(&f, &Arc::from("t"), Limits::default(), b"").unwrap().body;
+        let plain = rt
+            .call(&f, &Arc::from("t"), Limits::default(), b"")
+            .unwrap()
+            .body;
         assert_eq!(plain, b"ok");
     }
 

@@ -10,9 +10,9 @@
 //! the threads that run guest code may be confined by seccomp and hold no sockets.
 
 use mote_objects::Objects;
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
-use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;

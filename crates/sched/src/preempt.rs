@@ -124,7 +124,11 @@ mod tests {
         assert_eq!(remaining_ns(10, 4), 6);
         assert_eq!(remaining_ns(10, 10), 0);
         assert_eq!(remaining_ns(10, 11), 11);
-        assert_eq!(remaining_ns(0, 3), 3, "an unknown function ranks by attained service");
+        assert_eq!(
+            remaining_ns(0, 3),
+            3,
+            "an unknown function ranks by attained service"
+        );
     }
 
     #[test]
@@ -204,7 +208,9 @@ mod tests {
             let taken = self.queue.pop_ranked()?;
             let i = taken.call;
             if self.waiting[i] != Some(taken.rank) {
-                self.trace.violations.push(format!("t={now}: {i} left at another rank"));
+                self.trace
+                    .violations
+                    .push(format!("t={now}: {i} left at another rank"));
             }
             self.waiting[i] = None;
             for (j, rank) in self.waiting.iter().enumerate() {
@@ -212,7 +218,9 @@ mod tests {
                     continue;
                 };
                 if r < taken.rank {
-                    self.trace.violations.push(format!("t={now}: took {i} before better {j}"));
+                    self.trace
+                        .violations
+                        .push(format!("t={now}: took {i} before better {j}"));
                 }
                 if self.jobs[i].arrival * TICK > r {
                     // Ranks anchored at the call's own arrival admit no such overtaking;
@@ -293,7 +301,9 @@ mod tests {
                 }
                 q.waiting[i] = Some(q.queue.requeue(basis, ran * TICK, i));
                 if q.waiting[i] != Some(rank) {
-                    q.trace.violations.push(format!("t={now}: {i} requeued at another rank"));
+                    q.trace
+                        .violations
+                        .push(format!("t={now}: {i} requeued at another rank"));
                 }
                 q.trace.preemptions += 1;
                 *core = q.take(now).map(|(j, basis, ran)| (j, basis, ran, 0));
@@ -317,7 +327,8 @@ mod tests {
                 if ran >= jobs[i].length {
                     q.trace.completions[i] += 1;
                     q.trace.completed[i] = Some(now);
-                    q.queue.complete(jobs[i].function, Duration::from_nanos(ran * TICK));
+                    q.queue
+                        .complete(jobs[i].function, Duration::from_nanos(ran * TICK));
                     *core = None;
                 }
             }

@@ -122,7 +122,9 @@ impl BurstOptions {
                     (false, Preempt::On) => &[true],
                     (false, Preempt::Both) => &[false, true],
                 };
-                modes.iter().map(move |&preempt| Scheduler { policy, preempt })
+                modes
+                    .iter()
+                    .map(move |&preempt| Scheduler { policy, preempt })
             })
             .collect();
         Ok(Experiment {
@@ -324,7 +326,11 @@ mod tests {
             .into_iter()
             .map(Scheduler::name)
             .collect();
-        assert_eq!(names, ["fifo", "sept", "sept-preempt"], "fifo never preempts");
+        assert_eq!(
+            names,
+            ["fifo", "sept", "sept-preempt"],
+            "fifo never preempts"
+        );
         assert_eq!(e.intensities, [60]);
         assert_eq!(e.seeds, [4, 5]);
         let (rare, frequent) = e.base.weights.split_last().unwrap();
