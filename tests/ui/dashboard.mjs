@@ -195,7 +195,10 @@ async function main() {
 
     // Cores and classes as the node reports them.
     const node = await (await api(base, "/v1/node")).json();
-    assert.equal(await page.eval("document.querySelectorAll('#executors tbody tr[data-executor]').length"), node.executor_threads);
+    // One row per executor thread, or per core when the node preempts (a core passes between
+    // threads then).
+    const rows = node.preempt ? node.cores : node.executor_threads;
+    assert.equal(await page.eval("document.querySelectorAll('#executors tbody tr[data-executor]').length"), rows);
     assert.equal(await page.eval("Number(document.querySelector('#executors').dataset.cores)"), node.cores);
     assert.equal(node.cores, 2);
     assert.equal(await page.eval("document.querySelectorAll('#classes tbody tr[data-class]').length"), node.classes.length);
