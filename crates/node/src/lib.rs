@@ -11,7 +11,9 @@
 //! - [`Executors`]: one thread per core, at most one running call each (no oversubscription),
 //!   fed from the waiting calls of `pending` (lock-free under arrival order, a
 //!   [`mote_sched::CallQueue`] heap under the ranking policies, which also keeps each
-//!   function's run-time history).
+//!   function's run-time history). Under `--preempt on` its `preempt` module suspends a call
+//!   that a better-ranked one outranks after its quantum, parking its thread, and passes the
+//!   cores between threads.
 //! - [`Microtasks`]: calls of functions that declare phases (`docs/abi.md`) skip the executors:
 //!   they run as futures on their own per-core threads, admitted per share class by the
 //!   `microtask` module's gate (the microtask paper), or task-based under `--microtasks off`.
@@ -44,7 +46,6 @@ mod logs;
 mod metrics;
 mod microtask;
 mod pending;
-mod preempt;
 mod quarantine;
 mod registry;
 mod resident;
@@ -52,7 +53,7 @@ mod schedule;
 
 pub use activity::{BUCKETS, CallStats, ExecutorSample, LatencyCounts};
 pub use error::{DeployError, InvokeError};
-pub use executor::{Executors, ExecutorsConfig};
+pub use executor::{Executors, ExecutorsConfig, PreemptConfig};
 pub use ledger::Reply;
 pub use logs::{
     CallId, DEFAULT_FUNCTION_LOG_BYTES, ENTRY_BYTES, EntryStream, FunctionLogs, LogEntry,
@@ -60,18 +61,17 @@ pub use logs::{
 };
 pub use metrics::{NodeMetrics, Outcome};
 pub use microtask::{ClassSnapshot, MicrotaskConfig, MicrotaskMode, Microtasks};
-pub use preempt::PreemptConfig;
 pub use registry::{Deployed, RECORD_PREFIX, Registry};
 pub use resident::ModuleSource;
 pub use schedule::{FunctionSchedule, PreemptSnapshot, ScheduleSnapshot};
 
 use bytes::Bytes;
+use executor::Work;
 use ledger::Ledger;
 use mote_runtime::{CallError, Function, ProxyResponse, Runtime, RuntimeConfig};
 use mote_state::{EmbeddedStore, ModuleBlobs, StateError, StateStore};
 use mote_types::{DeployOptions, FunctionName, FunctionRecord, GuestKind, Limits};
 use pending::Pending;
-use preempt::Work;
 use resident::Code;
 use std::path::Path;
 use std::sync::Arc;

@@ -37,9 +37,9 @@
 use crate::confine::ExecutorFilter;
 use crate::error::{DeployError, InvokeError};
 use crate::executor::ExecutorsConfig;
+use crate::executor::PreemptConfig;
 use crate::ledger::{Ledger, Reply};
 use crate::metrics::Outcome;
-use crate::preempt::PreemptConfig;
 use crate::registry::Deployed;
 use bytes::Bytes;
 use mote_objects::Objects;

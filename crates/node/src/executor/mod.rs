@@ -5,7 +5,7 @@
 //!
 //! Under preemption (`preempt`, ranking policies only) there are `cores + max_suspended` threads
 //! and at most `cores` of them run calls at once; how a core passes between them is
-//! [`crate::preempt`]'s.
+//! [`preempt`]'s.
 //!
 //! An executor replies before it tears the instance down, so the caller does not wait for the
 //! memory reset; it counts as busy (`mote_busy_executors`) until the teardown is done. Before
@@ -18,11 +18,15 @@ use crate::error::InvokeError;
 use crate::ledger::{Ledger, Reply};
 use crate::metrics::{NodeMetrics, Outcome};
 use crate::pending::{Next, Pending, Refused};
-use crate::preempt::{ExecutorPreemption, PreemptConfig, Seat, Suspensions, Work};
+mod preempt;
+
 use crate::registry::Deployed;
 use bytes::Bytes;
 use mote_runtime::{Call as RuntimeCall, CallError, CallOutput, Function, GuestLog, Runtime};
 use mote_sched::Policy;
+pub use preempt::PreemptConfig;
+pub(crate) use preempt::Work;
+use preempt::{ExecutorPreemption, Seat, Suspensions};
 use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
 use std::sync::Arc;

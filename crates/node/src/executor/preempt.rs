@@ -27,7 +27,7 @@
 //!   settles the call without a core (platform work, not guest code), then becomes a spare;
 //! - when the executors stop, suspended calls run to their end without a core.
 
-use crate::executor::Call;
+use super::Call;
 use crate::metrics::NodeMetrics;
 use crate::pending::{Next, Pending};
 use mote_runtime::{Preemption, Resumed};
