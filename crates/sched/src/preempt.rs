@@ -86,11 +86,6 @@ impl RankBasis {
             Policy::Rect => self.previous_ns.saturating_add(left),
         }
     }
-
-    /// The expected processing time the rank started from.
-    pub fn expected_ns(&self) -> u64 {
-        self.expected_ns
-    }
 }
 
 /// What is expected to be left of a call expected to take `expected_ns` that has run for

@@ -175,7 +175,7 @@ impl<T> CallQueue<T> {
     }
 
     /// Nanoseconds from the queue's creation to `t`: the clock ranks are on.
-    pub fn nanos(&self, t: Instant) -> u64 {
+    fn nanos(&self, t: Instant) -> u64 {
         t.saturating_duration_since(self.origin).as_nanos() as u64
     }
 

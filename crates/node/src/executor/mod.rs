@@ -106,10 +106,9 @@ struct Shared {
     seats: Vec<Arc<Seat>>,
 }
 
-/// What a call on an executor thread that preempts runs with: the thread's seat and
-/// preemption, and what the call's rank is computed from.
+/// What a call on an executor thread that preempts runs with: the thread's preemption (and
+/// through it its seat), and what the call's rank is computed from.
 struct Preempted<'a> {
-    seat: &'a Arc<Seat>,
     preemption: &'a ExecutorPreemption,
     basis: Option<mote_sched::RankBasis>,
 }
@@ -326,7 +325,6 @@ impl Shared {
             next = match taken.work {
                 Work::Call(call) => {
                     let preempted = Preempted {
-                        seat,
                         preemption: &preemption,
                         basis: taken.basis,
                     };
@@ -374,7 +372,9 @@ impl Shared {
         }
         self.metrics.busy_executors.inc();
         let started = Instant::now();
-        let seat = preempted.as_ref().map(|p| p.seat);
+        let seat = preempted.as_ref().map(|p| p.preemption.seat());
+        // A call's budget may run out while it is suspended: it then ends without a core.
+        let holds_core = || seat.is_none_or(|s| s.holds_core());
         // Under preemption activity is counted per core, and a call may end on another core.
         let slot = || seat.map_or(i, |s| s.core());
         self.activity.start(slot(), started);
@@ -395,7 +395,7 @@ impl Shared {
                 // Time spent suspended counts as waiting, not as processing.
                 let resumed = started + seat.map_or(Duration::ZERO, |s| s.take_suspended());
                 let settled = self.ledger.settle(&function, result, log, arrival, resumed);
-                if seat.is_none_or(|s| s.holds_core()) {
+                if holds_core() {
                     self.activity.end(slot(), settled.processing);
                 }
                 next = self.next_call(seat);
@@ -408,7 +408,7 @@ impl Shared {
         if let Some(p) = &preempted {
             p.preemption.end();
         }
-        if seat.is_none_or(|s| s.holds_core()) {
+        if holds_core() {
             self.metrics.busy_executors.dec();
         }
         if let Err(panic) = ran {
@@ -425,14 +425,14 @@ impl Shared {
                 let settled = self
                     .ledger
                     .settle_failure(&function, error, arrival, resumed);
-                if seat.is_none_or(|s| s.holds_core()) {
+                if holds_core() {
                     self.activity.end(slot(), settled.processing);
                 }
                 next = self.next_call(seat);
                 let _ = reply.send(settled);
             }
         }
-        match seat.is_none_or(|s| s.holds_core()) {
+        match holds_core() {
             true => next.or_else(|| self.wait_for_call()),
             false => None,
         }

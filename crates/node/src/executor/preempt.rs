@@ -452,6 +452,11 @@ impl ExecutorPreemption {
         }
     }
 
+    /// The seat of the thread this preemption was registered on.
+    pub(crate) fn seat(&self) -> &Arc<Seat> {
+        &self.seat
+    }
+
     /// A call ranked from `basis` starts on this thread at `started` (`None`: it cannot be
     /// preempted).
     pub(crate) fn start(&self, basis: Option<RankBasis>, started: Instant) {
