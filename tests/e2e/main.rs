@@ -3,6 +3,7 @@
 
 mod access;
 mod api;
+mod attacks;
 mod bad_input;
 mod burst;
 mod cli;
