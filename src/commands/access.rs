@@ -4,7 +4,7 @@
 
 use super::client::ADMIN_TOKEN_FILE;
 use anyhow::Context;
-use mote_access::{FailureLimiter, Grants, Scope, TokenName, TokenStore};
+use mote_access::{FailureLimiter, Grants, HostAllowList, Scope, TokenName, TokenStore};
 use mote_gateway::Access;
 use mote_state::EtcdStore;
 use mote_types::ClusterSecret;
@@ -24,6 +24,8 @@ pub struct AccessOptions {
     pub tokens_required: bool,
     /// Failed authentications allowed per client address and minute.
     pub failures_per_minute: u32,
+    /// The `Host` names the node answers to.
+    pub hosts: HostAllowList,
 }
 
 /// Whether a node listening on `listen` requires tokens: always off loopback, unless
@@ -39,14 +41,15 @@ pub fn tokens_required(listen: SocketAddr, require: bool, insecure: bool) -> boo
     require || (!loopback && !insecure)
 }
 
-/// Sets up the node's access control; `node` names the admin token it makes.
+/// Sets up the node's access control, and where its tokens are kept; `node` names the admin
+/// token it makes.
 pub async fn set_up(
-    options: &AccessOptions,
+    options: AccessOptions,
     data: &Path,
     store: &EtcdStore,
     node: &str,
     grants: Arc<Grants>,
-) -> anyhow::Result<Arc<Access>> {
+) -> anyhow::Result<(Arc<Access>, TokenStore)> {
     let tokens = TokenStore::new(store.clone());
     let admin = data.join(ADMIN_TOKEN_FILE);
     if !admin.exists() {
@@ -70,12 +73,13 @@ pub async fn set_up(
         .load(&grants)
         .await
         .context("cannot read the token records")?;
-    Ok(Arc::new(Access {
+    let access = Access {
         tokens_required: options.tokens_required,
         grants,
-        tokens,
         failures: FailureLimiter::new(options.failures_per_minute, Duration::from_secs(60)),
-    }))
+        hosts: options.hosts,
+    };
+    Ok((Arc::new(access), tokens))
 }
 
 /// `DATA/cluster.secret`, made on first use: internal routes need a secret once tokens are

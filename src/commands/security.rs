@@ -65,6 +65,7 @@ impl Security {
         mote_store::replica::PeerAccess {
             secret: self.access.secret.clone(),
             tls: Some(self.access.trust.tonic_client()),
+            serves_tls: self.identity.is_some(),
         }
     }
 }
@@ -87,11 +88,13 @@ impl SecurityArgs {
             Some(ca) => Trust::from_file(ca)?,
             None => Trust::with_own(identity.as_ref()),
         };
+        let serves_tls = identity.is_some();
         Ok(Security {
             identity,
             access: PeerAccess {
                 trust,
                 secret: self.secret()?,
+                serves_tls,
             },
         })
     }

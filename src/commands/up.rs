@@ -8,9 +8,9 @@ use super::security::{SecurityArgs, certificate_names};
 use anyhow::Context;
 use bytes::Bytes;
 use clap::Args;
-use mote_access::Grants;
+use mote_access::{Grants, HostAllowList};
 use mote_cluster::PlacementConfig;
-use mote_gateway::GatewayConfig;
+use mote_gateway::{GatewayConfig, ListenLimits};
 use mote_node::{ExecutorsConfig, MicrotaskConfig, MicrotaskMode, NodeConfig, PreemptConfig};
 use mote_objects::{Objects, ObjectsConfig, S3Endpoint};
 use mote_peers::{Peers, PeersConfig, StorePeering};
@@ -169,10 +169,26 @@ pub struct UpArgs {
     /// may deploy and run code. Only for networks nobody else can reach.
     #[arg(long)]
     insecure: bool,
-    /// Failed authentications allowed per client address and minute; past that its requests get
-    /// 429 until the minute ends (0: no limit).
+    /// Failed authentications allowed per client (an IPv4 address, an IPv6 /64) and minute; past
+    /// that every request it makes with or for credentials gets 429 until the minute ends, good
+    /// credentials included (0: no limit).
     #[arg(long, default_value_t = 30)]
     auth_failures_per_minute: u32,
+    /// More `Host` names the API answers to, comma-separated (`mote.example.com`,
+    /// `*.example.com`, an IP address, or `*` for any). It always answers to loopback names and
+    /// addresses, the --listen address and the --advertise host; a request naming any other host
+    /// is refused (421), which is what keeps web pages that rename themselves (DNS rebinding)
+    /// out. A node on every address (0.0.0.0) also answers to every IP address.
+    #[arg(long, value_delimiter = ',', env = "MOTE_ALLOW_HOST")]
+    allow_host: Vec<String>,
+    /// Most connections open at once on each listener; past it the node accepts no more until
+    /// one closes. A connection idle for 60 s without a request is closed.
+    #[arg(long, default_value_t = ListenLimits::default().max_connections)]
+    max_connections: usize,
+    /// Most TLS handshakes in progress at once on each listener; each has 10 s, its wait
+    /// included.
+    #[arg(long, default_value_t = ListenLimits::default().max_handshakes)]
+    max_tls_handshakes: usize,
     /// Log filter (tracing's EnvFilter syntax), e.g. `info` or `mote=debug`.
     #[arg(long, default_value = "info", env = "MOTE_LOG")]
     log: String,
@@ -335,10 +351,13 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
     Peers::check_name(&state.etcd, &peers_config)
         .await
         .context("cannot join the cluster")?;
-    let access = super::access::set_up(
-        &super::access::AccessOptions {
+    let hosts = HostAllowList::new(addr.ip(), &url, &args.allow_host)
+        .context("--allow-host takes host names, `*.domain` patterns and IP addresses")?;
+    let (access, tokens) = super::access::set_up(
+        super::access::AccessOptions {
             tokens_required,
             failures_per_minute: args.auth_failures_per_minute,
+            hosts,
         },
         &args.data,
         &state.etcd,
@@ -422,6 +441,11 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
     let config = GatewayConfig {
         max_body_bytes: args.max_body_mb << 20,
         max_module_bytes: args.max_module_mb << 20,
+        listen: ListenLimits {
+            max_connections: args.max_connections,
+            max_handshakes: args.max_tls_handshakes,
+            ..ListenLimits::default()
+        },
     };
     let stopping = Arc::new(tokio::sync::Notify::new());
     let signal = {
@@ -444,6 +468,7 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
         peers: peers.clone(),
         jobs,
         access,
+        tokens,
         config,
     };
     let server = mote_gateway::serve(listener, tls, api, signal);

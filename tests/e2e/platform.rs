@@ -189,6 +189,16 @@ impl Platform {
         Self::finish(self.agent().post(format!("{}{path}", self.url)).send(body))
     }
 
+    /// POSTs `body` as `application/json`, as the JSON routes require.
+    pub fn post_json(&self, path: &str, body: &serde_json::Value) -> Reply {
+        Self::finish(
+            self.agent()
+                .post(format!("{}{path}", self.url))
+                .header("content-type", "application/json")
+                .send(body.to_string()),
+        )
+    }
+
     /// Deploys `wasm` as `name` with optional query string, asserting success.
     pub fn deploy(&self, name: &str, wasm: &[u8], query: &str) -> serde_json::Value {
         let r = self.put(&format!("/v1/functions/{name}{query}"), wasm);

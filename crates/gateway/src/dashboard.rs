@@ -16,6 +16,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use futures_util::StreamExt;
 use mote_job_service::{JobService, JobStatus};
 use mote_node::{ClassSnapshot, ExecutorSample, LatencyCounts, Node, Outcome};
 use mote_peers::{Forwarded, MemberView, Peers, ReplicaLag, StoreView};
@@ -67,10 +68,16 @@ struct Dashboard {
     peers: Arc<Peers>,
     jobs: Arc<JobService>,
     samples: Arc<Samples>,
+    access: Arc<crate::Access>,
 }
 
-/// The dashboard's routes over `node`, a member of `peers` running `jobs`.
-pub(crate) fn router(node: Arc<Node>, peers: Arc<Peers>, jobs: Arc<JobService>) -> Router {
+/// The dashboard's routes over `node`, a member of `peers` running `jobs`, guarded by `access`.
+pub(crate) fn router(
+    node: Arc<Node>,
+    peers: Arc<Peers>,
+    jobs: Arc<JobService>,
+    access: Arc<crate::Access>,
+) -> Router {
     let samples = Arc::new(Samples::default());
     // A first reading now, so that the first snapshot has a window to rate over.
     samples.read(&node);
@@ -85,6 +92,7 @@ pub(crate) fn router(node: Arc<Node>, peers: Arc<Peers>, jobs: Arc<JobService>) 
             peers,
             jobs,
             samples,
+            access,
         })
 }
 
@@ -156,7 +164,16 @@ async fn snapshot(State(d): State<Dashboard>) -> Response {
     axum::Json(d.snapshot()).into_response()
 }
 
-async fn events(State(d): State<Dashboard>) -> impl IntoResponse {
+async fn events(
+    State(d): State<Dashboard>,
+    holder: Option<axum::extract::Extension<mote_access::Holder>>,
+) -> impl IntoResponse {
+    // The stream ends within moments of its token's revocation, not at the next reconnect.
+    let revoked = crate::gate::revocation(
+        &d.access,
+        holder.map(|axum::extract::Extension(h)| h),
+        mote_access::Scope::Read,
+    );
     let mut tick = tokio::time::interval(EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The stream ends once the node stops, so that an open page does not hold the graceful
@@ -168,7 +185,8 @@ async fn events(State(d): State<Dashboard>) -> impl IntoResponse {
         }
         let event = Event::default().event("snapshot").json_data(d.snapshot());
         Some((event, (d, tick)))
-    });
+    })
+    .take_until(revoked);
     // Proxies that buffer responses (nginx) would hold the events back.
     (
         [("x-accel-buffering", "no")],

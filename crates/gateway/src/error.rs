@@ -50,6 +50,11 @@ pub enum ApiError {
     },
     /// Making, listing or revoking a token failed.
     Token(TokenStoreError),
+    /// A `Host` the node does not answer to: a page that renamed itself (DNS rebinding), or a
+    /// name the operator has not allowed.
+    HostNotAllowed(String),
+    /// A body of a type the route does not take.
+    UnsupportedMediaType(String),
 }
 
 impl ApiError {
@@ -62,6 +67,8 @@ impl ApiError {
             }
             Self::NoNodeTakes(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::HostNotAllowed(_) => StatusCode::MISDIRECTED_REQUEST,
+            Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::TooManyFailures { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Token(e) => match e {
@@ -121,13 +128,17 @@ impl ApiError {
             Self::BadRequest(m)
             | Self::MethodNotAllowed(m)
             | Self::Unauthorized(m)
-            | Self::Forbidden(m) => m.clone(),
+            | Self::Forbidden(m)
+            | Self::UnsupportedMediaType(m) => m.clone(),
+            Self::HostNotAllowed(host) => format!(
+                "this node does not answer to the host `{host}`: it answers to its loopback names, the address it listens on and its advertised host; start it with --allow-host {host} if that name is its own"
+            ),
             Self::TooManyFailures { retry_after_s } => format!(
                 "too many failed authentications from this address; try again in {retry_after_s} s"
             ),
             Self::Token(e) => e.to_string(),
             Self::NoRoute => {
-                "no such route; the API is under /v1/functions, /v1/invoke and /v1/jobs, plus /healthz and /metrics, and no component is mounted on this path (GET /v1/functions lists routes)".into()
+                "no such route; the API is under /v1/functions, /v1/invoke and /v1/jobs, plus /healthz, /metrics and the dashboard at /ui, and no component is mounted on this path (GET /v1/functions lists routes)".into()
             }
             Self::FunctionNotFound(name) => {
                 format!("function `{name}` is not deployed; list functions with GET /v1/functions")

@@ -36,23 +36,27 @@
 //!   snapshot of what the page shows), `GET /v1/dashboard/events` (a snapshot every second, as
 //!   server-sent events): [`dashboard`].
 //!
-//! Every route needs what [`need`] says: a token's scope, the cluster secret (the internal
-//! routes), or nothing; [`Access`] holds the node's tokens and secret.
+//! Every request passes the gate first (`gate`): the `Host` it names, the web page that made it
+//! if any, and the credentials its route needs ([`mote_access::need`]: a token's scope, the
+//! cluster secret for the internal routes, or nothing); credentials never reach a handler, so
+//! no guest sees them. [`Access`] holds the node's tokens and limits; `listen` bounds what
+//! clients may hold open.
 //!
 //! In a cluster ([`mote_peers::Peers`]) an invocation runs where placement says: here, or on
 //! one peer, which runs it whatever its load (the request says who forwarded it). A peer that
 //! cannot be reached is skipped for the next choice; one that fails while it holds the call is
 //! a 502 naming it. Every invocation's response names the node that ran it in `mote-node`.
 
-mod auth;
 pub mod dashboard;
 mod error;
+mod gate;
+mod listen;
 mod logs;
-mod tls;
 mod tokens;
 
-pub use auth::{Access, Need, need};
 pub use error::ApiError;
+pub use gate::Access;
+pub use listen::{IDLE_TIMEOUT, ListenLimits};
 pub use logs::{LOGS_MISSING, MOTE_CALL_ID};
 
 use axum::Router;
@@ -64,6 +68,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post, put};
 use bytes::Bytes;
 use http_body_util::BodyExt;
+use mote_access::TokenStore;
 use mote_cluster::{NodeName, Origin};
 use mote_job_service::{JobService, RunRequest};
 use mote_node::{CallId, Node};
@@ -82,6 +87,8 @@ pub struct GatewayConfig {
     pub max_body_bytes: usize,
     /// The largest module `PUT /v1/functions` accepts.
     pub max_module_bytes: usize,
+    /// What clients may hold open of each listener.
+    pub listen: ListenLimits,
 }
 
 impl Default for GatewayConfig {
@@ -89,6 +96,7 @@ impl Default for GatewayConfig {
         Self {
             max_body_bytes: 16 << 20,
             max_module_bytes: 64 << 20,
+            listen: ListenLimits::default(),
         }
     }
 }
@@ -105,6 +113,7 @@ struct Gateway {
     name: HeaderValue,
     config: GatewayConfig,
     access: Arc<Access>,
+    tokens: TokenStore,
 }
 
 /// What the API serves: a node, a member of the cluster `peers`, with its jobs, guarded by
@@ -118,21 +127,24 @@ pub struct Api {
     pub jobs: Arc<JobService>,
     /// Who may do what.
     pub access: Arc<Access>,
+    /// Where tokens are made and revoked.
+    pub tokens: TokenStore,
     /// Limits of the HTTP layer.
     pub config: GatewayConfig,
 }
 
-/// Builds the router that serves `api`.
-pub fn router(api: Api) -> Router {
+/// The router that serves `api`, and the gate in front of it.
+fn router(api: Api) -> (Router, gate::Gate) {
     let Api {
         node,
         peers,
         jobs,
         access,
+        tokens,
         config,
     } = api;
     let name = HeaderValue::from_str(peers.name()).expect("node names are header-safe");
-    let dashboard = dashboard::router(node.clone(), peers.clone(), jobs.clone());
+    let dashboard = dashboard::router(node.clone(), peers.clone(), jobs.clone(), access.clone());
     let gateway = Gateway {
         node,
         peers,
@@ -140,6 +152,7 @@ pub fn router(api: Api) -> Router {
         name,
         config,
         access,
+        tokens,
     };
     let router = Router::new()
         .route("/healthz", get(healthz))
@@ -173,14 +186,17 @@ pub fn router(api: Api) -> Router {
         .route("/v1/internal/jobs/{id}/reports", post(job_report))
         .route("/v1/tokens", post(tokens::create).get(tokens::list))
         .route("/v1/tokens/{name}", axum::routing::delete(tokens::revoke))
+        .route("/v1/internal/logs/{name}", get(logs::peer_logs))
         .fallback(not_found)
         .with_state(gateway.clone())
         .merge(dashboard);
-    // A node with nothing to guard pays nothing per request.
-    match gateway.access.guards(gateway.peers.cluster_secret()) {
-        true => router.layer(axum::middleware::from_fn_with_state(gateway, auth::guard)),
-        false => router,
-    }
+    let gate = gate::Gate::new(
+        gate::Site::Api,
+        gateway.access.clone(),
+        gateway.peers.cluster_secret().cloned(),
+        gateway.node.clone(),
+    );
+    (router, gate)
 }
 
 /// Serves the API on `listener` until `shutdown` resolves: over TLS with `tls` (a rustls
@@ -192,26 +208,15 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let logs = api.node.clone();
+    let limits = api.config.listen;
     let shutdown = async move {
         shutdown.await;
         // Followed logs never end by themselves: without this the server would wait for them.
         logs.logs().stop_following();
     };
-    // Client addresses, for the log of refused requests and the limit on failures.
-    let app = router(api).into_make_service_with_connect_info::<auth::ClientAddr>();
-    match tls {
-        Some(tls) => {
-            let listener = tls::TlsListener::new(listener, tls)?;
-            axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown)
-                .await
-        }
-        None => {
-            axum::serve(tls::PlainListener(listener), app)
-                .with_graceful_shutdown(shutdown)
-                .await
-        }
-    }
+    let (router, gate) = router(api);
+    let tls = tls.map(tokio_rustls::TlsAcceptor::from);
+    listen::serve(listener, tls, Arc::new(gate), router, limits, shutdown).await
 }
 
 /// 200 while the node serves; the text says whether its state store answers.
@@ -548,9 +553,10 @@ struct StorePeer {
 
 async fn store_peer(
     State(gw): State<Gateway>,
-    body: Result<axum::Json<StorePeer>, axum::extract::rejection::JsonRejection>,
+    headers: HeaderMap,
+    body: Bytes,
 ) -> Result<Response, ApiError> {
-    let axum::Json(peer) = body.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let peer: StorePeer = json_body(&headers, &body, "store peer ({\"name\", \"url\"})")?;
     match gw.peers.introduced(&peer.name, &peer.url) {
         true => Ok(StatusCode::NO_CONTENT.into_response()),
         false => Err(ApiError::BadRequest(
@@ -579,17 +585,38 @@ async fn module(
     Ok(([(header::CONTENT_TYPE, "application/wasm")], bytes).into_response())
 }
 
-/// A JSON body, or a 400 that says what is wrong with it.
+/// A JSON body, or an error that says what is wrong with it: 415 unless it is declared
+/// `application/json` (a web page can send other types without asking the server first, never
+/// this one), 400 if it does not parse.
 pub(crate) fn json_body<T: serde::de::DeserializeOwned>(
+    headers: &HeaderMap,
     body: &[u8],
     what: &str,
 ) -> Result<T, ApiError> {
+    let declared = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or_default().trim());
+    if !declared.is_some_and(|t| t.eq_ignore_ascii_case("application/json")) {
+        return Err(ApiError::UnsupportedMediaType(format!(
+            "the body must be a {what} sent as `Content-Type: application/json`{}",
+            match declared {
+                Some(t) => format!(", not `{t}`"),
+                None => String::new(),
+            }
+        )));
+    }
     serde_json::from_slice(body)
         .map_err(|e| ApiError::BadRequest(format!("the body is not a valid {what}: {e}")))
 }
 
-async fn run_job(State(gw): State<Gateway>, body: Bytes) -> Result<Response, ApiError> {
-    let request: RunRequest = json_body(&body, "job request ({\"function\": NAME, ...})")?;
+async fn run_job(
+    State(gw): State<Gateway>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let request: RunRequest =
+        json_body(&headers, &body, "job request ({\"function\": NAME, ...})")?;
     let status = gw.jobs.run(request).await?;
     Ok((StatusCode::CREATED, axum::Json(status)).into_response())
 }
@@ -615,9 +642,10 @@ async fn cancel_job(
 async fn start_worker(
     State(gw): State<Gateway>,
     Path(id): Path<String>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
-    let spec: mote_jobs::message::JobSpec = json_body(&body, "job spec")?;
+    let spec: mote_jobs::message::JobSpec = json_body(&headers, &body, "job spec")?;
     if spec.id != id {
         return Err(ApiError::BadRequest(format!(
             "the spec is for job {}, the path names {id}",
@@ -657,9 +685,10 @@ async fn job_message(
 async fn job_report(
     State(gw): State<Gateway>,
     Path(id): Path<String>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
-    let report: mote_jobs::message::Report = json_body(&body, "job report")?;
+    let report: mote_jobs::message::Report = json_body(&headers, &body, "job report")?;
     gw.jobs.report(&id, report).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -672,8 +701,7 @@ async fn node_status(State(gw): State<Gateway>) -> Response {
 /// serves it, or it is a 404.
 async fn not_found(State(gw): State<Gateway>, request: axum::extract::Request) -> Response {
     let path = request.uri().path();
-    let owned = path == "/v1" || path.starts_with("/v1/");
-    let routed = match owned {
+    let routed = match mote_access::owned(path) {
         true => None,
         false => gw.node.route(path),
     };

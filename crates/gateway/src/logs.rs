@@ -9,6 +9,10 @@
 //! their entries on as they come. A peer that does not answer is skipped and named: in a
 //! `mote-logs-missing` header and in an entry of stream `missing`.
 //!
+//! Peers ask each other at `GET /v1/internal/logs/{name}` (the cluster secret's route), which
+//! answers as `local=true` does. A followed log ends when the node stops, when the client
+//! leaves, or when the token that opened it is revoked.
+//!
 //! Each entry: `seq` (its number in its node's log of the function), `time` (RFC 3339) and
 //! `unix_ms`, `node`, `call` (the id the call's response named in `mote-call-id`), `stream`
 //! (`log`, `stdout`, `stderr`, `outcome` for why a call failed), `outcome` (`ok`, `trap`,
@@ -16,16 +20,18 @@
 
 use crate::{ApiError, Gateway};
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::stream::{self, BoxStream, StreamExt};
 use http_body_util::BodyExt;
+use mote_access::{Holder, Scope};
 use mote_cluster::NodeName;
 use mote_node::{LogEntry, LogFollower};
 use serde::{Deserialize, Serialize};
 use std::convert::Infallible;
+use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The header that names the call a response answers, as the function's log entries name it.
@@ -122,8 +128,33 @@ pub(crate) async fn function_logs(
     State(gw): State<Gateway>,
     Path(name): Path<String>,
     params: Result<Query<LogsParams>, axum::extract::rejection::QueryRejection>,
+    holder: Option<Extension<Holder>>,
 ) -> Result<Response, ApiError> {
     let Query(params) = params.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    logs(gw, name, params, holder.map(|Extension(h)| h)).await
+}
+
+/// `GET /v1/internal/logs/{name}?tail=N&follow=true&after=SEQ`: a peer asking for this node's
+/// own entries.
+pub(crate) async fn peer_logs(
+    State(gw): State<Gateway>,
+    Path(name): Path<String>,
+    params: Result<Query<LogsParams>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(params) = params.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let params = LogsParams {
+        local: true,
+        ..params
+    };
+    logs(gw, name, params, None).await
+}
+
+async fn logs(
+    gw: Gateway,
+    name: String,
+    params: LogsParams,
+    holder: Option<Holder>,
+) -> Result<Response, ApiError> {
     let ring = match gw.node.get(&name) {
         Some(_) => gw.node.logs().get(&name),
         None => None,
@@ -146,7 +177,7 @@ pub(crate) async fn function_logs(
             Some(follower) => {
                 let live = local_stream(me, follower);
                 let history = stream::once(async move { Ok(Bytes::from(ndjson(&entries))) });
-                Body::from_stream(history.chain(live).take_until(gw.node.logs().stopped()))
+                Body::from_stream(history.chain(live).take_until(ends(&gw, holder)))
             }
         };
         let mut response = answer(body);
@@ -172,16 +203,14 @@ pub(crate) async fn function_logs(
                 vec![local_stream(me, follower)];
             let path_for = |peer: &NodeName| {
                 let (_, seq) = followed.iter().find(|(p, _)| p == peer)?;
-                Some(format!(
-                    "/v1/functions/{name}/logs?local=true&follow=true&after={seq}"
-                ))
+                Some(format!("/v1/internal/logs/{name}?follow=true&after={seq}"))
             };
             for (peer, answered) in gw.peers.fetch_logs(path_for, PEER_WAIT).await {
                 sources.push(peer_stream(peer.to_string(), answered));
             }
             let history = stream::once(async move { Ok(Bytes::from(ndjson(&entries))) });
             let live = stream::select_all(sources);
-            Body::from_stream(history.chain(live).take_until(gw.node.logs().stopped()))
+            Body::from_stream(history.chain(live).take_until(ends(&gw, holder)))
         }
     };
     let mut response = answer(body);
@@ -200,7 +229,7 @@ async fn peers_logs(
     name: &str,
     tail: usize,
 ) -> (Vec<WireEntry>, Vec<WireEntry>, Vec<(NodeName, u64)>) {
-    let query = format!("/v1/functions/{name}/logs?local=true&tail={tail}");
+    let query = format!("/v1/internal/logs/{name}?tail={tail}");
     let (mut entries, mut missing, mut followed) = (Vec::new(), Vec::new(), Vec::new());
     for (peer, answered) in gw
         .peers
@@ -216,6 +245,19 @@ async fn peers_logs(
         }
     }
     (entries, missing, followed)
+}
+
+/// Resolves when a followed log must end: the node stops, or the token that opened it no
+/// longer allows reading.
+fn ends(gw: &Gateway, holder: Option<Holder>) -> impl Future<Output = ()> + Send + 'static + use<> {
+    let stopped = gw.node.logs().stopped();
+    let revoked = crate::gate::revocation(&gw.access, holder, Scope::Read);
+    async move {
+        tokio::select! {
+            () = stopped => {}
+            () = revoked => {}
+        }
+    }
 }
 
 fn answer(body: Body) -> Response {

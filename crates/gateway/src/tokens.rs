@@ -3,7 +3,7 @@
 
 use crate::{ApiError, Gateway, json_body};
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use mote_access::{Scope, TokenName, TokenRecord};
@@ -42,8 +42,13 @@ impl<'a> TokenView<'a> {
     }
 }
 
-pub(crate) async fn create(State(gw): State<Gateway>, body: Bytes) -> Result<Response, ApiError> {
+pub(crate) async fn create(
+    State(gw): State<Gateway>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let request: CreateToken = json_body(
+        &headers,
         &body,
         "token request ({\"name\": NAME, \"scopes\": [\"invoke\", ...]})",
     )?;
@@ -54,11 +59,7 @@ pub(crate) async fn create(State(gw): State<Gateway>, body: Bytes) -> Result<Res
         .map(|s| s.parse::<Scope>())
         .collect::<Result<_, _>>()
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let (token, record) = gw
-        .access
-        .tokens
-        .create(name, scopes, request.replace)
-        .await?;
+    let (token, record) = gw.tokens.create(name, scopes, request.replace).await?;
     tracing::info!(token = %record.name, scopes = ?record.scopes, "a token was made");
     let view = TokenView {
         token: Some(token.expose()),
@@ -68,7 +69,7 @@ pub(crate) async fn create(State(gw): State<Gateway>, body: Bytes) -> Result<Res
 }
 
 pub(crate) async fn list(State(gw): State<Gateway>) -> Result<Response, ApiError> {
-    let records = gw.access.tokens.list().await?;
+    let records = gw.tokens.list().await?;
     let tokens: Vec<TokenView<'_>> = records.iter().map(TokenView::of).collect();
     Ok(axum::Json(serde_json::json!({ "tokens": tokens })).into_response())
 }
@@ -77,7 +78,7 @@ pub(crate) async fn revoke(
     State(gw): State<Gateway>,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    gw.access.tokens.revoke(&name).await?;
+    gw.tokens.revoke(&name).await?;
     tracing::info!(token = %name, "a token was revoked");
     Ok(axum::Json(serde_json::json!({ "name": name, "revoked": true })).into_response())
 }

@@ -12,7 +12,6 @@ use crate::worker::Worker;
 use async_trait::async_trait;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::header::HeaderValue;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -184,10 +183,11 @@ where
 }
 
 /// [`Transport`] over HTTP/1.1 (https when a worker's URL says so) with kept-alive
-/// connections; every request carries the cluster secret when the node has one.
+/// connections; every request carries the cluster secret when the node has one (and goes only
+/// over https when the node serves TLS).
 pub struct HttpTransport {
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
-    secret: Option<HeaderValue>,
+    access: mote_tls::PeerAccess,
 }
 
 impl HttpTransport {
@@ -199,7 +199,7 @@ impl HttpTransport {
         Self {
             client: Client::builder(TokioExecutor::new())
                 .build(access.trust.https_connector(connector)),
-            secret: access.secret_header(),
+            access: access.clone(),
         }
     }
 
@@ -221,10 +221,14 @@ impl HttpTransport {
             .header(hyper::header::CONTENT_TYPE, content_type)
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| error(e.to_string(), true))?;
-        if let Some(secret) = &self.secret {
+        if let Some(secret) = self
+            .access
+            .secret_header_for(&url)
+            .map_err(|e| error(e.to_string(), true))?
+        {
             request
                 .headers_mut()
-                .insert(mote_types::CLUSTER_SECRET_HEADER, secret.clone());
+                .insert(mote_types::CLUSTER_SECRET_HEADER, secret);
         }
         let response = tokio::time::timeout(Duration::from_secs(30), self.client.request(request))
             .await

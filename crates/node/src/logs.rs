@@ -316,7 +316,7 @@ impl FunctionLogs {
     }
 
     /// Resolves when the node stops serving ([`FunctionLogs::stop_following`]).
-    pub fn stopped(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+    pub fn stopped(&self) -> impl std::future::Future<Output = ()> + Send + 'static + use<> {
         let mut stopping = self.stopping.subscribe();
         async move {
             // An error means the logs are gone with the node: stopped too.

@@ -50,8 +50,8 @@ pub(crate) struct PeerModules {
     pub peers: Weak<crate::Peers>,
     pub agent: ureq::Agent,
     pub shelf: Option<ModuleShelf>,
-    /// The cluster secret every request to a peer carries, if the node has one.
-    pub secret: Option<mote_types::ClusterSecret>,
+    /// Whom the node trusts, and the cluster secret every request to a peer carries.
+    pub access: mote_tls::PeerAccess,
 }
 
 /// `bytes` if they hash to `sha256`.
@@ -82,15 +82,19 @@ impl PeerModules {
             peers,
             agent,
             shelf,
-            secret: access.secret.clone(),
+            access: access.clone(),
         }
     }
 
     fn fetch_from(&self, url: &str, sha256: &str) -> Result<Vec<u8>, String> {
         let target = format!("{}/v1/internal/modules/{sha256}", url.trim_end_matches('/'));
         let mut request = self.agent.get(&target);
-        if let Some(secret) = &self.secret {
-            request = request.header(mote_types::CLUSTER_SECRET_HEADER, secret.expose());
+        if let Some(secret) = self
+            .access
+            .secret_header_for(url)
+            .map_err(|e| e.to_string())?
+        {
+            request = request.header(mote_types::CLUSTER_SECRET_HEADER, secret);
         }
         let response = request.call().map_err(|e| e.to_string())?;
         let status = response.status();

@@ -3,7 +3,8 @@
 //!
 //! A forwarded request carries `mote-forwarded-by: NAME` so that the peer runs it whatever its
 //! load: a call is forwarded once at most. Peers are reached over https when their URL says so,
-//! and every request carries the cluster secret when the node has one.
+//! and every request carries the cluster secret when the node has one; a node that serves TLS
+//! sends nothing to a peer with a plain `http://` URL (the secret would travel in clear).
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -56,7 +57,7 @@ pub enum ForwardError {
 pub struct Forwarder {
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     me: HeaderValue,
-    secret: Option<HeaderValue>,
+    access: mote_tls::PeerAccess,
 }
 
 impl Forwarder {
@@ -71,18 +72,21 @@ impl Forwarder {
         Self {
             client,
             me: HeaderValue::from_str(me).expect("node names are header-safe"),
-            secret: access.secret_header(),
+            access: access.clone(),
         }
     }
 
-    /// `request` with the cluster secret, if the node has one.
-    fn signed<B>(&self, mut request: hyper::Request<B>) -> hyper::Request<B> {
-        if let Some(secret) = &self.secret {
-            request
-                .headers_mut()
-                .insert(CLUSTER_SECRET_HEADER, secret.clone());
+    /// `request` to the peer at `url` with the cluster secret, if the node has one; refused if
+    /// the secret would travel in clear.
+    fn signed<B>(
+        &self,
+        url: &str,
+        mut request: hyper::Request<B>,
+    ) -> Result<hyper::Request<B>, mote_types::PlainSecret> {
+        if let Some(secret) = self.access.secret_header_for(url)? {
+            request.headers_mut().insert(CLUSTER_SECRET_HEADER, secret);
         }
-        request
+        Ok(request)
     }
 
     /// Sends a call of `function` with `input` to the node `node` at `url`; the response comes
@@ -109,17 +113,21 @@ impl Forwarder {
                 .headers_mut()
                 .insert(CONTENT_TYPE, content_type.clone());
         }
-        self.client
-            .request(self.signed(request))
-            .await
-            .map_err(|e| {
-                let detail = error_chain(&e);
-                let (node, url) = (node.to_owned(), url.to_owned());
-                match e.is_connect() {
-                    true => ForwardError::Unreachable { node, url, detail },
-                    false => ForwardError::Lost { node, url, detail },
-                }
-            })
+        let request = self
+            .signed(url, request)
+            .map_err(|e| ForwardError::Unreachable {
+                node: node.to_owned(),
+                url: url.to_owned(),
+                detail: e.to_string(),
+            })?;
+        self.client.request(request).await.map_err(|e| {
+            let detail = error_chain(&e);
+            let (node, url) = (node.to_owned(), url.to_owned());
+            match e.is_connect() {
+                true => ForwardError::Unreachable { node, url, detail },
+                false => ForwardError::Lost { node, url, detail },
+            }
+        })
     }
 
     /// Sends `GET path_and_query` to the node `node` at `url`: a read of the peer's own state
@@ -140,8 +148,11 @@ impl Forwarder {
             .header(FORWARDED_BY, self.me.clone())
             .body(Full::new(Bytes::new()))
             .map_err(|e| unreachable(format!("not a URL mote can send to: {e}")))?;
+        let request = self
+            .signed(url, request)
+            .map_err(|e| unreachable(e.to_string()))?;
         self.client
-            .request(self.signed(request))
+            .request(request)
             .await
             .map_err(|e| unreachable(error_chain(&e)))
     }
@@ -155,9 +166,10 @@ impl Forwarder {
             .header(CONTENT_TYPE, "application/json")
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| e.to_string())?;
+        let request = self.signed(api, request).map_err(|e| e.to_string())?;
         let response = self
             .client
-            .request(self.signed(request))
+            .request(request)
             .await
             .map_err(|e| error_chain(&e))?;
         match response.status().is_success() {

@@ -63,6 +63,9 @@ pub struct PeerAccess {
     pub secret: Option<ClusterSecret>,
     /// Whom it trusts when it dials an `https://` peer.
     pub tls: Option<tonic::transport::ClientTlsConfig>,
+    /// Whether this process serves TLS: then it pulls, showing its secret, from `https://` peers
+    /// only.
+    pub serves_tls: bool,
 }
 
 /// Who a replica is, for `MemberList` and `Status`.
@@ -440,6 +443,15 @@ impl Replica {
             let mut request =
                 tonic::Request::new(cursor.request(self.me().id, PULL_LIMIT, PULL_MAX_BYTES));
             if let Some(secret) = &self.access.secret {
+                if let Err(e) = ClusterSecret::may_travel_to(&url, self.access.serves_tls) {
+                    if !failing {
+                        tracing::warn!(peer = %url, error = %e, "not pulling from a peer");
+                        failing = true;
+                    }
+                    self.pulled(&url, Err(e.to_string()));
+                    tokio::time::sleep(interval).await;
+                    continue;
+                }
                 let value = tonic::metadata::MetadataValue::try_from(secret.expose())
                     .expect("a cluster secret is printable ASCII");
                 request.metadata_mut().insert(CLUSTER_SECRET_HEADER, value);

@@ -756,6 +756,7 @@ mod tests {
         let access = crate::replica::PeerAccess {
             secret: secret.map(|s| mote_types::ClusterSecret::new(s).unwrap()),
             tls: None,
+            serves_tls: false,
         };
         let me = Member::new("source", Vec::new(), vec![url.clone()]);
         let replica = Replica::open_with(vec![me], None, access).unwrap();
@@ -791,6 +792,7 @@ mod tests {
     ) -> Arc<Replica> {
         let access = crate::replica::PeerAccess {
             secret: secret.map(|s| mote_types::ClusterSecret::new(s).unwrap()),
+            serves_tls: trust.is_some(),
             tls: trust.map(mote_tls::Trust::tonic_client),
         };
         let me = Member::new(name, Vec::new(), Vec::new());

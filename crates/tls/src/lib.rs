@@ -336,24 +336,34 @@ impl Trust {
 }
 
 /// How a node reaches its peers: the certificates it trusts, and the cluster secret it shows
-/// them (in the [`mote_types::CLUSTER_SECRET_HEADER`] header or gRPC metadata).
+/// them (in the [`mote_types::CLUSTER_SECRET_HEADER`] header or gRPC metadata), over TLS only if
+/// it serves TLS itself.
 #[derive(Clone, Default)]
 pub struct PeerAccess {
     /// Whom it trusts.
     pub trust: Trust,
     /// The cluster's secret, if it has one.
     pub secret: Option<ClusterSecret>,
+    /// Whether this process serves TLS: then the secret goes to `https://` peers only.
+    pub serves_tls: bool,
 }
 
 impl PeerAccess {
-    /// The secret as the value of an HTTP header, marked sensitive so that no log shows it.
-    pub fn secret_header(&self) -> Option<http::HeaderValue> {
-        self.secret.as_ref().map(|secret| {
-            let mut value = http::HeaderValue::from_str(secret.expose())
-                .expect("a cluster secret is printable ASCII");
-            value.set_sensitive(true);
-            value
-        })
+    /// The secret as the value of an HTTP header for a request to `url`, marked sensitive so
+    /// that no log shows it: `None` without a secret, refused where it would travel in clear
+    /// ([`ClusterSecret::may_travel_to`]).
+    pub fn secret_header_for(
+        &self,
+        url: &str,
+    ) -> Result<Option<http::HeaderValue>, mote_types::PlainSecret> {
+        let Some(secret) = &self.secret else {
+            return Ok(None);
+        };
+        ClusterSecret::may_travel_to(url, self.serves_tls)?;
+        let mut value = http::HeaderValue::from_str(secret.expose())
+            .expect("a cluster secret is printable ASCII");
+        value.set_sensitive(true);
+        Ok(Some(value))
     }
 }
 

@@ -21,4 +21,4 @@ pub use http::{HttpSettings, OutboundHost, OutboundHostError, Route, RouteError}
 pub use limits::{Limits, LimitsError, ShowBudget, Timeout};
 pub use name::{FunctionName, NameError};
 pub use record::{DeployOptions, FunctionRecord, GuestKind};
-pub use secret::{CLUSTER_SECRET_HEADER, ClusterSecret, SecretError};
+pub use secret::{CLUSTER_SECRET_HEADER, ClusterSecret, PlainSecret, SecretError};

@@ -1,5 +1,7 @@
 //! The cluster secret: what nodes and store replicas of one cluster show each other, so that a
-//! process without it can neither join nor call a node's internal routes.
+//! process without it can neither join nor call a node's internal routes. A process that serves
+//! TLS sends it over TLS only ([`ClusterSecret::may_travel_to`]): a peer given a plain `http://`
+//! URL by mistake must not make it travel in clear.
 
 use std::fmt;
 use std::sync::Arc;
@@ -63,6 +65,33 @@ impl ClusterSecret {
     }
 }
 
+impl ClusterSecret {
+    /// Whether the secret may be sent to `url` by a process that serves TLS (`serves_tls`) or
+    /// not: over `https://` always, over anything else only by a process without TLS (whose
+    /// whole cluster speaks plain HTTP).
+    pub fn may_travel_to(url: &str, serves_tls: bool) -> Result<(), PlainSecret> {
+        let encrypted = url
+            .get(..8)
+            .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"));
+        match encrypted || !serves_tls {
+            true => Ok(()),
+            false => Err(PlainSecret {
+                url: url.to_owned(),
+            }),
+        }
+    }
+}
+
+/// The secret was not sent: it would have travelled in clear from a process that serves TLS.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "the cluster secret is not sent to {url}: this process serves TLS, so it reaches its peers over https only (give the peer a certificate and an https:// URL)"
+)]
+pub struct PlainSecret {
+    /// Where it would have gone.
+    pub url: String,
+}
+
 impl fmt::Debug for ClusterSecret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("ClusterSecret(..)")
@@ -90,5 +119,15 @@ mod tests {
             ClusterSecret::new("0123456789 abcdef0123"),
             Err(SecretError::NotPrintable)
         );
+    }
+
+    #[test]
+    fn a_process_with_tls_sends_the_secret_over_https_only() {
+        assert!(ClusterSecret::may_travel_to("https://n2:8080", true).is_ok());
+        assert!(ClusterSecret::may_travel_to("HTTPS://n2:8080", true).is_ok());
+        let refused = ClusterSecret::may_travel_to("http://n2:8080", true).unwrap_err();
+        assert!(refused.to_string().contains("http://n2:8080"), "{refused}");
+        assert!(ClusterSecret::may_travel_to("n2:8080", true).is_err());
+        assert!(ClusterSecret::may_travel_to("http://n2:8080", false).is_ok());
     }
 }

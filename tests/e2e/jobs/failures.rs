@@ -172,7 +172,7 @@ fn failing_tasks_fail_their_job_and_the_node_keeps_serving() {
 fn bad_job_requests_are_refused_with_the_reason() {
     let p = node();
     p.deploy("lr", mote_guests::LR.wasm, "");
-    let post = |body: &serde_json::Value| p.post("/v1/jobs", body.to_string().as_bytes());
+    let post = |body: &serde_json::Value| p.post_json("/v1/jobs", body);
 
     // A driver that closes a block it never opened.
     p.deploy("unnested", &driver_job("(call $end)"), "");
@@ -279,7 +279,7 @@ fn bad_job_requests_are_refused_with_the_reason() {
     assert_eq!(r.status, 400, "{}", r.text());
     assert_mentions(&r.error(), &["--partitions-per-core 0"]);
     // A body that is not a job request.
-    let r = p.post("/v1/jobs", b"{\"workers\": 1}");
+    let r = p.post_json("/v1/jobs", &serde_json::json!({"workers": 1}));
     assert_eq!(r.status, 400, "{}", r.text());
 
     // Unknown jobs.

@@ -82,7 +82,7 @@ fn request(function: &str, workers: Option<Value>, ppc: u32, args: &[(&str, &str
 /// Starts a job, asserting it is accepted; returns its status (a short job may have ended by
 /// the time the answer is sent).
 fn start(p: &Platform, request: &Value) -> Value {
-    let r = p.post("/v1/jobs", request.to_string().as_bytes());
+    let r = p.post_json("/v1/jobs", request);
     assert_eq!(r.status, 201, "starting {request}: {}", r.text());
     let status = r.json();
     assert!(status["id"].is_string(), "{status}");

@@ -396,7 +396,7 @@ fn a_job_that_cannot_recover_says_why_and_an_ended_job_leaves_no_snapshots() {
     // Snapshots that cannot be written are refused before the job starts.
     let mut bad = request.clone();
     bad["snapshot_to"] = json!("no-such-bucket/x");
-    let r = cluster.nodes[0].post("/v1/jobs", bad.to_string().as_bytes());
+    let r = cluster.nodes[0].post_json("/v1/jobs", &bad);
     assert_eq!(r.status, 400, "{}", r.text());
     assert!(
         r.text()
@@ -406,7 +406,7 @@ fn a_job_that_cannot_recover_says_why_and_an_ended_job_leaves_no_snapshots() {
     );
     let mut bad = request.clone();
     bad.as_object_mut().unwrap().remove("snapshot_to");
-    let r = cluster.nodes[0].post("/v1/jobs", bad.to_string().as_bytes());
+    let r = cluster.nodes[0].post_json("/v1/jobs", &bad);
     assert_eq!(r.status, 400, "{}", r.text());
     assert!(
         r.text().contains("--snapshot-every needs --snapshot-to"),

@@ -9,6 +9,8 @@
 //! Routes, by the request's path (see [`text::route`]):
 //! - `/echo`: headers `x-method`, `x-path` (with the query), `x-echo-<name>` for each request
 //!   header `x-<name>…`, and the request's `content-type`; the body streamed back chunk by chunk.
+//! - `/headers`: every request header the component was given, `name: value` per line (how
+//!   tests see what reaches a guest, and what does not: the callers' credentials).
 //! - `/status/NNN`: an empty response with status NNN (200 to 599), or 400.
 //! - `/stream?bytes=N`: N bytes of `abcdefghijklmnopqrstuvwxyz0123456789\n` repeated, sent in
 //!   64 KiB writes, for any N that fits a `u64`.
@@ -45,6 +47,16 @@ impl wasip2::exports::http::incoming_handler::Guest for HttpHello {
         let answered = match text::route(&path) {
             Route::Hello => respond(response_out, 200, b"Hello from a wasi:http component\n"),
             Route::Echo => echo(request, &path, response_out),
+            Route::Headers => {
+                let mut text = Vec::new();
+                for (name, value) in request.headers().entries() {
+                    text.extend_from_slice(name.as_bytes());
+                    text.extend_from_slice(b": ");
+                    text.extend_from_slice(&value);
+                    text.push(b'\n');
+                }
+                respond(response_out, 200, &text)
+            }
             Route::Status(status) => match text::parse_status(status) {
                 Some(status) => {
                     let (body, stream) = start(response_out, status, Fields::new());

@@ -8,6 +8,8 @@ pub enum Route<'a> {
     Hello,
     /// `/echo`: the request's method, path, `x-` headers and body back.
     Echo,
+    /// `/headers`: every request header the component was given, `name: value` per line.
+    Headers,
     /// `/status/NNN`: an empty response with status NNN (the text after `/status/`).
     Status(&'a str),
     /// `/stream?bytes=N`: N bytes of [`PATTERN`].
@@ -31,6 +33,7 @@ pub fn route(path_with_query: &str) -> Route<'_> {
         .unwrap_or((path_with_query, ""));
     match path {
         "/echo" => Route::Echo,
+        "/headers" => Route::Headers,
         "/stream" => Route::Stream { query },
         "/sum" => Route::Sum,
         "/trap" => Route::Trap,
@@ -178,6 +181,7 @@ mod tests {
         assert_eq!(route("/"), Route::Hello);
         assert_eq!(route("/echo?x=1"), Route::Echo);
         assert_eq!(route("/echo/more"), Route::Hello);
+        assert_eq!(route("/headers?x"), Route::Headers);
         assert_eq!(route("/status/204"), Route::Status("204"));
         assert_eq!(route("/status/"), Route::Status(""));
         assert_eq!(
