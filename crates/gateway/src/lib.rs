@@ -32,9 +32,10 @@
 //! - `POST /v1/tokens` (`{"name", "scopes"}`) makes a token (201, the token in the body, once),
 //!   `GET /v1/tokens` lists them, `DELETE /v1/tokens/{name}` revokes one.
 //! - `GET /healthz`, `GET /metrics` (Prometheus text format).
-//! - `GET /ui` (the live dashboard's page and its files under `/ui/`), `GET /v1/dashboard` (one
-//!   snapshot of what the page shows), `GET /v1/dashboard/events` (a snapshot every second, as
-//!   server-sent events): [`dashboard`].
+//! - `GET /v1/dashboard` (one snapshot of what the live dashboard shows), `GET
+//!   /v1/dashboard/events` (a snapshot every second, as server-sent events); `GET /ui` and every
+//!   path below it redirect to the dashboard's own listener, which [`serve_dashboard`] serves
+//!   (the page, its files and its data, nothing else): [`dashboard`].
 //!
 //! Every route needs what [`need`] says: a token's scope, the cluster secret (the internal
 //! routes), or nothing; [`Access`] holds the node's tokens and secret.
@@ -52,6 +53,7 @@ mod tls;
 mod tokens;
 
 pub use auth::{Access, Need, need};
+pub use dashboard::DashboardAt;
 pub use error::ApiError;
 pub use logs::{LOGS_MISSING, MOTE_CALL_ID};
 
@@ -109,6 +111,7 @@ struct Gateway {
 
 /// What the API serves: a node, a member of the cluster `peers`, with its jobs, guarded by
 /// `access`, within `config`'s limits.
+#[derive(Clone)]
 pub struct Api {
     /// The node.
     pub node: Arc<Node>,
@@ -120,6 +123,9 @@ pub struct Api {
     pub access: Arc<Access>,
     /// Limits of the HTTP layer.
     pub config: GatewayConfig,
+    /// Where the dashboard's own listener is, for the API's `/ui` to send browsers there;
+    /// `None` if the node serves no dashboard.
+    pub dashboard: Option<DashboardAt>,
 }
 
 /// Builds the router that serves `api`.
@@ -130,9 +136,10 @@ pub fn router(api: Api) -> Router {
         jobs,
         access,
         config,
+        dashboard,
     } = api;
     let name = HeaderValue::from_str(peers.name()).expect("node names are header-safe");
-    let dashboard = dashboard::router(node.clone(), peers.clone(), jobs.clone());
+    let dashboard = dashboard::api_router(node.clone(), peers.clone(), jobs.clone(), dashboard);
     let gateway = Gateway {
         node,
         peers,
@@ -197,8 +204,59 @@ pub async fn serve(
         // Followed logs never end by themselves: without this the server would wait for them.
         logs.logs().stop_following();
     };
+    serve_router(listener, tls, router(api), shutdown).await
+}
+
+/// Builds the router of the dashboard's own listener: the page, its files and its data, behind
+/// the same check as the API, and a 404 for every other path. No function is ever served
+/// there, so no script a tenant serves shares the page's origin ([`dashboard`]).
+fn dashboard_router(api: Api) -> Router {
+    let Api {
+        node,
+        peers,
+        jobs,
+        access,
+        config,
+        dashboard: _,
+    } = api;
+    let name = HeaderValue::from_str(peers.name()).expect("node names are header-safe");
+    let routes = dashboard::own_router(node.clone(), peers.clone(), jobs.clone());
+    let gateway = Gateway {
+        node,
+        peers,
+        jobs,
+        name,
+        config,
+        access,
+    };
+    // As on the API's listener, but on the dashboard's routes only: every other path is a 404
+    // here, whatever the API's listener serves on it.
+    match gateway.access.guards(gateway.peers.cluster_secret()) {
+        true => routes.route_layer(axum::middleware::from_fn_with_state(gateway, auth::guard)),
+        false => routes,
+    }
+}
+
+/// Serves the dashboard of `api` on `listener` (`mote up --ui-listen`) until `shutdown`
+/// resolves, over TLS with `tls` as the API is.
+pub async fn serve_dashboard(
+    listener: tokio::net::TcpListener,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    api: Api,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    serve_router(listener, tls, dashboard_router(api), shutdown).await
+}
+
+/// Serves `router` on `listener`, over TLS with `tls`, until `shutdown` resolves.
+async fn serve_router(
+    listener: tokio::net::TcpListener,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    router: Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     // Client addresses, for the log of refused requests and the limit on failures.
-    let app = router(api).into_make_service_with_connect_info::<auth::ClientAddr>();
+    let app = router.into_make_service_with_connect_info::<auth::ClientAddr>();
     match tls {
         Some(tls) => {
             let listener = tls::TlsListener::new(listener, tls)?;
