@@ -373,3 +373,27 @@ fn over_tls_the_dashboard_is_served_over_tls_too() {
     let plain = ui.replacen("https://", "http://", 1);
     assert!(agent(None).get(format!("{plain}/ui")).call().is_err());
 }
+
+#[test]
+fn a_dashboard_beyond_loopback_makes_the_node_require_tokens() {
+    // The API on loopback alone would take requests without tokens; the dashboard's data on
+    // every address must not.
+    let p = Platform::start(&["--ui-listen", "0.0.0.0:0", "--cores", "1"]);
+    let ui = p.dashboard.clone().expect("a `dashboard on` line");
+    let ui = ui.replacen("0.0.0.0", "127.0.0.1", 1);
+    let r = send("GET", &format!("{ui}/v1/dashboard"), &[], b"");
+    assert_eq!(r.status, 401, "{}", r.body);
+    assert_eq!(
+        send("GET", &format!("{}/v1/functions", p.url), &[], b"").status,
+        401
+    );
+    let admin = std::fs::read_to_string(p.data.join("admin.token")).unwrap();
+    let r = send(
+        "GET",
+        &format!("{ui}/v1/dashboard"),
+        &[("authorization", &bearer(admin.trim()))],
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(send("GET", &format!("{ui}/ui"), &[], b"").status, 200);
+}
