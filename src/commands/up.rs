@@ -10,7 +10,7 @@ use bytes::Bytes;
 use clap::Args;
 use mote_access::{Grants, HostAllowList};
 use mote_cluster::PlacementConfig;
-use mote_gateway::{GatewayConfig, ListenLimits};
+use mote_gateway::{DashboardAt, GatewayConfig, ListenLimits};
 use mote_node::{ExecutorsConfig, MicrotaskConfig, MicrotaskMode, NodeConfig, PreemptConfig};
 use mote_objects::{Objects, ObjectsConfig, S3Endpoint};
 use mote_peers::{Peers, PeersConfig, StorePeering};
@@ -26,6 +26,12 @@ pub struct UpArgs {
     /// Address the HTTP API listens on.
     #[arg(long, default_value = "127.0.0.1:8080", env = "MOTE_LISTEN")]
     listen: SocketAddr,
+    /// Address the live dashboard listens on, or `off` for none [default: the --listen address
+    /// with the next port, e.g. 127.0.0.1:8081; port 0 stays 0, any free port]. It has a
+    /// listener of its own so that no component, which the API's address serves, shares its
+    /// origin (and the token it keeps there); the API's /ui redirects to it.
+    #[arg(long, env = "MOTE_UI_LISTEN")]
+    ui_listen: Option<UiListen>,
     /// Directory for the platform's state: the embedded store's data (function records),
     /// modules, compiled artefacts.
     #[arg(long, default_value = "mote.data", env = "MOTE_DATA")]
@@ -306,12 +312,20 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
             "--store-peer-listen is for the store this node embeds; with --store the node uses another"
         ),
     };
+    let ui_listen = dashboard_address(args.ui_listen, args.listen)?;
     let mut listening = vec![args.listen.ip(), args.store_listen.ip()];
     listening.extend(args.store_peer_listen.map(|a| a.ip()));
+    listening.extend(ui_listen.map(|a| a.ip()));
     let names = certificate_names(&listening, args.advertise.as_deref());
     let mut security = args.security.resolve(Some(&args.data), &names)?;
+    // The dashboard serves the API's data: a node reachable beyond loopback on either listener
+    // requires tokens.
+    let exposed = match ui_listen {
+        Some(ui) if args.listen.ip().is_loopback() && !ui.ip().is_loopback() => ui,
+        _ => args.listen,
+    };
     let tokens_required =
-        super::access::tokens_required(args.listen, args.require_tokens, args.insecure);
+        super::access::tokens_required(exposed, args.require_tokens, args.insecure);
     if tokens_required && security.access.secret.is_none() {
         security.access.secret = Some(super::access::own_secret(&args.data)?);
     }
@@ -326,6 +340,18 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
             )
         })?;
     let addr = listener.local_addr()?;
+    let ui_listener = match ui_listen {
+        Some(ui) => Some(tokio::net::TcpListener::bind(ui).await.with_context(|| {
+            format!(
+                "cannot listen on {ui} for the dashboard (choose another address with --ui-listen, or --ui-listen off)"
+            )
+        })?),
+        None => None,
+    };
+    let ui_addr = ui_listener
+        .as_ref()
+        .map(tokio::net::TcpListener::local_addr)
+        .transpose()?;
     let url = args
         .advertise
         .clone()
@@ -351,7 +377,11 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
     Peers::check_name(&state.etcd, &peers_config)
         .await
         .context("cannot join the cluster")?;
-    let hosts = HostAllowList::new(addr.ip(), &url, &args.allow_host)
+    let listening: Vec<_> = std::iter::once(addr)
+        .chain(ui_addr)
+        .map(|a| a.ip())
+        .collect();
+    let hosts = HostAllowList::new(&listening, &url, &args.allow_host)
         .context("--allow-host takes host names, `*.domain` patterns and IP addresses")?;
     let (access, tokens) = super::access::set_up(
         super::access::AccessOptions {
@@ -426,6 +456,9 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
         args.microtasks,
         args.data.display()
     );
+    if let Some(ui) = ui_addr {
+        println!("dashboard on {scheme}://{ui}/ui");
+    }
     if args.examples {
         let curl = match &security.identity {
             Some(identity) => format!("curl --cacert {}", identity.cert_path().display()),
@@ -448,6 +481,8 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
         },
     };
     let stopping = Arc::new(tokio::sync::Notify::new());
+    // The dashboard's listener stops with the API's.
+    let (stopped, mut on_stop) = tokio::sync::watch::channel(false);
     let signal = {
         let (peers, stopping) = (peers.clone(), stopping.clone());
         async move {
@@ -460,6 +495,7 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
                 tokio::time::sleep(DRAIN_NOTICE).await;
             }
             stopping.notify_one();
+            stopped.send_replace(true);
         }
     };
     let tls = security.identity.as_ref().map(|i| i.server_config());
@@ -470,11 +506,25 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
         access,
         tokens,
         config,
+        dashboard: ui_addr.map(|ui| DashboardAt::new(ui, addr, tls.is_some())),
     };
-    let server = mote_gateway::serve(listener, tls, api, signal);
+    let server = mote_gateway::serve(listener, tls.clone(), api.clone(), signal);
+    let dashboard = async move {
+        let Some(listener) = ui_listener else {
+            return Ok(());
+        };
+        let shutdown = async move {
+            // An error means the API's server is gone, signal and all: stop too.
+            let _ = on_stop.wait_for(|stopped| *stopped).await;
+        };
+        mote_gateway::serve_dashboard(listener, tls, api, shutdown).await
+    };
+    let servers = async { tokio::try_join!(server, dashboard) };
     let stop_timeout = Duration::from_secs(args.stop_timeout_s);
     tokio::select! {
-        served = server => served?,
+        served = servers => {
+            served?;
+        }
         _ = async { stopping.notified().await; tokio::time::sleep(stop_timeout).await } => {
             tracing::warn!(seconds = args.stop_timeout_s, "calls were still open at the stop timeout; exiting without them");
         }
@@ -483,6 +533,49 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
     state.close().await?;
     tracing::info!("mote stopped");
     Ok(())
+}
+
+/// Where `mote up --ui-listen` serves the dashboard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum UiListen {
+    /// Nowhere.
+    Off,
+    /// On this address.
+    At(SocketAddr),
+}
+
+impl std::str::FromStr for UiListen {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(Self::Off),
+            _ => s.parse().map(Self::At).map_err(|_| {
+                format!("`{s}` is not an address to serve the dashboard on: give IP:PORT, or `off`")
+            }),
+        }
+    }
+}
+
+/// Where the dashboard listens: `--ui-listen` as given, else the API's address `listen` with the
+/// next port (port 0, any free port, stays 0); `None` for `off`.
+fn dashboard_address(
+    ui_listen: Option<UiListen>,
+    listen: SocketAddr,
+) -> anyhow::Result<Option<SocketAddr>> {
+    match ui_listen {
+        Some(UiListen::Off) => Ok(None),
+        Some(UiListen::At(addr)) => Ok(Some(addr)),
+        None if listen.port() == 0 => Ok(Some(listen)),
+        None => {
+            let port = listen.port().checked_add(1).with_context(|| {
+                format!(
+                    "--listen {listen} leaves no next port for the dashboard: give it an address with --ui-listen, or --ui-listen off"
+                )
+            })?;
+            Ok(Some(SocketAddr::new(listen.ip(), port)))
+        }
+    }
 }
 
 /// Where `mote up --examples` mounts the example `wasi:http` component.
@@ -526,4 +619,40 @@ pub(crate) fn host_name() -> String {
         .map(|name| name.trim().to_owned())
         .filter(|name| !name.is_empty())
         .unwrap_or_else(|| "mote".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn the_dashboard_listens_on_the_next_port_unless_told() {
+        let listen = addr("127.0.0.1:8080");
+        assert_eq!(
+            dashboard_address(None, listen).unwrap(),
+            Some(addr("127.0.0.1:8081"))
+        );
+        let every = addr("[::]:9000");
+        assert_eq!(
+            dashboard_address(None, every).unwrap(),
+            Some(addr("[::]:9001"))
+        );
+        let any = addr("127.0.0.1:0");
+        assert_eq!(dashboard_address(None, any).unwrap(), Some(any));
+        let told: UiListen = "10.0.0.1:7000".parse().unwrap();
+        assert_eq!(
+            dashboard_address(Some(told), listen).unwrap(),
+            Some(addr("10.0.0.1:7000"))
+        );
+        let off: UiListen = "off".parse().unwrap();
+        assert_eq!(dashboard_address(Some(off), listen).unwrap(), None);
+        let last = dashboard_address(None, addr("127.0.0.1:65535")).unwrap_err();
+        assert!(last.to_string().contains("--ui-listen"), "{last}");
+        let bad = "8081".parse::<UiListen>().unwrap_err();
+        assert!(bad.contains("`8081`") && bad.contains("IP:PORT"), "{bad}");
+    }
 }

@@ -5,6 +5,7 @@
 //! guessing, and the secrets around a node (argv, the admin token, logs).
 
 mod credentials;
+mod dashboard;
 mod flood;
 mod guessing;
 mod routes;

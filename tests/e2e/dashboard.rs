@@ -1,6 +1,7 @@
 //! The dashboard's API and files: a snapshot counts what the calls did, the event stream sends
-//! one a second and ends when the node stops, and the page is served from the binary. The page
-//! itself is tested in a browser by `tests/ui` (`scripts/test-ui`).
+//! one a second and ends when the node stops, and the page is served from the binary on the
+//! dashboard's own listener. The page itself is tested in a browser by `tests/ui`
+//! (`scripts/test-ui`); what the dashboard's listener refuses, by `attacks::dashboard`.
 
 use crate::platform::Platform;
 use std::io::{BufRead, BufReader};
@@ -108,27 +109,32 @@ fn the_event_stream_sends_a_snapshot_a_second_and_ends_when_the_node_stops() {
 #[test]
 fn the_page_and_its_files_come_from_the_binary() {
     let p = Platform::start(&["--cores", "1"]);
+    let ui = p.dashboard.clone().expect("a `dashboard on` line");
     for (path, content_type) in [
         ("/ui", "text/html; charset=utf-8"),
         ("/ui/", "text/html; charset=utf-8"),
         ("/ui/app.js", "text/javascript; charset=utf-8"),
         ("/ui/style.css", "text/css; charset=utf-8"),
     ] {
-        let r = ureq::get(format!("{}{path}", p.url)).call().unwrap();
+        let r = ureq::get(format!("{ui}{path}")).call().unwrap();
         let h = r.headers();
         assert_eq!(h["content-type"].to_str().unwrap(), content_type, "{path}");
         assert_eq!(h["cache-control"].to_str().unwrap(), "no-cache", "{path}");
         let csp = h["content-security-policy"].to_str().unwrap();
         assert!(csp.contains("connect-src 'self'"), "{csp}");
         let etag = h["etag"].to_str().unwrap().to_owned();
-        let again = ureq::get(format!("{}{path}", p.url))
+        let again = ureq::get(format!("{ui}{path}"))
             .header("if-none-match", &etag)
             .call()
             .unwrap();
         assert_eq!(again.status(), 304, "{path}");
     }
-    assert!(p.get("/ui").text().contains("<script src=\"/ui/app.js\""));
-    let missing = p.get("/ui/nope.js");
-    assert_eq!(missing.status, 404);
-    assert!(missing.error().contains("`nope.js`"), "{}", missing.error());
+    let agent = Platform::agent_trusting(None);
+    let page = agent.get(format!("{ui}/ui")).call().unwrap();
+    let page = page.into_body().read_to_string().unwrap();
+    assert!(page.contains("<script src=\"/ui/app.js\""), "{page}");
+    let mut missing = agent.get(format!("{ui}/ui/nope.js")).call().unwrap();
+    assert_eq!(missing.status(), 404);
+    let error = missing.body_mut().read_to_string().unwrap();
+    assert!(error.contains("`nope.js`"), "{error}");
 }

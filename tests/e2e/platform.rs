@@ -10,6 +10,8 @@ use std::time::Duration;
 pub struct Platform {
     child: KilledOnDrop,
     pub url: String,
+    /// The dashboard's own listener (`dashboard on URL/ui`), unless `--ui-listen off`.
+    pub dashboard: Option<String>,
     pub data: PathBuf,
     /// The PEM certificates the test's requests trust, for a node serving https.
     ca: Option<PathBuf>,
@@ -113,11 +115,18 @@ impl Platform {
                 break rest.split_whitespace().next().unwrap().to_owned();
             }
         };
+        // The dashboard's line comes right after, if it has a listener.
+        let dashboard = lines.next().and_then(Result::ok).and_then(|line| {
+            line.strip_prefix("dashboard on ")
+                .and_then(|url| url.strip_suffix("/ui"))
+                .map(str::to_owned)
+        });
         // Keep draining stdout so the child never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
         Self {
             child: KilledOnDrop::new(child),
             url,
+            dashboard,
             data: data.to_owned(),
             ca: None,
             _dir: None,

@@ -95,8 +95,19 @@ export class Browser {
   /** A new tab of `width`×`height`, with its console errors, exceptions and CSP reports kept. */
   async newPage({ width = 1280, height = 900 } = {}) {
     const { targetId } = await this.send("Target.createTarget", { url: "about:blank" });
+    return this.attach(targetId, { width, height });
+  }
+
+  /** Every tab, as `Target.getTargets` describes them (`targetId`, `url`, ...). */
+  async pages() {
+    const { targetInfos } = await this.send("Target.getTargets");
+    return targetInfos.filter((t) => t.type === "page");
+  }
+
+  /** The tab `targetId` (one a page opened, say), from now on as `newPage` gives them. */
+  async attach(targetId, { width = 1280, height = 900 } = {}) {
     const { sessionId } = await this.send("Target.attachToTarget", { targetId, flatten: true });
-    const page = new Page(this, sessionId);
+    const page = new Page(this, sessionId, targetId);
     this.listeners.push((m) => m.sessionId === sessionId && page.event(m));
     await page.send("Page.enable");
     await page.send("Runtime.enable");
@@ -128,9 +139,10 @@ export class Browser {
 }
 
 export class Page {
-  constructor(browser, sessionId) {
+  constructor(browser, sessionId, targetId) {
     this.browser = browser;
     this.sessionId = sessionId;
+    this.targetId = targetId;
     this.errors = [];
   }
 
@@ -153,12 +165,16 @@ export class Page {
     if (errorText) throw new Error(`cannot load ${url}: ${errorText}`);
   }
 
-  /** The value of `expression`, awaited if it is a promise. */
-  async eval(expression) {
+  /**
+   * The value of `expression`, awaited if it is a promise; with `userGesture`, run as if the
+   * user had just clicked (so that the page may open windows).
+   */
+  async eval(expression, { userGesture = false } = {}) {
     const { result, exceptionDetails } = await this.send("Runtime.evaluate", {
       expression,
       returnByValue: true,
       awaitPromise: true,
+      userGesture,
     });
     if (exceptionDetails) {
       throw new Error(`${expression}: ${exceptionDetails.exception?.description || exceptionDetails.text}`);

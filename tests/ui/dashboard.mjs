@@ -1,9 +1,11 @@
 // The dashboard in a real headless Chromium against a real `mote up`: the page loads from the
-// node, reads the live stream, and shows what the API says; it goes "disconnected" when the node
-// stops and live again when it is back; and its token handling works against a second real node
-// that asks for one (`--require-tokens`), with tokens made through its API.
+// node's dashboard listener (the API's /ui redirects there), reads the live stream, and shows
+// what the API says; it goes "disconnected" when the node stops and live again when it is back;
+// its token handling works against a second real node that asks for one (`--require-tokens`),
+// with tokens made through its API; and a tenant's hostile page served by that node, in the same
+// browser as the admin's signed-in dashboard, gets none of its token (`hostilePage`).
 //
-//   node tests/ui/dashboard.mjs [path/to/mote]
+//   MOTE_PY_COMPONENT=path/to/http-python.wasm node tests/ui/dashboard.mjs [path/to/mote]
 //
 // MOTE_UI_SCREENSHOT=docs/dashboard.png saves a screenshot of the whole page, 1280 wide, after
 // MOTE_UI_SCREENSHOT_AFTER_S seconds (default 20) of traffic, with a second node in the edge
@@ -41,7 +43,10 @@ function freePort() {
   });
 }
 
-/** Starts `mote up` on `listen`; resolves with the process and its base URL once it serves. */
+/**
+ * Starts `mote up` on `listen`; resolves once it serves with the process, the API's base URL and
+ * the dashboard's (`ui`), each as `mote up` prints it.
+ */
 async function startMote(data, listen, { name = NODE_NAME, extra = [] } = {}) {
   const child = spawn(
     MOTE,
@@ -52,18 +57,18 @@ async function startMote(data, listen, { name = NODE_NAME, extra = [] } = {}) {
   child.stderr.on("data", (d) => {
     out = (out + d).slice(-8000);
   });
-  const base = await new Promise((resolveUrl, reject) => {
+  const [base, ui] = await new Promise((resolveUrls, reject) => {
     let seen = "";
     child.stdout.on("data", (d) => {
       seen += d;
-      const m = seen.match(/mote is up on (http:\/\/[0-9.:]+)/);
-      if (m) resolveUrl(m[1]);
+      const m = seen.match(/mote is up on (http:\/\/[0-9.:]+).*\ndashboard on (http:\/\/[0-9.:]+)\/ui\n/);
+      if (m) resolveUrls([m[1], m[2]]);
     });
     child.once("exit", (code) => reject(new Error(`mote up exited (${code}): ${out}`)));
   });
   for (let i = 0; i < 100; i++) {
     const res = await fetch(`${base}/healthz`).catch(() => null);
-    if (res && res.ok) return { child, base };
+    if (res && res.ok) return { child, base, ui };
     await sleep(100);
   }
   throw new Error(`mote at ${base} never became healthy: ${out}`);
@@ -120,6 +125,91 @@ function traffic(base) {
 
 const rowCalls = (name) => `Number(document.querySelector('#functions tr[data-function="${name}"] [data-field=calls]')?.dataset.value ?? -1)`;
 
+/**
+ * Attack 2 of issue 33: a tenant's page, served by a component on the same node, in the browser
+ * of an admin whose dashboard is signed in (with the admin token), tries to obtain or use the
+ * dashboard's token; it must get nothing, and the dashboard must go on showing live data.
+ */
+async function hostilePage(browser, { gbase, gui, admin, readToken, invokeToken }) {
+  const component = process.env.MOTE_PY_COMPONENT;
+  assert.ok(component, "MOTE_PY_COMPONENT names the Python component (scripts/test-ui builds it)");
+  // A public component, as a tenant with `deploy` may mount: its pages need no token.
+  await api(gbase, "/v1/functions/tenant-site?route=/tenant/...&public=true&timeout_ms=10000", {
+    method: "PUT",
+    headers: { Authorization: `Bearer ${admin}` },
+    body: readFileSync(component),
+  });
+  const dashboard = await browser.newPage();
+  await dashboard.goto(`${gui}/ui#token=${encodeURIComponent(admin)}`);
+  await dashboard.waitFor("document.querySelector('#signin').hidden && document.querySelector('#conn').dataset.state === 'live' && Number(document.body.dataset.updates) >= 1", "the admin's dashboard, signed in and live");
+  assert.equal(await dashboard.eval("localStorage.getItem('mote.token')"), admin);
+
+  const targets = { dashboard: gui, api: gbase, own: "/tenant/own" };
+  const html = `<!doctype html><meta charset="utf-8"><title>a tenant's page</title><body><script>window.TARGETS = ${JSON.stringify(targets)};</script><script>${readFileSync(new URL("./hostile.js", import.meta.url), "utf8")}</script>`;
+  const hostile = await browser.newPage();
+  await hostile.goto(`${gbase}/tenant/page?html=${encodeURIComponent(html)}`);
+  await hostile.waitFor("typeof window.gather === 'function'", "the hostile page's script");
+  assert.equal(await hostile.eval("location.origin"), gbase, "the hostile page runs at the API's origin");
+  await hostile.eval("window.gather()");
+
+  // Windows on the dashboard, opened as if the admin clicked; the test waits until each shows
+  // the dashboard signed in (so the token is in its storage and script) before the page tries
+  // to read them.
+  const before = new Set((await browser.pages()).map((t) => t.targetId));
+  for (let i = 0; i < 2; i++) {
+    assert.ok(await hostile.eval("window.openDashboard()", { userGesture: true }), `the page opened window ${i + 1}`);
+  }
+  let popups = [];
+  for (let i = 0; i < 100 && popups.length < 2; i++) {
+    popups = (await browser.pages()).filter((t) => !before.has(t.targetId) && t.url.startsWith(`${gui}/ui`));
+    if (popups.length < 2) await sleep(100);
+  }
+  assert.equal(popups.length, 2, "both windows reached the dashboard's origin");
+  for (const target of popups) {
+    const popup = await browser.attach(target.targetId);
+    await popup.waitFor("document.querySelector('#signin').hidden && Number(document.body.dataset.updates) >= 1", "the opened dashboard, signed in");
+    assert.equal(await popup.eval("localStorage.getItem('mote.token')"), admin);
+  }
+  await hostile.eval("window.probeWindows()");
+  const report = await hostile.eval("window.report");
+  const text = JSON.stringify(report);
+
+  // It obtained no token: none of the node's tokens, nor anything that looks like one.
+  for (const token of [admin, readToken, invokeToken]) assert.ok(!text.includes(token), `the page got a token: ${text}`);
+  assert.doesNotMatch(text, /mote_[0-9a-f]{64}/);
+  assert.deepEqual(report.own, { localStorage: {}, sessionStorage: {}, cookie: "" }, "nothing of the dashboard in the page's own storage");
+  const refused = (probe, what) => {
+    for (const key of ["localStorage", "sessionStorage", "cookie", "document", "token", "location"]) {
+      assert.ok(probe[key].error || probe[key].value === null, `${what}: the page read its ${key}: ${JSON.stringify(probe[key])}`);
+    }
+  };
+  assert.equal(report.frames.length, 2);
+  for (const f of report.frames) refused(f, `a frame of ${f.url}`);
+  assert.equal(report.windows.length, 2);
+  for (const w of report.windows) refused(w, `a window on ${w.url}`);
+  // It could not use the token: no request for the dashboard's data got an answer it could read.
+  for (const f of report.fetches) {
+    assert.ok(f.error || f.status !== 200 || (f.type === "opaque" && !f.body), `fetch ${f.url} (${f.mode}): ${JSON.stringify(f)}`);
+  }
+  const byUrl = (url, mode = "cors") => report.fetches.find((f) => f.url === url && f.mode === mode);
+  assert.equal(byUrl(`${gbase}/v1/dashboard`).status, 401, "the API wants a token the page does not have");
+  assert.match(byUrl(`${gui}/v1/dashboard`).error, /TypeError/, "the dashboard's origin shares nothing with the page");
+  assert.equal(byUrl(`${gui}/v1/dashboard`, "no-cors").type, "opaque");
+  // The same probes work where the origin allows: what they got elsewhere is the origin's doing.
+  assert.equal(report.control.storage, "own");
+  assert.match(report.control.frame.document.value, /Hello from Python: GET \/own/);
+  assert.equal(report.control.fetch.status, 200);
+  assert.match(report.control.fetch.body, /Hello from Python: GET \/own/);
+  ok("a tenant's page on the same node gets no token: not from storage, cookies, frames, windows or fetches, on either origin");
+
+  // The dashboard itself goes on: signed in, live, its token where it was.
+  const updates = await dashboard.eval("Number(document.body.dataset.updates)");
+  await dashboard.waitFor(`document.querySelector('#conn').dataset.state === 'live' && Number(document.body.dataset.updates) > ${updates + 1}`, "more live updates on the admin's dashboard");
+  assert.equal(await dashboard.eval("localStorage.getItem('mote.token')"), admin);
+  assert.ok(await dashboard.eval(`!!document.querySelector('#functions tr[data-function="tenant-site"]')`), "the dashboard lists the tenant's component");
+  ok("the admin's dashboard still shows live data with its token");
+}
+
 async function main() {
   const data = mkdtempSync(join(tmpdir(), "mote-ui-"));
   // The screenshot shows a cluster: a second node in the edge set-up, each node's store
@@ -135,8 +225,9 @@ async function main() {
     });
   }
   let mote = await startMote(join(data, NODE_NAME), "127.0.0.1:0", { extra: edge });
-  const { base } = mote;
-  const port = new URL(base).port;
+  const { base, ui } = mote;
+  const [port, uiPort] = [new URL(base).port, new URL(ui).port];
+  assert.notEqual(port, uiPort, "the dashboard has a listener of its own");
   const browser = await Browser.launch();
   let stopTraffic = null;
   let guarded = null;
@@ -148,18 +239,23 @@ async function main() {
     assert.equal(await invoke(base, "slow"), 200);
     stopTraffic = traffic(base);
 
-    // The page and its files come from the node, with their types and a cache header.
+    // The page and its files come from the node's dashboard listener, with their types and a
+    // cache header; the API's /ui sends browsers there.
     for (const [path, type] of [["/ui", "text/html"], ["/ui/", "text/html"], ["/ui/app.js", "text/javascript"], ["/ui/style.css", "text/css"]]) {
-      const res = await api(base, path);
+      const res = await api(ui, path);
       assert.ok(res.headers.get("content-type").startsWith(type), `${path}: ${res.headers.get("content-type")}`);
       assert.equal(res.headers.get("cache-control"), "no-cache", path);
-      const again = await fetch(`${base}${path}`, { headers: { "if-none-match": res.headers.get("etag") } });
+      const again = await fetch(`${ui}${path}`, { headers: { "if-none-match": res.headers.get("etag") } });
       assert.equal(again.status, 304, `${path} revalidates by its ETag`);
+      const sent = await fetch(`${base}${path}`, { redirect: "manual" });
+      assert.equal(sent.status, 307, `the API's ${path} redirects`);
+      assert.equal(sent.headers.get("location"), `${ui}${path}`);
     }
-    ok("the page's files are served by the node, typed, revalidated by ETag");
+    ok("the page's files are served on the dashboard's own listener, typed, revalidated by ETag; the API's /ui redirects there");
 
     const page = await browser.newPage();
     await page.goto(`${base}/ui`);
+    await page.waitFor(`location.origin === ${JSON.stringify(ui)}`, "the redirect to the dashboard's origin");
     await page.waitFor("Number(document.body.dataset.updates) >= 2", "two live updates");
     assert.equal(await page.eval("document.querySelector('#conn').dataset.state"), "live");
     ok("the page shows live updates from the event stream");
@@ -225,6 +321,7 @@ async function main() {
     // A job: its row, state, task rate and partition map.
     const job = await (await api(base, "/v1/jobs", {
       method: "POST",
+      headers: { "content-type": "application/json" },
       body: JSON.stringify({ function: "kmeans", workers: 1, partitions_per_core: 2, args: [["generate", "20000"], ["seed", "1"], ["iterations", "30"]] }),
     })).json();
     await page.waitFor(`document.querySelector('#jobs tr[data-job="${job.id}"] [data-field=state]')?.textContent === 'succeeded'`, "the job's row, succeeded", 30000);
@@ -236,6 +333,7 @@ async function main() {
       // A long job across both nodes, running while the screenshot is taken.
       const long = await (await api(base, "/v1/jobs", {
         method: "POST",
+        headers: { "content-type": "application/json" },
         body: JSON.stringify({ function: "kmeans", workers: 2, partitions_per_core: 2, args: [["generate", "20000"], ["seed", "2"], ["iterations", "1000000"]] }),
       })).json();
       const wait = Number(process.env.MOTE_UI_SCREENSHOT_AFTER_S || 20);
@@ -255,7 +353,7 @@ async function main() {
     const text = await page.eval("document.querySelector('#conn').textContent");
     assert.match(text, /disconnected/);
     ok(`the page shows the lost stream: "${text}"`);
-    mote = await startMote(join(data, NODE_NAME), `127.0.0.1:${port}`, { extra: edge });
+    mote = await startMote(join(data, NODE_NAME), `127.0.0.1:${port}`, { extra: [...edge, "--ui-listen", `127.0.0.1:${uiPort}`] });
     const updates = await page.eval("Number(document.body.dataset.updates)");
     await page.waitFor(`document.querySelector('#conn').dataset.state === 'live' && Number(document.body.dataset.updates) > ${updates}`, "the page to reconnect", 30000);
     ok("the page reconnects when the node is back");
@@ -267,7 +365,7 @@ async function main() {
       name: "guarded",
       extra: ["--require-tokens", "--auth-failures-per-minute", "0"],
     });
-    const gbase = guarded.base;
+    const [gbase, gui] = [guarded.base, guarded.ui];
     const admin = readFileSync(join(data, "guarded", "admin.token"), "utf8").trim();
     assert.match(admin, /^mote_[0-9a-f]{64}$/, "the admin token in DATA/admin.token");
     const makeToken = async (name, scopes) => {
@@ -297,7 +395,7 @@ async function main() {
     const wrongTokenError = await refusal("wrong", 401);
     const forbiddenError = await refusal(invokeToken, 403);
     assert.match(forbiddenError, /needs `read`/);
-    assert.equal((await fetch(`${gbase}/ui`)).status, 200, "/ui needs no token");
+    assert.equal((await fetch(`${gui}/ui`)).status, 200, "/ui needs no token");
     const callHello = async (n) => {
       for (let i = 0; i < n; i++) {
         const res = await fetch(`${gbase}/v1/invoke/hello`, { method: "POST", headers: { Authorization: `Bearer ${invokeToken}` }, body: "guarded" });
@@ -309,7 +407,7 @@ async function main() {
     ok("a node started with --require-tokens refuses without a token, and makes read and invoke-only tokens");
 
     const signin = await browser.newPage();
-    await signin.goto(`${gbase}/ui`);
+    await signin.goto(`${gui}/ui`);
     await signin.waitFor("!document.querySelector('#signin').hidden", "the token form");
     assert.equal(await signin.eval("document.querySelector('#token-error').textContent"), noTokenError);
     assert.equal(await signin.eval("document.querySelector('#conn').dataset.state"), "signed-out");
@@ -342,19 +440,27 @@ async function main() {
     // A link with the token, opened as the CLI would: a new page, no token kept (sign-out above
     // removed it from this origin's storage).
     const linked = await browser.newPage();
-    await linked.goto(`${gbase}/ui#token=${encodeURIComponent(readToken)}`);
+    await linked.goto(`${gui}/ui#token=${encodeURIComponent(readToken)}`);
     await linked.waitFor("document.querySelector('#signin').hidden && Number(document.body.dataset.updates) >= 1", "live data with the token from the address");
     assert.equal(await linked.eval("location.hash"), "");
-    assert.equal(await linked.eval("location.href"), `${gbase}/ui`);
+    assert.equal(await linked.eval("location.href"), `${gui}/ui`);
     assert.equal(await linked.eval("localStorage.getItem('mote.token')"), readToken);
     ok("#token= in the address signs the page in and leaves the address bar");
     // The same on a page already open, signed out: the fragment changes, the page does not reload.
     await signin.eval(`(location.hash = ${JSON.stringify(`#token=${readToken}`)}, true)`);
     await signin.waitFor("document.querySelector('#signin').hidden && document.querySelector('#conn').dataset.state === 'live' && location.hash === ''", "the open page to take the token from its address");
     ok("an open page takes #token= too");
-    for (const p of [signin, linked]) {
+    // An old link to the API's /ui, token and all: the redirect keeps the fragment, which never
+    // reached the API.
+    const old = await browser.newPage();
+    await old.goto(`${gbase}/ui#token=${encodeURIComponent(readToken)}`);
+    await old.waitFor(`location.href === ${JSON.stringify(`${gui}/ui`)} && document.querySelector('#signin').hidden && Number(document.body.dataset.updates) >= 1`, "live data on the dashboard's origin");
+    ok("an old link to the API's /ui#token= opens the dashboard on its own origin, signed in");
+    for (const p of [signin, linked, old]) {
       assert.deepEqual(p.errors.filter((e) => !/\b40[13]\b/.test(e)), [], "no script errors beyond the expected 401s and 403s");
     }
+
+    await hostilePage(browser, { gbase, gui, admin, readToken, invokeToken });
   } finally {
     if (stopTraffic) await stopTraffic();
     await browser.close();

@@ -32,16 +32,19 @@ pub struct HostAllowList {
 pub struct HostError(pub String);
 
 impl HostAllowList {
-    /// The hosts of a node listening on `listen`, advertised at `advertised` (a URL), with
-    /// `extra` hosts from the operator.
-    pub fn new(listen: IpAddr, advertised: &str, extra: &[String]) -> Result<Self, HostError> {
+    /// The hosts of a node listening on the addresses `listening` (its API's and its
+    /// dashboard's), advertised at `advertised` (a URL), with `extra` hosts from the operator.
+    pub fn new(
+        listening: &[IpAddr],
+        advertised: &str,
+        extra: &[String],
+    ) -> Result<Self, HostError> {
         let mut list = Self {
             names: Vec::new(),
-            addresses: Vec::new(),
-            any_address: listen.is_unspecified(),
+            addresses: listening.to_vec(),
+            any_address: listening.iter().any(IpAddr::is_unspecified),
             any: false,
         };
-        list.addresses.push(listen);
         if let Some(host) = url_host(advertised) {
             list.add(host)?;
         }
@@ -172,7 +175,7 @@ mod tests {
 
     fn list(listen: &str, advertised: &str, extra: &[&str]) -> HostAllowList {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        HostAllowList::new(listen.parse().unwrap(), advertised, &extra).unwrap()
+        HostAllowList::new(&[listen.parse().unwrap()], advertised, &extra).unwrap()
     }
 
     #[test]
@@ -244,9 +247,10 @@ mod tests {
 
     #[test]
     fn bad_operator_hosts_are_refused_with_the_host_named() {
-        let e = HostAllowList::new("127.0.0.1".parse().unwrap(), "", &["a b".into()]).unwrap_err();
+        let lo = ["127.0.0.1".parse().unwrap()];
+        let e = HostAllowList::new(&lo, "", &["a b".into()]).unwrap_err();
         assert!(e.to_string().contains("`a b`"), "{e}");
-        assert!(HostAllowList::new("127.0.0.1".parse().unwrap(), "", &["*.".into()]).is_err());
+        assert!(HostAllowList::new(&lo, "", &["*.".into()]).is_err());
     }
 
     proptest! {

@@ -226,7 +226,8 @@ impl Gate {
                 true => return Ok(Principal::Anyone),
                 false => Scope::Invoke,
             },
-            Need::Mounted => match self.functions.mounted_private(path) {
+            // Nothing is mounted on the dashboard's listener: every such path is its 404.
+            Need::Mounted => match self.site == Site::Api && self.functions.mounted_private(path) {
                 true => Scope::Invoke,
                 false => return Ok(Principal::Anyone),
             },
@@ -321,7 +322,7 @@ impl Gate {
             tokens_required: false,
             grants: Arc::new(Grants::new()),
             failures: FailureLimiter::new(0, std::time::Duration::from_secs(60)),
-            hosts: HostAllowList::new("127.0.0.1".parse().expect("an address"), "", &[])
+            hosts: HostAllowList::new(&["127.0.0.1".parse().expect("an address")], "", &[])
                 .expect("no hosts to parse"),
         };
         Self::new(Site::Api, Arc::new(access), None, Arc::new(NoFunctions))
@@ -369,8 +370,12 @@ mod tests {
             tokens_required,
             grants,
             failures: FailureLimiter::new(3, Duration::from_secs(60)),
-            hosts: HostAllowList::new("127.0.0.1".parse().unwrap(), "http://127.0.0.1:8080", &[])
-                .unwrap(),
+            hosts: HostAllowList::new(
+                &["127.0.0.1".parse().unwrap()],
+                "http://127.0.0.1:8080",
+                &[],
+            )
+            .unwrap(),
         };
         let secret = ClusterSecret::new(SECRET).ok();
         Node {

@@ -32,9 +32,10 @@
 //! - `POST /v1/tokens` (`{"name", "scopes"}`) makes a token (201, the token in the body, once),
 //!   `GET /v1/tokens` lists them, `DELETE /v1/tokens/{name}` revokes one.
 //! - `GET /healthz`, `GET /metrics` (Prometheus text format).
-//! - `GET /ui` (the live dashboard's page and its files under `/ui/`), `GET /v1/dashboard` (one
-//!   snapshot of what the page shows), `GET /v1/dashboard/events` (a snapshot every second, as
-//!   server-sent events): [`dashboard`].
+//! - `GET /v1/dashboard` (one snapshot of what the live dashboard shows), `GET
+//!   /v1/dashboard/events` (a snapshot every second, as server-sent events); `GET /ui` and every
+//!   path below it redirect to the dashboard's own listener, which [`serve_dashboard`] serves
+//!   (the page, its files and its data, nothing else): [`dashboard`].
 //!
 //! Every request passes the gate first (`gate`): the `Host` it names, the web page that made it
 //! if any, and the credentials its route needs ([`mote_access::need`]: a token's scope, the
@@ -54,6 +55,7 @@ mod listen;
 mod logs;
 mod tokens;
 
+pub use dashboard::DashboardAt;
 pub use error::ApiError;
 pub use gate::Access;
 pub use listen::{IDLE_TIMEOUT, ListenLimits};
@@ -118,6 +120,7 @@ struct Gateway {
 
 /// What the API serves: a node, a member of the cluster `peers`, with its jobs, guarded by
 /// `access`, within `config`'s limits.
+#[derive(Clone)]
 pub struct Api {
     /// The node.
     pub node: Arc<Node>,
@@ -131,6 +134,9 @@ pub struct Api {
     pub tokens: TokenStore,
     /// Limits of the HTTP layer.
     pub config: GatewayConfig,
+    /// Where the dashboard's own listener is, for the API's `/ui` to send browsers there;
+    /// `None` if the node serves no dashboard.
+    pub dashboard: Option<DashboardAt>,
 }
 
 /// The router that serves `api`, and the gate in front of it.
@@ -142,9 +148,16 @@ fn router(api: Api) -> (Router, gate::Gate) {
         access,
         tokens,
         config,
+        dashboard,
     } = api;
     let name = HeaderValue::from_str(peers.name()).expect("node names are header-safe");
-    let dashboard = dashboard::router(node.clone(), peers.clone(), jobs.clone(), access.clone());
+    let dashboard = dashboard::api_router(
+        node.clone(),
+        peers.clone(),
+        jobs.clone(),
+        access.clone(),
+        dashboard,
+    );
     let gateway = Gateway {
         node,
         peers,
@@ -217,6 +230,40 @@ pub async fn serve(
     let (router, gate) = router(api);
     let tls = tls.map(tokio_rustls::TlsAcceptor::from);
     listen::serve(listener, tls, Arc::new(gate), router, limits, shutdown).await
+}
+
+/// Serves the dashboard of `api` on `listener` (`mote up --ui-listen`) until `shutdown`
+/// resolves, over TLS with `tls` as the API is: the page, its files and its data behind the
+/// same gate as the API, and a 404 for every other path. No function is ever served there, so
+/// no script a tenant serves shares the page's origin ([`dashboard`]).
+pub async fn serve_dashboard(
+    listener: tokio::net::TcpListener,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    api: Api,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let routes = dashboard::own_router(
+        api.node.clone(),
+        api.peers.clone(),
+        api.jobs.clone(),
+        api.access.clone(),
+    );
+    let gate = gate::Gate::new(
+        gate::Site::Dashboard,
+        api.access.clone(),
+        api.peers.cluster_secret().cloned(),
+        api.node.clone(),
+    );
+    let tls = tls.map(tokio_rustls::TlsAcceptor::from);
+    listen::serve(
+        listener,
+        tls,
+        Arc::new(gate),
+        routes,
+        api.config.listen,
+        shutdown,
+    )
+    .await
 }
 
 /// 200 while the node serves; the text says whether its state store answers.

@@ -1,7 +1,8 @@
 // mote's live dashboard. Reads `GET /v1/dashboard/events` (a snapshot a second, as server-sent
 // events) with fetch() rather than EventSource, which cannot send an Authorization header; keeps
-// the last five minutes of snapshots for the charts; draws tables and SVG charts by hand. Nothing
-// is loaded from anywhere but this node.
+// the last five minutes of snapshots for the charts; draws tables and SVG charts by hand. Every
+// request is a path on the page's own origin, the dashboard's listener (`mote up --ui-listen`):
+// nothing is loaded from, or sent to, anywhere else.
 "use strict";
 
 const TOKEN_KEY = "mote.token";
@@ -29,6 +30,13 @@ const state = {
 };
 
 // ---- the token -------------------------------------------------------------------------
+
+// The token is kept in this origin's localStorage, and that is safe because the origin is the
+// dashboard's alone: the node serves this page on a listener of its own (its own port), where
+// nothing else is served, and never tenants' components, which the API's port serves. Storage
+// is per origin, port included, so no script a tenant serves can read it. Never a cookie: a
+// cookie ignores the port, so the API's origin, and every component on it, would be sent it and
+// could read it.
 
 // `#token=...` signs the page in once (the CLI or a test opens it so); it leaves the address bar
 // at once so that it is not bookmarked or shared. Says whether there was one.

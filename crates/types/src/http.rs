@@ -5,8 +5,9 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
-/// Paths the platform's own API owns: no route may serve them.
-const RESERVED: [&str; 3] = ["/v1", "/healthz", "/metrics"];
+/// Paths the platform owns: its API, and the dashboard's page, which the API's listener
+/// redirects to the dashboard's own listener. No route may serve them.
+const RESERVED: [&str; 4] = ["/v1", "/ui", "/healthz", "/metrics"];
 
 /// A path at the root of the gateway that a component serves, as Spin spells it: `/a/b` serves
 /// exactly that path, `/a/...` serves `/a` and everything below it, and `/...` a whole site.
@@ -68,7 +69,7 @@ impl Route {
         }
         if RESERVED.iter().any(|r| Self::under(base, r)) {
             return Err(fail(
-                "/v1/, /healthz and /metrics are mote's own API; choose another path",
+                "/v1, /healthz and /metrics are mote's own API and /ui its dashboard; choose another path",
             ));
         }
         Ok(Self {
@@ -315,14 +316,20 @@ mod tests {
             ("/v1", "mote's own API"),
             ("/metrics", "mote's own API"),
             ("/healthz/x", "mote's own API"),
+            ("/ui", "/ui its dashboard"),
+            ("/ui/...", "/ui its dashboard"),
+            ("/ui/x", "/ui its dashboard"),
+            ("/ui/app.js", "/ui its dashboard"),
         ] {
             let e = Route::parse(route).unwrap_err().to_string();
             assert!(e.contains(says) && e.contains(route), "{route}: {e}");
         }
-        assert!(
-            Route::parse("/v1x").is_ok(),
-            "only whole segments are reserved"
-        );
+        for free in ["/v1x", "/uix", "/ux/ui", "/UI"] {
+            assert!(
+                Route::parse(free).is_ok(),
+                "{free}: only whole segments are reserved"
+            );
+        }
     }
 
     #[test]
@@ -386,7 +393,7 @@ mod tests {
                     prop_assert_eq!(serde_json::from_str::<Route>(&json).unwrap(), route);
                 }
                 Err(e) => prop_assert!(
-                    segments.first().is_some_and(|s| s == "v1" || s == "healthz" || s == "metrics"),
+                    segments.first().is_some_and(|s| RESERVED.contains(&format!("/{s}").as_str())),
                     "{} was refused: {}", text, e
                 ),
             }

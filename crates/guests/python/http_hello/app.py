@@ -1,9 +1,15 @@
 """http-python: a wasi:http/proxy component written in Python.
 
-Answers every request with 200, `text/plain`, `Hello from Python: <METHOD> <path-with-query>`.
+Answers every request with 200, `text/plain`, `Hello from Python: <METHOD> <path-with-query>`,
+except `GET /page?html=HTML`, which answers 200, `text/html`, with HTML (percent-decoded): a page
+written by a test and served at the node's own origin, as a tenant's page would be (the dashboard
+test's hostile page, tests/ui/dashboard.mjs). This component is a test fixture that no example
+deploys, so it may reflect what it is given.
 scripts/python-component builds it with componentize-py against the world in ../wit; the
 `wit_world` modules are the bindings componentize-py generates for that world.
 """
+
+from urllib.parse import parse_qs
 
 from componentize_py_types import Ok
 from wit_world import exports
@@ -48,11 +54,25 @@ def method_name(method: Method) -> str:
     return METHODS[type(method)]
 
 
+def page(method: str, path: str) -> bytes | None:
+    """The HTML `GET /page?html=HTML` asks for, if that is the request."""
+    route, _, query = path.partition("?")
+    if method != "GET" or route != "/page":
+        return None
+    html = parse_qs(query).get("html")
+    return html[0].encode() if html else None
+
+
 class IncomingHandler(exports.IncomingHandler):
     def handle(self, request: IncomingRequest, response_out: ResponseOutparam) -> None:
         path = request.path_with_query() or "/"
-        text = f"Hello from Python: {method_name(request.method())} {path}\n".encode()
-        response = OutgoingResponse(Fields.from_list([("content-type", b"text/plain")]))
+        method = method_name(request.method())
+        html = page(method, path)
+        if html is None:
+            content_type, text = b"text/plain", f"Hello from Python: {method} {path}\n".encode()
+        else:
+            content_type, text = b"text/html; charset=utf-8", html
+        response = OutgoingResponse(Fields.from_list([("content-type", content_type)]))
         response.set_status_code(200)
         body = response.body()
         ResponseOutparam.set(response_out, Ok(response))
