@@ -2,6 +2,7 @@
 
 use super::platform::{available_cores, baseline_cap};
 use super::progress::Progress;
+use super::secrets::S3_SECRET_KEY;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use mote_bench::burst::{self, BurstOptions, PaperLoad};
@@ -118,14 +119,13 @@ pub struct SortArgs {
         hide_env_values = true
     )]
     s3_access_key: String,
-    /// The S3 secret access key.
-    #[arg(
-        long,
-        env = "MOTE_S3_SECRET_KEY",
-        default_value = "mote-secret",
-        hide_env_values = true
-    )]
-    s3_secret_key: String,
+    /// A file holding the S3 secret access key, which MOTE_S3_SECRET_KEY may hold instead
+    /// [default: mote-secret, scripts/remote-store's].
+    #[arg(long, value_name = "FILE")]
+    s3_secret_key_file: Option<PathBuf>,
+    /// Refused, with what to use instead: every user of the machine reads a command line.
+    #[arg(long = "s3-secret-key", value_name = "KEY", hide = true)]
+    s3_secret_key_in_argv: Option<String>,
     /// The s3s-fs binary to start when there is no --s3-endpoint.
     #[arg(
         long,
@@ -634,13 +634,22 @@ fn run_burst(args: BurstArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The secret key `scripts/remote-store` gives its S3 server unless told another.
+const REMOTE_STORE_SECRET_KEY: &str = "mote-secret";
+
 fn run_sort(args: SortArgs) -> anyhow::Result<()> {
+    let secret_key = S3_SECRET_KEY
+        .read(
+            args.s3_secret_key_file.as_deref(),
+            args.s3_secret_key_in_argv.as_deref(),
+        )?
+        .unwrap_or_else(|| REMOTE_STORE_SECRET_KEY.to_owned());
     let objects = match args.s3_endpoint {
         Some(url) => ObjectServer::Remote(S3Endpoint {
             url,
             region: "us-east-1".into(),
             access_key: args.s3_access_key,
-            secret_key: args.s3_secret_key,
+            secret_key,
         }),
         None => ObjectServer::LocalS3(args.s3s_fs),
     };

@@ -1,16 +1,19 @@
 //! The client commands (`deploy`, `invoke`, `ls`, `rm`, `release`, `nodes`): each makes one HTTP request to a running
 //! platform and prints the result for a human, or the server's error message on failure.
 
+use super::credential::{Credential, is_own_node};
 use super::progress::Progress;
+use super::secrets;
 use anyhow::{Context, bail};
 use clap::Args;
-use mote_types::ShowBudget;
+use mote_types::{Escaped, ShowBudget};
 use serde::Deserialize;
 use std::io::{Read, Write};
 use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::Duration;
 
-/// Where the platform is.
+/// Where the platform is, and the token to send it.
 #[derive(Args)]
 pub struct Server {
     /// URL of a running mote platform.
@@ -21,31 +24,49 @@ pub struct Server {
         global = true
     )]
     pub(crate) server: String,
-    /// The token to send (`Authorization: Bearer`) [default: DATA/admin.token, if readable].
-    #[arg(long, env = "MOTE_TOKEN", hide_env_values = true, global = true)]
-    token: Option<String>,
-    /// The platform's data directory, where `mote up` wrote admin.token: the token used when
-    /// none is given.
+    /// A file holding the token to send (`Authorization: Bearer`); MOTE_TOKEN may hold the token
+    /// itself instead. Either goes to whatever --server names. Without them the admin token in
+    /// DATA/admin.token is sent, but only to this machine's node: a loopback address, or the URL
+    /// that node advertises (DATA/url).
+    #[arg(long, value_name = "FILE", global = true)]
+    token_file: Option<PathBuf>,
+    /// Refused, with what to use instead: every user of the machine reads a command line.
+    #[arg(long = "token", value_name = "TOKEN", hide = true, global = true)]
+    token_in_argv: Option<String>,
+    /// The platform's data directory, where `mote up` wrote admin.token (the token sent to it
+    /// when none is given) and the URL it advertises.
     #[arg(long, default_value = "mote.data", env = "MOTE_DATA", global = true)]
     data_dir: PathBuf,
     /// PEM certificates to trust for an https:// server, such as a node's DATA/tls/cert.pem
     /// [default: the web PKI roots].
     #[arg(long, env = "MOTE_TLS_CA", global = true)]
     pub(crate) tls_ca: Option<PathBuf>,
+    /// The token this command sends, decided on its first request.
+    #[arg(skip)]
+    credential: OnceLock<Credential>,
 }
 
 /// A request to the server, with the token.
 type Builder<B> = anyhow::Result<ureq::RequestBuilder<B>>;
 
+/// The longest a client command's request may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
 impl Server {
     /// A GET of `url`, with the token.
     pub(crate) fn get(&self, url: &str) -> Builder<ureq::typestate::WithoutBody> {
-        Ok(self.authorize(agent(self)?.get(url)))
+        self.request(Some(REQUEST_TIMEOUT), |agent| agent.get(url))
+    }
+
+    /// A GET of `url` whose answer may stream for as long as the server sends (a followed
+    /// log), with the token.
+    pub(crate) fn get_unbounded(&self, url: &str) -> Builder<ureq::typestate::WithoutBody> {
+        self.request(None, |agent| agent.get(url))
     }
 
     /// A POST to `url`, with the token.
     pub(crate) fn post(&self, url: &str) -> Builder<ureq::typestate::WithBody> {
-        Ok(self.authorize(agent(self)?.post(url)))
+        self.request(Some(REQUEST_TIMEOUT), |agent| agent.post(url))
     }
 
     /// POSTs `body` as JSON to `url`, with the token, and reads the answer as [`request`] does.
@@ -63,34 +84,79 @@ impl Server {
 
     /// A PUT to `url`, with the token.
     pub(crate) fn put(&self, url: &str) -> Builder<ureq::typestate::WithBody> {
-        Ok(self.authorize(agent(self)?.put(url)))
+        self.request(Some(REQUEST_TIMEOUT), |agent| agent.put(url))
     }
 
     /// A DELETE of `url`, with the token.
     pub(crate) fn delete(&self, url: &str) -> Builder<ureq::typestate::WithoutBody> {
-        Ok(self.authorize(agent(self)?.delete(url)))
+        self.request(Some(REQUEST_TIMEOUT), |agent| agent.delete(url))
     }
 
-    fn authorize<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
-        match self.token() {
+    /// The request `make` builds on an agent for this server, bounded by `timeout`, with the
+    /// token if there is one to send.
+    fn request<B>(
+        &self,
+        timeout: Option<Duration>,
+        make: impl FnOnce(&ureq::Agent) -> ureq::RequestBuilder<B>,
+    ) -> Builder<B> {
+        let credential = self.credential()?;
+        let trust = match &self.tls_ca {
+            Some(ca) => mote_tls::Trust::from_file(ca)?,
+            None => mote_tls::Trust::default(),
+        };
+        let mut config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(timeout)
+            .tls_config(trust.ureq());
+        if let Credential::Admin(_) = credential {
+            // The node is this machine's: the admin token goes to it directly, never to a
+            // proxy named in the environment.
+            config = config.proxy(None);
+        }
+        let request = make(&config.build().into());
+        Ok(match credential.token() {
             Some(token) => request.header("authorization", format!("Bearer {token}")),
             None => request,
-        }
+        })
     }
 
-    /// `--token` (or MOTE_TOKEN), else the admin token `mote up` wrote in its data directory.
-    fn token(&self) -> Option<String> {
-        let token = match &self.token {
-            Some(token) => token.clone(),
-            None => std::fs::read_to_string(self.data_dir.join(ADMIN_TOKEN_FILE)).ok()?,
+    /// `--token-file`, else MOTE_TOKEN, else the admin token `mote up` wrote in its data
+    /// directory if the server is that node; read once.
+    fn credential(&self) -> anyhow::Result<&Credential> {
+        if let Some(credential) = self.credential.get() {
+            return Ok(credential);
+        }
+        let credential =
+            match secrets::TOKEN.read(self.token_file.as_deref(), self.token_in_argv.as_deref())? {
+                Some(token) => Credential::Given(token),
+                None => self.admin_token(),
+            };
+        Ok(self.credential.get_or_init(|| credential))
+    }
+
+    /// The admin token in the data directory, if the server is the node that wrote it.
+    fn admin_token(&self) -> Credential {
+        let Ok(token) = std::fs::read_to_string(self.data_dir.join(ADMIN_TOKEN_FILE)) else {
+            return Credential::None;
         };
         let token = token.trim();
-        (!token.is_empty()).then(|| token.to_owned())
+        if token.is_empty() {
+            return Credential::None;
+        }
+        let advertised = std::fs::read_to_string(self.data_dir.join(NODE_URL_FILE)).ok();
+        match is_own_node(&self.server, advertised.as_deref().map(str::trim)) {
+            true => Credential::Admin(token.to_owned()),
+            false => Credential::Withheld,
+        }
     }
 }
 
 /// The file in a data directory where `mote up` writes the admin token it made on first start.
 pub(crate) const ADMIN_TOKEN_FILE: &str = "admin.token";
+
+/// The file in a data directory where `mote up` writes the URL it advertises, at every start:
+/// the CLI sends the admin token to that URL (and to loopback) only.
+pub(crate) const NODE_URL_FILE: &str = "url";
 
 /// Options of `mote deploy`.
 #[derive(Args)]
@@ -403,19 +469,6 @@ pub(crate) fn base(server: &Server) -> &str {
     server.server.trim_end_matches('/')
 }
 
-fn agent(server: &Server) -> anyhow::Result<ureq::Agent> {
-    let trust = match &server.tls_ca {
-        Some(ca) => mote_tls::Trust::from_file(ca)?,
-        None => mote_tls::Trust::default(),
-    };
-    Ok(ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(15 * 60)))
-        .tls_config(trust.ureq())
-        .build()
-        .into())
-}
-
 /// Reads a response, turning transport failures and error statuses into messages for humans.
 pub(crate) fn request(
     server: &Server,
@@ -439,13 +492,27 @@ pub(crate) fn request(
         struct ApiError {
             error: String,
         }
-        match serde_json::from_slice::<ApiError>(&body) {
-            Ok(e) => bail!("{} ({})", e.error, status),
-            Err(_) => bail!(
+        // Escaped for the terminal: the message may quote what a guest wrote to its stderr.
+        let message = match serde_json::from_slice::<ApiError>(&body) {
+            Ok(e) => format!("{} ({status})", Escaped(&e.error)),
+            Err(_) => format!(
                 "server answered {status}: {}",
-                String::from_utf8_lossy(&body)
+                Escaped(&String::from_utf8_lossy(&body))
             ),
+        };
+        if status == ureq::http::StatusCode::UNAUTHORIZED
+            && matches!(server.credential.get(), Some(Credential::Withheld))
+        {
+            bail!(
+                "{message}; the admin token in {} was not sent: {} is not this machine's node \
+                 (neither a loopback address nor the URL in {}). To send a token there, put it \
+                 in MOTE_TOKEN or in a file given with --token-file",
+                server.data_dir.join(ADMIN_TOKEN_FILE).display(),
+                server.server,
+                server.data_dir.join(NODE_URL_FILE).display()
+            );
         }
+        bail!("{message}");
     }
     Ok(body)
 }

@@ -1,11 +1,13 @@
 //! `mote job`: run a Canary job and watch it, list jobs, show one, cancel one. Each is an HTTP
-//! request to the node that controls the job (`docs/jobs.md`).
+//! request to the node that controls the job (`docs/jobs.md`). A job's error may quote what its
+//! guest wrote, so it is shown escaped ([`Escaped`]).
 
 use super::client::{Server, base, request};
 use super::progress::Progress;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use mote_job_service::{JobState, JobStatus, RunRequest, WorkerChoice};
+use mote_types::Escaped;
 use std::time::Duration;
 
 /// `mote job ...`.
@@ -155,7 +157,7 @@ fn run_job(args: RunArgs) -> anyhow::Result<()> {
             "job {} {}: {}",
             status.id,
             state_name(state),
-            status.error.unwrap_or_default()
+            Escaped(&status.error.unwrap_or_default())
         ),
     }
 }
@@ -212,7 +214,7 @@ fn older(n: usize) -> String {
 fn print_status(s: &JobStatus) {
     println!("job {} ({}): {}", s.id, s.function, state_name(s.state));
     if let Some(e) = &s.error {
-        println!("error: {e}");
+        println!("error: {}", Escaped(e));
     }
     println!(
         "{} partitions, iteration {}, {} tasks, {:.0} tasks/s, {:.1} s; scheduling {:.1}% of busy time",
@@ -284,7 +286,7 @@ fn print_status(s: &JobStatus) {
                     snap.write_ms,
                     snap.error
                         .as_ref()
-                        .map_or(String::new(), |e| format!(" ({e})"))
+                        .map_or(String::new(), |e| format!(" ({})", Escaped(e)))
                 );
             }
         }

@@ -1,9 +1,13 @@
 //! `mote logs NAME [-f] [--tail N] [--json]`: a function's log (`GET
 //! /v1/functions/NAME/logs`), one line per entry for a human, or the API's NDJSON as it is.
+//! What a human sees is escaped ([`Escaped`]): a guest's text can neither start a line that
+//! passes for another entry nor send the terminal escape sequences; `--json` is JSON, which
+//! escapes it already.
 
 use super::client::{Server, base, request};
 use anyhow::Context;
 use clap::Args;
+use mote_types::Escaped;
 use serde::Deserialize;
 use std::io::{BufRead, BufReader, Write};
 
@@ -37,7 +41,8 @@ struct Entry {
 }
 
 impl Entry {
-    /// `TIME NODE CALL STREAM TEXT`; a failed call's outcome is named with its stream.
+    /// `TIME NODE CALL STREAM TEXT`; a failed call's outcome is named with its stream. Every
+    /// field is escaped, the guest's text above all.
     fn show(&self) -> String {
         let call = if self.call.is_empty() {
             "-"
@@ -45,10 +50,16 @@ impl Entry {
             &self.call
         };
         let stream = match self.outcome.as_str() {
-            "" | "ok" => self.stream.clone(),
-            outcome => format!("{}/{outcome}", self.stream),
+            "" | "ok" => Escaped(&self.stream).to_string(),
+            outcome => format!("{}/{}", Escaped(&self.stream), Escaped(outcome)),
         };
-        format!("{} {} {call} {stream}: {}", self.time, self.node, self.text)
+        format!(
+            "{} {} {} {stream}: {}",
+            Escaped(&self.time),
+            Escaped(&self.node),
+            Escaped(call),
+            Escaped(&self.text)
+        )
     }
 }
 
@@ -66,11 +77,7 @@ pub fn logs(args: LogsArgs) -> anyhow::Result<()> {
         url = format!("{url}?{}", params.join("&"));
     }
     // A followed log has no end: no timeout but the connection's own.
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let response = match agent.get(&url).call() {
+    let response = match args.server.get_unbounded(&url)?.call() {
         Ok(response) if response.status().is_success() => response,
         // Not a log: fails with the server's message, as every client command does.
         other => return request(&args.server, other).map(drop),
@@ -94,4 +101,34 @@ pub fn logs(args: LogsArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_guest_s_text_is_shown_on_its_entry_s_line_without_control_characters() {
+        let entry = Entry {
+            time: "2026-05-01T10:00:00.000Z".into(),
+            node: "n1".into(),
+            call: "n1-7".into(),
+            stream: "log".into(),
+            outcome: "ok".into(),
+            text: "ok\n2026-01-01T00:00:00Z n1 n1-8 log: fake line\x1b[31m".into(),
+        };
+        assert_eq!(
+            entry.show(),
+            r"2026-05-01T10:00:00.000Z n1 n1-7 log: ok\n2026-01-01T00:00:00Z n1 n1-8 log: fake line\u{1b}[31m"
+        );
+        let failed = Entry {
+            outcome: "trap".into(),
+            text: "plain words".into(),
+            ..entry
+        };
+        assert_eq!(
+            failed.show(),
+            "2026-05-01T10:00:00.000Z n1 n1-7 log/trap: plain words"
+        );
+    }
 }

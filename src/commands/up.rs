@@ -1,9 +1,11 @@
 //! `mote up`: the whole platform in one process.
 
+use super::client::NODE_URL_FILE;
 use super::platform::{
     Edge, State, StateSource, available_cores, baseline_cap, parse_store_peers, shutdown_signal,
     start_node,
 };
+use super::secrets::S3_SECRET_KEY;
 use super::security::{SecurityArgs, certificate_names};
 use anyhow::Context;
 use bytes::Bytes;
@@ -125,8 +127,8 @@ pub struct UpArgs {
     #[arg(long, env = "MOTE_OBJECTS_DIR")]
     objects_dir: Option<PathBuf>,
     /// Keep guests' objects in this S3-compatible server (path-style URL, e.g.
-    /// http://127.0.0.1:9000), with the credentials in MOTE_S3_ACCESS_KEY and
-    /// MOTE_S3_SECRET_KEY.
+    /// http://127.0.0.1:9000), with the access key in MOTE_S3_ACCESS_KEY and the secret key in
+    /// MOTE_S3_SECRET_KEY or --s3-secret-key-file.
     #[arg(long, env = "MOTE_S3_ENDPOINT")]
     s3_endpoint: Option<String>,
     /// With --s3-endpoint: the bucket (which must exist) that keeps a copy of every module
@@ -136,12 +138,15 @@ pub struct UpArgs {
     /// The region S3 requests are signed for.
     #[arg(long, default_value = "us-east-1", env = "MOTE_S3_REGION")]
     s3_region: String,
-    /// The S3 access key id.
+    /// The S3 access key id (an identifier, not a secret: every signed request names it).
     #[arg(long, env = "MOTE_S3_ACCESS_KEY", hide_env_values = true)]
     s3_access_key: Option<String>,
-    /// The S3 secret access key.
-    #[arg(long, env = "MOTE_S3_SECRET_KEY", hide_env_values = true)]
-    s3_secret_key: Option<String>,
+    /// A file holding the S3 secret access key, which MOTE_S3_SECRET_KEY may hold instead.
+    #[arg(long, value_name = "FILE")]
+    s3_secret_key_file: Option<PathBuf>,
+    /// Refused, with what to use instead: every user of the machine reads a command line.
+    #[arg(long = "s3-secret-key", value_name = "KEY", hide = true)]
+    s3_secret_key_in_argv: Option<String>,
     /// Confine executor threads with a seccomp allow-list (Linux): code running there cannot
     /// open files, sockets or processes.
     #[arg(long, default_value = "on", value_parser = ["on", "off"])]
@@ -204,6 +209,10 @@ pub struct UpArgs {
 
 /// Runs the platform until Ctrl-C or SIGTERM.
 pub fn run(args: UpArgs) -> anyhow::Result<()> {
+    let s3_secret_key = S3_SECRET_KEY.read(
+        args.s3_secret_key_file.as_deref(),
+        args.s3_secret_key_in_argv.as_deref(),
+    )?;
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -217,10 +226,10 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         .enable_all()
         .thread_name("mote-gateway")
         .build()?;
-    runtime.block_on(serve(args, cores))
+    runtime.block_on(serve(args, cores, s3_secret_key))
 }
 
-async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
+async fn serve(args: UpArgs, cores: usize, s3_secret_key: Option<String>) -> anyhow::Result<()> {
     let executors = ExecutorsConfig {
         policy: args.policy,
         fc_window: std::time::Duration::from_secs(args.fc_window_s.max(1)),
@@ -252,10 +261,9 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
                 .s3_access_key
                 .clone()
                 .context("--s3-endpoint needs an access key: set MOTE_S3_ACCESS_KEY")?,
-            secret_key: args
-                .s3_secret_key
-                .clone()
-                .context("--s3-endpoint needs a secret key: set MOTE_S3_SECRET_KEY")?,
+            secret_key: s3_secret_key.context(
+                "--s3-endpoint needs a secret key: set MOTE_S3_SECRET_KEY or give --s3-secret-key-file FILE",
+            )?,
         }),
         None => ObjectsConfig::Directory(
             args.objects_dir
@@ -358,6 +366,7 @@ async fn serve(args: UpArgs, cores: usize) -> anyhow::Result<()> {
         .unwrap_or_else(|| advertised(scheme, addr))
         .trim_end_matches('/')
         .to_owned();
+    write_url(&args.data, &url)?;
     let peers_config = PeersConfig {
         name: name.clone(),
         url: url.clone(),
@@ -591,6 +600,17 @@ fn advertised(scheme: &str, addr: SocketAddr) -> String {
         true => format!("{scheme}://{}:{}", host_name(), addr.port()),
         false => format!("{scheme}://{addr}"),
     }
+}
+
+/// Writes the URL this node advertises to `DATA/url`, where the CLI looks before it sends the
+/// admin token to a server that is not on loopback. Whole or not at all (a rename), so that a
+/// command never reads half of it.
+fn write_url(data: &std::path::Path, url: &str) -> anyhow::Result<()> {
+    let path = data.join(NODE_URL_FILE);
+    let partial = data.join(format!("{NODE_URL_FILE}.partial"));
+    std::fs::write(&partial, format!("{url}\n"))
+        .and_then(|()| std::fs::rename(&partial, &path))
+        .with_context(|| format!("cannot write the node's URL to {}", path.display()))
 }
 
 /// This node's instance id, kept in `DATA/node-id` (made on first start): a restart on the

@@ -9,6 +9,7 @@ mod dashboard;
 mod flood;
 mod guessing;
 mod routes;
+mod secrets;
 mod streams;
 mod web;
 

@@ -82,13 +82,24 @@ impl Platform {
     }
 
     pub fn start_in_with_env(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
-        Self::start_in_with_stderr(data, args, env, Stdio::inherit())
+        Self::start_in_with_stderr(data, args, env, Stdio::inherit(), "warn")
     }
 
     /// Starts `mote up` on `data`, its log (warnings and worse) going to the file `log`.
     pub fn start_in_logging(data: &Path, args: &[&str], log: &Path) -> Self {
         let log = std::fs::File::create(log).expect("creating the log file");
-        Self::start_in_with_stderr(data, args, &[], Stdio::from(log))
+        Self::start_in_with_stderr(data, args, &[], Stdio::from(log), "warn")
+    }
+
+    /// Starts `mote up` on a fresh data directory, its log going to the file `log`: what
+    /// `filter` (tracing's EnvFilter syntax, as `mote up --log` takes it) lets through.
+    pub fn start_logging(args: &[&str], log: &Path, filter: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let log = std::fs::File::create(log).expect("creating the log file");
+        let data = dir.path().join("data");
+        let mut p = Self::start_in_with_stderr(&data, args, &[], Stdio::from(log), filter);
+        p._dir = Some(dir);
+        p
     }
 
     fn start_in_with_stderr(
@@ -96,9 +107,10 @@ impl Platform {
         args: &[&str],
         env: &[(&str, &str)],
         stderr: Stdio,
+        log_filter: &str,
     ) -> Self {
         let mut child = Self::up_command(data, args)
-            .args(["--log", "warn"])
+            .args(["--log", log_filter])
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(stderr)

@@ -7,7 +7,7 @@ use mote_access::TokenStoreError;
 use mote_job_service::JobServiceError;
 use mote_node::{DeployError, InvokeError};
 use mote_runtime::CallError;
-use mote_types::{LimitsError, NameError};
+use mote_types::{Escaped, LimitsError, NameError};
 
 /// An error the API returns.
 #[derive(Debug)]
@@ -164,7 +164,8 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
         if status.is_server_error() {
-            tracing::warn!(status = status.as_u16(), error = %self.message(), "request failed");
+            // Escaped: a failed call's message may quote its guest's stderr.
+            tracing::warn!(status = status.as_u16(), error = %Escaped(&self.message()), "request failed");
         }
         let mut response = (
             status,

@@ -2,7 +2,12 @@
 //! wrote to its standard streams, a line at a time. A [`GuestLog`] lives in the call's `Store`
 //! and is handed to the caller with the call's result, so the node can keep it in the
 //! function's log ring; each line also goes to the node's own log under the target
-//! `mote::guest`, tagged with the function's name. A call that writes nothing allocates nothing.
+//! `mote::guest`, tagged with the function's name and escaped ([`Escaped`]: one line, no control
+//! characters), so that no guest can write a line that passes for the node's or drive the
+//! terminal of whoever reads that log. The ring keeps the text as the guest wrote it. A call that
+//! writes nothing allocates nothing.
+
+use mote_types::Escaped;
 
 /// The longest line kept; longer lines are cut.
 pub const MAX_LINE_BYTES: usize = 8 << 10;
@@ -83,7 +88,7 @@ impl GuestLog {
             return;
         }
         cut_line(&mut text, MAX_LINE_BYTES);
-        tracing::info!(target: "mote::guest", function, stream = stream.as_str(), "{text}");
+        tracing::info!(target: "mote::guest", function, stream = stream.as_str(), "{}", Escaped(&text));
         self.lines.push(LogLine { stream, text });
     }
 
@@ -119,6 +124,7 @@ pub fn cut_line(text: &mut String, max: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::{Arc, Mutex};
 
     #[test]
     fn output_is_split_in_lines_and_bounded() {
@@ -131,6 +137,40 @@ mod tests {
         log.push_output("f", LogStream::Stderr, many.as_bytes());
         assert_eq!(log.lines().len(), MAX_LINES);
         assert_eq!(log.dropped(), 9);
+    }
+
+    #[test]
+    fn the_node_log_shows_a_line_escaped_and_the_ring_keeps_it_as_written() {
+        #[derive(Clone, Default)]
+        struct Captured(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Captured {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let forged = "ok\n2026-01-01T00:00:00Z  INFO mote: fake line\x1b[31m";
+        let mut log = GuestLog::default();
+        tracing::subscriber::with_default(subscriber, || {
+            log.push("f", LogStream::Log, forged.to_owned());
+        });
+        assert_eq!(log.lines()[0].text, forged);
+        let node_log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(node_log.lines().count(), 1, "{node_log}");
+        assert!(!node_log.contains('\x1b'), "{node_log:?}");
+        assert!(
+            node_log.contains(r"ok\n2026-01-01T00:00:00Z  INFO mote: fake line\u{1b}[31m"),
+            "{node_log}"
+        );
     }
 
     #[test]

@@ -6,17 +6,21 @@
 //! - [`FunctionRecord`]: the persisted description of a deployed function.
 //! - [`HttpSettings`]: a `wasi:http` component's [`Route`] and the [`OutboundHost`]s it may call.
 //! - [`ClusterSecret`]: what the nodes and store replicas of one cluster show each other.
+//! - [`Escaped`]: someone else's text (a guest's log line) as a log or a terminal shows it: one
+//!   line, no control characters.
 //! - [`abi`]: the names and status codes of the mote guest ABI (the `mote-abi` crate, which the
 //!   guest SDK shares).
 
 pub use mote_abi as abi;
 
+mod escape;
 mod http;
 mod limits;
 mod name;
 mod record;
 mod secret;
 
+pub use escape::Escaped;
 pub use http::{HttpSettings, OutboundHost, OutboundHostError, Route, RouteError};
 pub use limits::{Limits, LimitsError, ShowBudget, Timeout};
 pub use name::{FunctionName, NameError};

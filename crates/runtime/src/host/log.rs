@@ -5,7 +5,7 @@
 
 use crate::guest_log::{LogStream, MAX_LINE_BYTES};
 use crate::state::CallState;
-use mote_types::abi;
+use mote_types::{Escaped, abi};
 use wasmtime::{Caller, Extern, Linker};
 
 /// Registers `mote.log`, which both linkers provide.
@@ -36,7 +36,8 @@ pub(crate) fn add_log(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     Ok(())
 }
 
-/// Logs a line a job's task wrote to the node's log: a job is not a call, and has no log ring.
+/// Logs a line a job's task wrote to the node's log, escaped as a call's lines are: a job is not
+/// a call, and has no log ring.
 pub(crate) fn trace_line(function: &str, line: &str) {
-    tracing::info!(target: "mote::guest", function, "{line}");
+    tracing::info!(target: "mote::guest", function, "{}", Escaped(line));
 }
