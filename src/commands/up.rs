@@ -608,7 +608,9 @@ fn advertised(scheme: &str, addr: SocketAddr) -> String {
 fn write_url(data: &std::path::Path, url: &str) -> anyhow::Result<()> {
     let path = data.join(NODE_URL_FILE);
     let partial = data.join(format!("{NODE_URL_FILE}.partial"));
-    std::fs::write(&partial, format!("{url}\n"))
+    // With `--store URL` nothing else may have made the data directory yet.
+    std::fs::create_dir_all(data)
+        .and_then(|()| std::fs::write(&partial, format!("{url}\n")))
         .and_then(|()| std::fs::rename(&partial, &path))
         .with_context(|| format!("cannot write the node's URL to {}", path.display()))
 }

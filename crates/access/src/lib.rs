@@ -32,7 +32,7 @@ pub use failures::FailureLimiter;
 pub use grants::{Denied, Grant, Grants, Holder, is_mote_credential};
 pub use host::{HostAllowList, HostError};
 pub use page::{Page, page};
-pub use route::{DASHBOARD_FILES, Need, need, owned};
+pub use route::{Need, need, owned};
 pub use scope::{Scope, ScopeError, Scopes};
 pub use store::{TOKEN_PREFIX, TokenStore, TokenStoreError};
 pub use token::{Token, TokenName, TokenNameError, TokenRecord, hash_token};

@@ -14,7 +14,8 @@ use crate::scope::Scope;
 /// What a request needs to get through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Need<'a> {
-    /// Nothing: the health check and the dashboard's page and files (which hold no data).
+    /// Nothing: the health check, and reading under `/ui` (the dashboard's page and files, or on
+    /// the API's listener a redirect to them: neither holds any data).
     Nothing,
     /// A token with this scope.
     Scope(Scope),
@@ -26,9 +27,6 @@ pub enum Need<'a> {
     /// The cluster secret: a route only nodes call.
     Cluster,
 }
-
-/// The dashboard's files, as `/ui/FILE` serves them.
-pub const DASHBOARD_FILES: [&str; 3] = ["index.html", "app.js", "style.css"];
 
 /// Whether the platform owns `path` (its own routes, or 404), so that no component serves it.
 pub fn owned(path: &str) -> bool {
@@ -56,14 +54,9 @@ pub fn need<'a>(method: &str, path: &'a str) -> Need<'a> {
         return Need::Scope(Scope::Read);
     }
     if under(path, "ui") {
-        let file = &path[3..];
-        let page = matches!(file, "" | "/")
-            || file
-                .strip_prefix('/')
-                .is_some_and(|f| DASHBOARD_FILES.contains(&f));
-        return match page && looks {
+        return match looks {
             true => Need::Nothing,
-            // The platform's, and no page: a 404 for anyone who may look.
+            // The platform's, and nothing it serves: a 404 or 405 for anyone who may look.
             false => Need::Scope(Scope::Read),
         };
     }
@@ -152,11 +145,12 @@ mod tests {
             ("POST", "/v1/%74okens", Need::Scope(Scope::Admin)),
             ("GET", "/v1/%74okens", read),
             ("POST", "/v1//tokens", Need::Scope(Scope::Admin)),
-            // Under /ui, but not the dashboard's files: the platform's, so no component's.
-            ("GET", "/ui/a/b", read),
-            ("GET", "/ui/../v1/tokens", read),
-            ("GET", "/ui/app.js/", read),
+            // Under /ui, but not the dashboard's files: the platform's 404 (or its redirect to
+            // the dashboard's listener), so no component's, and no data.
+            ("GET", "/ui/a/b", Need::Nothing),
+            ("GET", "/ui/../v1/tokens", Need::Nothing),
             ("POST", "/ui", read),
+            ("PUT", "/ui/app.js", read),
             ("GET", "/uix", Need::Mounted),
             ("GET", "/UI/app.js", Need::Mounted),
             ("GET", "/healthz/", Need::Mounted),
@@ -196,12 +190,12 @@ mod tests {
             prop_assert_eq!(need(&method, &path) == Need::Mounted, !owned(&path));
         }
 
-        /// Only `/healthz` and the dashboard's page and files pass without anything.
+        /// Only `/healthz` and reading under the `/ui` segment pass without anything.
         #[test]
-        fn only_the_public_files_need_nothing(method in "GET|HEAD|POST", path in "(/[a-z0-9.]{0,8}){0,3}") {
+        fn only_the_public_paths_need_nothing(method in "GET|HEAD|POST", path in "(/[a-z0-9.]{0,8}){0,3}") {
             if need(&method, &path) == Need::Nothing {
-                let public = path == "/healthz" || path == "/ui" || path == "/ui/"
-                    || DASHBOARD_FILES.iter().any(|f| path == format!("/ui/{f}"));
+                let public = path == "/healthz"
+                    || (method != "POST" && (path == "/ui" || path.starts_with("/ui/")));
                 prop_assert!(public, "{} {} needs nothing", method, path);
             }
         }

@@ -18,6 +18,7 @@
 //! snapshot differences the newest reading against the oldest, so nothing on the call path knows
 //! about windows.
 
+use crate::ApiError;
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -218,17 +219,16 @@ async fn to_own_listener(State(at): State<Option<DashboardAt>>, request: Request
         .into_response()
 }
 
-/// Any other path on the dashboard's own listener.
+/// Any other path on the dashboard's own listener (the gate answers most before this: see
+/// [`serves`]).
 async fn not_the_dashboards(request: Request) -> Response {
-    let error = format!(
-        "`{}` is not served here: this listener serves only mote's dashboard (/ui) and its data (/v1/dashboard, /v1/dashboard/events); the API and functions are on the node's --listen address",
-        request.uri().path()
-    );
-    (
-        StatusCode::NOT_FOUND,
-        axum::Json(serde_json::json!({ "error": error })),
-    )
-        .into_response()
+    ApiError::NotOnDashboard(request.uri().path().to_owned()).into_response()
+}
+
+/// Whether the dashboard's own listener serves `path`: the page and its files, and its data.
+/// Every other path is a 404 there for anyone, before credentials are looked at.
+pub(crate) fn serves(path: &str) -> bool {
+    matches!(path, "/ui" | "/v1/dashboard" | "/v1/dashboard/events") || path.starts_with("/ui/")
 }
 
 async fn page(headers: HeaderMap) -> Response {

@@ -55,6 +55,8 @@ pub enum ApiError {
     HostNotAllowed(String),
     /// A body of a type the route does not take.
     UnsupportedMediaType(String),
+    /// A path the dashboard's own listener does not serve (it serves nothing but the dashboard).
+    NotOnDashboard(String),
 }
 
 impl ApiError {
@@ -62,9 +64,10 @@ impl ApiError {
         match self {
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
-            Self::NoRoute | Self::FunctionNotFound(_) | Self::ModuleNotHere(_) => {
-                StatusCode::NOT_FOUND
-            }
+            Self::NoRoute
+            | Self::FunctionNotFound(_)
+            | Self::ModuleNotHere(_)
+            | Self::NotOnDashboard(_) => StatusCode::NOT_FOUND,
             Self::NoNodeTakes(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::HostNotAllowed(_) => StatusCode::MISDIRECTED_REQUEST,
@@ -137,6 +140,9 @@ impl ApiError {
                 "too many failed authentications from this address; try again in {retry_after_s} s"
             ),
             Self::Token(e) => e.to_string(),
+            Self::NotOnDashboard(path) => format!(
+                "`{path}` is not served here: this listener serves only mote's dashboard (/ui) and its data (/v1/dashboard, /v1/dashboard/events); the API and functions are on the node's --listen address"
+            ),
             Self::NoRoute => {
                 "no such route; the API is under /v1/functions, /v1/invoke and /v1/jobs, plus /healthz, /metrics and the dashboard at /ui, and no component is mounted on this path (GET /v1/functions lists routes)".into()
             }

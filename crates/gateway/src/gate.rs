@@ -126,6 +126,9 @@ impl Gate {
             ));
         }
         let path = request.uri().path();
+        if self.site == Site::Dashboard && !crate::dashboard::serves(path) {
+            return Err(ApiError::NotOnDashboard(path.to_owned()));
+        }
         let need = mote_access::need(request.method().as_str(), path);
         let page = mote_access::page(
             headers.get("sec-fetch-site").map(|h| h.as_bytes()),
@@ -527,6 +530,30 @@ mod tests {
     }
 
     #[test]
+    fn the_dashboards_listener_answers_404_for_everything_else_before_credentials() {
+        let dashboard = node(Site::Dashboard, true);
+        for (method, path) in [
+            ("POST", "/v1/invoke/f"),
+            ("POST", "/v1/tokens"),
+            ("GET", "/site/x"),
+            ("GET", "/healthz"),
+            ("GET", "/uix"),
+        ] {
+            let (status, _) = admit(&dashboard, request(method, path, &[]), client(1));
+            assert_eq!(status, 404, "{method} {path}");
+        }
+        // The page passes without a token; its data needs one.
+        assert_eq!(
+            admit(&dashboard, request("GET", "/ui/app.js", &[]), client(1)).0,
+            0
+        );
+        assert_eq!(
+            admit(&dashboard, request("GET", "/v1/dashboard", &[]), client(1)).0,
+            401
+        );
+    }
+
+    #[test]
     fn each_route_takes_its_scope_and_no_other() {
         let node = node(Site::Api, true);
         let cases = [
@@ -566,8 +593,14 @@ mod tests {
             admit(&node, request("GET", "/ui/app.js", &[]), client(1)).0,
             0
         );
+        // Not the tokens route: under /ui, whose reads hold no data (the router's 404 or
+        // redirect answers it).
         assert_eq!(
             admit(&node, request("GET", "/ui/../v1/tokens", &[]), client(101)).0,
+            0
+        );
+        assert_eq!(
+            admit(&node, request("POST", "/ui/../v1/tokens", &[]), client(101)).0,
             401
         );
     }

@@ -14,10 +14,13 @@ enum Is {
     /// An API route needing this scope, which answers `ok` to it (a status that is neither 401
     /// nor 403).
     Api(&'static str),
-    /// A path the platform owns with no route there: 401 without a token, 404 to a `read` one.
+    /// A path the platform owns with no route there (or not for this method): 401 without a
+    /// token, 404 or 405 to a `read` one.
     Nothing,
     /// A path the whole-site component (not public) serves: `invoke` (or `admin`) only.
     Site,
+    /// Under `/ui`: for anyone, a redirect to the dashboard's own listener, which holds no data.
+    Dashboard,
 }
 
 const SCOPES: [&str; 4] = ["read", "invoke", "deploy", "admin"];
@@ -52,12 +55,14 @@ fn every_route_and_its_tricky_spellings_for_every_scope() {
         ("GET", "/%76%31/tokens", Is::Site),
         ("GET", "/uix/a", Is::Site),
         ("GET", "/UI/a/b", Is::Site),
-        // Under /v1 or /ui, but no route: the platform's, and a 404 to those who may look.
+        // Under /v1, but no route: the platform's, and a 404 to those who may look.
         ("GET", "/v1/%74okens", Is::Nothing),
         ("GET", "/v1//tokens", Is::Nothing),
-        ("GET", "/ui/a/b", Is::Nothing),
-        ("GET", "/ui/../v1/tokens", Is::Nothing),
-        ("GET", "/ui/%2e%2e/v1/tokens", Is::Nothing),
+        ("POST", "/ui/a/b", Is::Nothing),
+        // Under /ui: the platform's, never a component's, and nothing of the API's.
+        ("GET", "/ui/a/b", Is::Dashboard),
+        ("GET", "/ui/../v1/tokens", Is::Dashboard),
+        ("GET", "/ui/%2e%2e/v1/tokens", Is::Dashboard),
     ];
     for (method, path, is) in table {
         let head = |auth: Option<&str>| match auth {
@@ -68,6 +73,14 @@ fn every_route_and_its_tricky_spellings_for_every_scope() {
         };
         let body: &[u8] = if *method == "POST" { b"x" } else { b"" };
         let (status, answer) = raw(loopback(), url, &head(None), body);
+        if let Is::Dashboard = is {
+            for auth in [None, Some(node.token("admin"))] {
+                let (status, answer) = raw(loopback(), url, &head(auth), body);
+                assert_eq!(status, 307, "{method} {path}: {answer}");
+                assert!(!answer.contains(site), "{method} {path}: {answer}");
+            }
+            continue;
+        }
         assert_eq!(status, 401, "{method} {path} without a token: {answer}");
         for scope in SCOPES {
             let (status, answer) = raw(loopback(), url, &head(Some(node.token(scope))), body);
@@ -84,7 +97,7 @@ fn every_route_and_its_tricky_spellings_for_every_scope() {
                     );
                 }
                 Is::Nothing if scope == "read" || scope == "admin" => {
-                    assert_eq!(status, 404, "{what}: {answer}");
+                    assert!([404, 405].contains(&status), "{what}: {status} {answer}");
                     assert!(
                         !answer.contains(site),
                         "{what} reached a component: {answer}"
@@ -99,6 +112,7 @@ fn every_route_and_its_tricky_spellings_for_every_scope() {
                     assert_eq!(status, 403, "{what}: {answer}");
                     assert!(answer.contains("needs `invoke`"), "{what}: {answer}");
                 }
+                Is::Dashboard => unreachable!("answered above"),
             }
         }
     }
