@@ -3,3 +3,5 @@
 //! what reaches guests (credentials), what web pages can do (Host, Origin, the dashboard's
 //! origin), routes, the node's network (outbound grants), open streams after revocation,
 //! guessing, and the secrets around a node (argv, the admin token, logs).
+
+pub(crate) mod outbound;
