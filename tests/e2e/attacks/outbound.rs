@@ -342,7 +342,8 @@ fn an_operator_s_ceiling_and_an_admin_s_grant_reach_a_loopback_service() {
     let data = dir.path().join("data");
     let service = LoopbackServer::start();
     let port = service.port;
-    let ceiling = format!("127.0.0.1:{port}");
+    // Public hosts by any name, and one loopback service by its address.
+    let ceiling = format!("*,127.0.0.1:{port}");
     let node = Node::start_in(&data, &["--outbound-ceiling", &ceiling]);
 
     let (status, body) = node.deploy(&node.admin, "db", &format!("127.0.0.1:{port}"));
