@@ -1041,7 +1041,7 @@ mod tests {
             (Target::Net(IpNet::V6(net)), true) => IpAddr::V6(Ipv6Addr::from(
                 u128::from(net.network()) | (bits & u128::from(net.hostmask())),
             )),
-            _ if bits % 2 == 0 => IpAddr::V4(Ipv4Addr::from(bits as u32)),
+            _ if bits.is_multiple_of(2) => IpAddr::V4(Ipv4Addr::from(bits as u32)),
             _ => IpAddr::V6(Ipv6Addr::from(bits)),
         }
     }
