@@ -180,8 +180,11 @@ pub struct DeployArgs {
     /// `/path` exactly, `/path/...` that path and everything below it, `/...` a whole site.
     #[arg(long)]
     route: Option<String>,
-    /// Hosts a wasi:http component may send requests to, comma-separated HOST[:PORT]
-    /// (`*.example.com` for subdomains, `*` for any) [default: none].
+    /// Hosts a wasi:http component may send requests to, comma-separated HOST[:PORT]: names
+    /// and `*.example.com` (subdomains) with a deploy token; `*` (any public address), IP
+    /// addresses and CIDR ranges (`10.0.0.0/8:5432`, `[fd00::/8]:443`) only with an admin
+    /// token. All within the node's --outbound-ceiling; loopback, private and link-local
+    /// addresses only through address entries [default: none].
     #[arg(long, value_name = "HOSTS")]
     allow_outbound: Option<String>,
     /// Let anyone call it without a token (on a node that requires tokens).
@@ -240,6 +243,8 @@ struct FunctionInfo {
     route: Option<String>,
     #[serde(default)]
     public: bool,
+    #[serde(default)]
+    allow_outbound: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -353,20 +358,32 @@ pub fn ls(args: LsArgs) -> anyhow::Result<()> {
         println!("no functions deployed; deploy one with `mote deploy NAME FILE.wasm`");
         return Ok(());
     }
+    let routes: Vec<&str> = list
+        .functions
+        .iter()
+        .map(|f| f.route.as_deref().unwrap_or("-"))
+        .collect();
+    let route_width = routes.iter().map(|r| r.len()).max().unwrap_or(0).max(5);
     println!(
-        "{:<24} {:<13} {:>10} {:>8} {:>9}  {:<12}  ROUTE",
-        "NAME", "KIND", "SIZE", "TIMEOUT", "MEMORY", "SHA256"
+        "{:<24} {:<13} {:>10} {:>8} {:>9}  {:<12}  {:<route_width$}  {:<6}  OUTBOUND",
+        "NAME", "KIND", "SIZE", "TIMEOUT", "MEMORY", "SHA256", "ROUTE", "PUBLIC"
     );
-    for f in list.functions {
+    for (f, route) in list.functions.iter().zip(routes) {
+        let outbound = match f.allow_outbound.is_empty() {
+            true => "-".to_owned(),
+            false => f.allow_outbound.join(","),
+        };
         println!(
-            "{:<24} {:<13} {:>10} {:>8} {:>6}MiB  {:<12}  {}",
+            "{:<24} {:<13} {:>10} {:>8} {:>6}MiB  {:<12}  {:<route_width$}  {:<6}  {}",
             f.name,
             f.kind,
             f.size_bytes,
             ShowBudget(f.timeout_us).to_string(),
             f.memory_mb,
             &f.sha256[..12.min(f.sha256.len())],
-            f.route.as_deref().unwrap_or("-")
+            route,
+            if f.public { "yes" } else { "no" },
+            outbound,
         );
     }
     Ok(())

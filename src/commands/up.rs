@@ -16,7 +16,9 @@ use mote_gateway::{DashboardAt, GatewayConfig, ListenLimits};
 use mote_node::{ExecutorsConfig, MicrotaskConfig, MicrotaskMode, NodeConfig, PreemptConfig};
 use mote_objects::{Objects, ObjectsConfig, S3Endpoint};
 use mote_peers::{Peers, PeersConfig, StorePeering};
-use mote_types::{DeployOptions, FunctionName, HttpSettings, Limits, Route};
+use mote_types::{
+    DeployOptions, FunctionName, Grantor, HttpSettings, Limits, OutboundCeiling, Route,
+};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -180,6 +182,19 @@ pub struct UpArgs {
     /// may deploy and run code. Only for networks nobody else can reach.
     #[arg(long)]
     insecure: bool,
+    /// The most any function's outbound requests may reach, comma-separated entries as
+    /// `mote deploy --allow-outbound` takes them: `*` (any public address), names and
+    /// `*.domain`, IP addresses and CIDR ranges (`10.0.0.0/8:5432`, `[fd00::/8]:443`), or
+    /// `none`. Loopback, private, link-local and the node's own addresses are reached only
+    /// through an IP or CIDR entry here that a function's grant (by an admin) names too. Deploys
+    /// that grant more are refused, and every connection is checked against it.
+    #[arg(
+        long,
+        default_value = "*",
+        env = "MOTE_OUTBOUND_CEILING",
+        value_name = "LIST"
+    )]
+    outbound_ceiling: OutboundCeiling,
     /// Failed authentications allowed per client (an IPv4 address, an IPv6 /64) and minute; past
     /// that every request it makes with or for credentials gets 429 until the minute ends, good
     /// credentials included (0: no limit).
@@ -294,6 +309,7 @@ async fn serve(args: UpArgs, cores: usize, s3_secret_key: Option<String>) -> any
         resident_mb: args.resident_mb,
         microtasks,
         function_log_bytes: args.function_log_kb.saturating_mul(1 << 10),
+        outbound_ceiling: args.outbound_ceiling.clone(),
     };
     let name = args.node.clone().unwrap_or_else(host_name);
     let source = match (&args.store[..], args.store_peer_listen) {
@@ -419,6 +435,7 @@ async fn serve(args: UpArgs, cores: usize, s3_secret_key: Option<String>) -> any
                 allow_outbound: Vec::new(),
             },
             public: false,
+            grantor: Grantor::Admin,
         };
         node.deploy_with(
             FunctionName::new(example.name)?,
@@ -455,6 +472,7 @@ async fn serve(args: UpArgs, cores: usize, s3_secret_key: Option<String>) -> any
         data = %args.data.display(),
         store = %state.endpoints.join(","),
         functions = functions.len(),
+        outbound_ceiling = %args.outbound_ceiling,
         "mote is up"
     );
     let store = state.endpoints.join(",");

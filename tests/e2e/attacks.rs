@@ -8,6 +8,7 @@ mod credentials;
 mod dashboard;
 mod flood;
 mod guessing;
+pub(crate) mod outbound;
 mod routes;
 mod secrets;
 mod streams;

@@ -3,6 +3,7 @@
 //! function has (budgets over waits, memory limits, quarantine, scheduling history), outbound
 //! requests denied unless allowed, and components refused at deploy with the reason.
 
+use crate::attacks::outbound::{LoopbackServer, SECRET};
 use crate::platform::Platform;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -453,8 +454,12 @@ fn a_request_waiting_on_its_body_holds_no_core() {
 
 #[test]
 fn outbound_requests_are_denied_unless_the_host_is_allowed() {
-    let p = Platform::start(&[]);
-    let target = format!("http://{}/healthz", authority(&p));
+    // A loopback service is reached only because the operator's ceiling names it (and a node
+    // without tokens deploys as an admin, who may grant addresses).
+    let service = LoopbackServer::start();
+    let allowed = format!("127.0.0.1:{}", service.port);
+    let p = Platform::start(&["--outbound-ceiling", &allowed]);
+    let target = format!("http://{allowed}/");
     hello(&p, "closed", "");
     let (status, _, body) = request(
         &p,
@@ -467,12 +472,8 @@ fn outbound_requests_are_denied_unless_the_host_is_allowed() {
     assert_eq!(status, 502, "{text}");
     assert!(text.contains("HttpRequestDenied"), "{text}");
 
-    let port = authority(&p).rsplit(':').next().unwrap();
-    let d = hello(&p, "open", &format!("?allow_outbound=127.0.0.1:{port}"));
-    assert_eq!(
-        d["allow_outbound"],
-        serde_json::json!([format!("127.0.0.1:{port}")])
-    );
+    let d = hello(&p, "open", &format!("?allow_outbound={allowed}"));
+    assert_eq!(d["allow_outbound"], serde_json::json!([allowed]));
     let (status, _, body) = request(
         &p,
         "GET",
@@ -482,18 +483,26 @@ fn outbound_requests_are_denied_unless_the_host_is_allowed() {
     );
     assert_eq!(
         (status, String::from_utf8_lossy(&body).as_ref()),
-        (200, "upstream 200\nok\n")
+        (200, format!("upstream 200\n{SECRET}").as_str())
     );
-    // Another port of the same host is still denied.
-    let other = "http://127.0.0.1:1/";
-    let (_, _, body) = request(
-        &p,
-        "GET",
-        &format!("/v1/invoke/open/fetch?url={other}"),
-        &[],
-        b"",
-    );
-    assert!(String::from_utf8_lossy(&body).contains("HttpRequestDenied"));
+    // Another port of the same host is still denied, and so is the node's own API.
+    for other in [
+        "http://127.0.0.1:1/".to_owned(),
+        format!("{}/healthz", p.url),
+    ] {
+        let (_, _, body) = request(
+            &p,
+            "GET",
+            &format!("/v1/invoke/open/fetch?url={other}"),
+            &[],
+            b"",
+        );
+        assert!(
+            String::from_utf8_lossy(&body).contains("HttpRequestDenied"),
+            "{other}"
+        );
+    }
+    assert_eq!(service.accepted(), 1);
 }
 
 #[test]

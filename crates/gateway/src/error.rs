@@ -93,7 +93,10 @@ impl ApiError {
                 DeployError::Compile(_) | DeployError::MemoryTooSmall { .. } => {
                     StatusCode::BAD_REQUEST
                 }
-                DeployError::NotHttp { .. } => StatusCode::BAD_REQUEST,
+                DeployError::NotHttp { .. } | DeployError::OutboundAboveCeiling { .. } => {
+                    StatusCode::BAD_REQUEST
+                }
+                DeployError::OutboundNeedsAdmin { .. } => StatusCode::FORBIDDEN,
                 DeployError::RouteTaken { .. } => StatusCode::CONFLICT,
                 DeployError::NotFound(_) => StatusCode::NOT_FOUND,
                 DeployError::State(_)

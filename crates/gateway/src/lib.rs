@@ -63,7 +63,7 @@ pub use logs::{LOGS_MISSING, MOTE_CALL_ID};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, Extension, Path, Query, State};
 use axum::http::HeaderValue;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -327,11 +327,12 @@ struct FunctionView<'a> {
     timeout_us: u64,
     memory_mb: u32,
     size_bytes: u64,
-    /// A component's route and the hosts it may call.
-    #[serde(flatten)]
-    http: &'a HttpSettings,
+    /// A component's route (null if none): shown for every function, so that what a function
+    /// exposes is never left out.
+    route: Option<&'a mote_types::Route>,
+    /// The hosts a component may call (empty if none).
+    allow_outbound: &'a [OutboundHost],
     /// Callable without a token.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     public: bool,
     /// Budget kills in a row that put it in quarantine, if it is quarantined.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -357,7 +358,8 @@ impl<'a> From<&'a FunctionRecord> for FunctionView<'a> {
             timeout_us: r.limits.timeout_us,
             memory_mb: r.limits.memory_mb,
             size_bytes: r.size_bytes,
-            http: &r.http,
+            route: r.http.route.as_ref(),
+            allow_outbound: &r.http.allow_outbound,
             public: r.public,
             quarantined_after_kills: None,
         }
@@ -368,6 +370,7 @@ async fn deploy(
     State(gw): State<Gateway>,
     Path(name): Path<String>,
     params: Result<Query<DeployParams>, axum::extract::rejection::QueryRejection>,
+    holder: Option<Extension<mote_access::Holder>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -375,9 +378,16 @@ async fn deploy(
     let Query(params) = params.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let timeout = Timeout::from_params(params.timeout_ms, params.timeout_us)?;
     let limits = Limits::new(timeout, params.memory_mb)?;
+    // The gate took the token off the request and left who presented it.
+    let admin = !gw.access.tokens_required
+        || holder.is_some_and(|Extension(h)| h.scopes.allows(mote_access::Scope::Admin));
     let options = DeployOptions {
         http: params.http()?,
         public: params.public,
+        grantor: match admin {
+            true => mote_types::Grantor::Admin,
+            false => mote_types::Grantor::Deployer,
+        },
     };
     let wasm = read_body(&headers, body, gw.config.max_module_bytes, "module").await?;
     let record = gw

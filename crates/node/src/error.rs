@@ -32,6 +32,24 @@ pub enum DeployError {
         /// What the module is.
         kind: mote_types::GuestKind,
     },
+    /// An `allow_outbound` entry that only an admin may grant, from a deployer.
+    #[error(
+        "allow_outbound entry `{entry}` needs an admin: `*`, IP addresses and CIDR ranges reach hosts nobody named, so only a token with the admin scope may grant them; have an admin deploy it, or name the host instead (`api.example.com:443`, `*.example.com`)"
+    )]
+    OutboundNeedsAdmin {
+        /// The entry.
+        entry: String,
+    },
+    /// An `allow_outbound` entry beyond the node's ceiling.
+    #[error(
+        "allow_outbound entry `{entry}` is beyond this node's --outbound-ceiling `{ceiling}` (a `*` there is public addresses only; a loopback, private or link-local address must be named there by an IP or CIDR entry); grant only what the ceiling covers, or have the node's operator widen --outbound-ceiling"
+    )]
+    OutboundAboveCeiling {
+        /// The entry.
+        entry: String,
+        /// The node's ceiling.
+        ceiling: String,
+    },
     /// Another function is mounted on the route.
     #[error(
         "route {route} is taken by function `{owner}`; remove it (mote rm {owner}), redeploy it elsewhere, or choose another route"

@@ -68,9 +68,9 @@ pub use schedule::{FunctionSchedule, PreemptSnapshot, ScheduleSnapshot};
 use bytes::Bytes;
 use executor::Work;
 use ledger::Ledger;
-use mote_runtime::{CallError, Function, ProxyResponse, Runtime, RuntimeConfig};
+use mote_runtime::{CallError, Egress, Function, ProxyResponse, Runtime, RuntimeConfig};
 use mote_state::{EmbeddedStore, ModuleBlobs, StateError, StateStore};
-use mote_types::{DeployOptions, FunctionName, FunctionRecord, GuestKind, Limits};
+use mote_types::{DeployOptions, FunctionName, FunctionRecord, GuestKind, Limits, OutboundCeiling};
 use pending::Pending;
 use resident::Code;
 use std::path::Path;
@@ -90,6 +90,9 @@ pub struct NodeConfig {
     pub microtasks: MicrotaskConfig,
     /// The most bytes each function's log keeps; past it the oldest entries go.
     pub function_log_bytes: usize,
+    /// The most any function's outbound requests may reach (`--outbound-ceiling`): deploys
+    /// that grant more are refused, and every connection is checked against it.
+    pub outbound_ceiling: OutboundCeiling,
 }
 
 impl NodeConfig {
@@ -104,6 +107,7 @@ impl From<ExecutorsConfig> for NodeConfig {
             resident_mb: Self::DEFAULT_RESIDENT_MB,
             microtasks: MicrotaskConfig::default(),
             function_log_bytes: DEFAULT_FUNCTION_LOG_BYTES,
+            outbound_ceiling: OutboundCeiling::default(),
         }
     }
 }
@@ -142,6 +146,8 @@ pub struct Node {
     pending: Arc<Pending<Work>>,
     executors: Executors,
     microtasks: Microtasks,
+    /// Where components' outbound requests may go: its ceiling also bounds deploys.
+    egress: Arc<Egress>,
     metrics: Arc<NodeMetrics>,
     logs: Arc<FunctionLogs>,
 }
@@ -237,11 +243,13 @@ impl Node {
             config.executors.preemption().map(|p| p.aging),
         ));
         let ledger = Arc::new(Ledger::new(pending.clone()));
+        let egress = Arc::new(Egress::new(config.outbound_ceiling));
         let microtasks = Microtasks::start(
             runtime.clone(),
             ledger.clone(),
             &config.executors,
             config.microtasks,
+            egress.clone(),
         )?;
         let executors = Executors::start(
             runtime,
@@ -255,6 +263,7 @@ impl Node {
             pending,
             executors,
             microtasks,
+            egress,
             metrics,
             logs,
         })
@@ -444,8 +453,9 @@ impl Node {
     }
 
     /// Deploys (or replaces) `name` with `wasm`; a `wasi:http` component may be mounted on a
-    /// route and allowed outbound hosts with `options.http`; `options.public` lets anyone call
-    /// it.
+    /// route and allowed outbound hosts with `options.http` (within the node's outbound
+    /// ceiling, and `*`, addresses and ranges only if `options.grantor` is an admin);
+    /// `options.public` lets anyone call it.
     pub async fn deploy_with(
         &self,
         name: FunctionName,
@@ -453,7 +463,11 @@ impl Node {
         limits: Limits,
         options: DeployOptions,
     ) -> Result<FunctionRecord, DeployError> {
-        let (record, replaced) = self.registry.deploy(name, wasm, limits, options).await?;
+        let ceiling = self.egress.ceiling();
+        let (record, replaced) = self
+            .registry
+            .deploy(name, wasm, limits, options, ceiling)
+            .await?;
         if let Some(old) = replaced {
             self.forget(&old);
         }

@@ -44,8 +44,8 @@ use crate::registry::Deployed;
 use bytes::Bytes;
 use mote_objects::Objects;
 use mote_runtime::{
-    Call, CallError, CallOutput, Function, GateFuture, GuestLog, HostIo, PhaseGate, ProxyAnswer,
-    ProxyCall, ProxyResponse, Runtime,
+    Call, CallError, CallOutput, Egress, Function, GateFuture, GuestLog, HostIo, PhaseGate,
+    ProxyAnswer, ProxyCall, ProxyResponse, Runtime,
 };
 use mote_sched::{
     CLASSES, CallQueue, CoreSplit, FunctionKey, RankBasis, SHARE_LEVELS, ShareClass, SplitMismatch,
@@ -525,12 +525,14 @@ pub struct Microtasks {
 }
 
 impl Microtasks {
-    /// Starts one thread per core for guests and as many for object I/O.
+    /// Starts one thread per core for guests and as many for object I/O (and components'
+    /// outbound requests, through `egress`).
     pub(crate) fn start(
         runtime: Arc<Runtime>,
         ledger: Arc<Ledger>,
         executors: &ExecutorsConfig,
         config: MicrotaskConfig,
+        egress: Arc<Egress>,
     ) -> Result<Self, DeployError> {
         let gate = Arc::new(
             ClassGate::new(executors, config.mode)
@@ -570,7 +572,7 @@ impl Microtasks {
         let shared = Arc::new(Shared {
             gate,
             runtime,
-            host: HostIo::new(config.objects, object_io.handle().clone()),
+            host: HostIo::new(config.objects, egress, object_io.handle().clone()),
             ledger,
             alive: Semaphore::new(config.max_alive),
             submitted: AtomicUsize::new(0),

@@ -20,7 +20,10 @@ use bytes::Bytes;
 use mote_runtime::{Function, Runtime};
 use mote_sched::FunctionKey;
 use mote_state::{ModuleBlobs, StateStore};
-use mote_types::{DeployOptions, FunctionName, FunctionRecord, GuestKind, HttpSettings, Limits};
+use mote_types::{
+    DeployOptions, FunctionName, FunctionRecord, Grantor, GuestKind, HttpSettings, Limits,
+    OutboundCeiling,
+};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 use std::collections::HashMap;
@@ -356,18 +359,24 @@ impl Registry {
         Ok(())
     }
 
-    /// Deploys `wasm` as `name`: compile and check it (nothing written yet), write the module
-    /// blob and the compiled artefact (both synced), then commit the record, which makes the
-    /// function durable; only then is it published. A deploy that fails after writing removes
-    /// what it wrote, unless a deployed function uses the same module.
+    /// Deploys `wasm` as `name`: compile and check it (nothing written yet; its outbound
+    /// grants against `ceiling` and what the grantor may grant), write the module blob and the
+    /// compiled artefact (both synced), then commit the record, which makes the function
+    /// durable; only then is it published. A deploy that fails after writing removes what it
+    /// wrote, unless a deployed function uses the same module.
     pub(crate) async fn deploy(
         &self,
         name: FunctionName,
         wasm: Bytes,
         limits: Limits,
         options: DeployOptions,
+        ceiling: &OutboundCeiling,
     ) -> Result<(FunctionRecord, Option<Arc<Deployed>>), DeployError> {
-        let DeployOptions { http, public } = options;
+        let DeployOptions {
+            http,
+            public,
+            grantor,
+        } = options;
         let _changes = self.changes.lock().await;
         let (runtime, bytes) = (self.runtime.clone(), wasm.clone());
         let function = tokio::task::spawn_blocking(move || runtime.compile(&bytes))
@@ -381,6 +390,7 @@ impl Registry {
             });
         }
         self.check_http(&name, function.kind(), &http)?;
+        check_outbound(&http, grantor, ceiling)?;
         let record = FunctionRecord {
             name: name.clone(),
             sha256: function.sha256().to_owned(),
@@ -617,4 +627,29 @@ fn load(residency: &Residency, function: &Deployed, arrival: Instant) -> Result<
 
 fn record_key(name: &FunctionName) -> String {
     format!("{RECORD_PREFIX}{name}")
+}
+
+/// Refuses outbound grants the grantor may not give (`*`, addresses and ranges need an admin)
+/// and grants beyond the node's ceiling. The ceiling is checked again at every connection,
+/// which is what holds: records written by other nodes, or before a restart under another
+/// ceiling, are never checked here.
+fn check_outbound(
+    http: &HttpSettings,
+    grantor: Grantor,
+    ceiling: &OutboundCeiling,
+) -> Result<(), DeployError> {
+    if grantor == Grantor::Deployer
+        && let Some(entry) = http.allow_outbound.iter().find(|e| e.needs_admin())
+    {
+        return Err(DeployError::OutboundNeedsAdmin {
+            entry: entry.to_string(),
+        });
+    }
+    match ceiling.first_uncovered(&http.allow_outbound) {
+        Some(entry) => Err(DeployError::OutboundAboveCeiling {
+            entry: entry.to_string(),
+            ceiling: ceiling.to_string(),
+        }),
+        None => Ok(()),
+    }
 }

@@ -9,6 +9,7 @@
 //! memory again. Object I/O runs on the node's I/O runtime, not on the thread polling the call:
 //! the threads that run guest code may be confined by seccomp and hold no sockets.
 
+use crate::outbound::Egress;
 use mote_objects::Objects;
 use std::cell::RefCell;
 use std::future::Future;
@@ -107,18 +108,29 @@ pub trait PhaseGate: Send {
     fn preempt(&mut self, now: Instant) -> Option<GateFuture<'static>>;
 }
 
-/// What guests' host I/O runs on: the object storage and the Tokio runtime that drives it.
+/// What guests' host I/O runs on: the object storage, the node's side of outbound requests,
+/// and the Tokio runtime that drives both.
 #[derive(Clone)]
 pub struct HostIo {
     pub(crate) objects: Option<Arc<Objects>>,
+    pub(crate) egress: Arc<Egress>,
     pub(crate) io: tokio::runtime::Handle,
 }
 
 impl HostIo {
-    /// Host I/O over `objects` (none: object calls fail and say storage is not configured),
-    /// run on `io`, a runtime with I/O enabled.
-    pub fn new(objects: Option<Arc<Objects>>, io: tokio::runtime::Handle) -> Self {
-        Self { objects, io }
+    /// Host I/O over `objects` (none: object calls fail and say storage is not configured) and
+    /// `egress` (where components' outbound requests may go), run on `io`, a runtime with I/O
+    /// enabled.
+    pub fn new(
+        objects: Option<Arc<Objects>>,
+        egress: Arc<Egress>,
+        io: tokio::runtime::Handle,
+    ) -> Self {
+        Self {
+            objects,
+            egress,
+            io,
+        }
     }
 }
 

@@ -20,7 +20,8 @@
 //! - A `wasi:http` proxy component ([`Function::is_proxy`]) serves one HTTP request per call
 //!   with [`Runtime::serve_http`] (`proxy`): a fresh component instance from the same pool, the
 //!   request's body and the response's streaming while the guest runs, its outbound requests
-//!   checked against the function's allowed hosts.
+//!   sent through the node's [`Egress`] (`outbound`): resolved once, each address checked
+//!   against the function's grants and the node's ceiling, connected to only if it passed.
 //! - A job module (a Canary job's driver and tasks) runs on a [`JobEngine`] of its own, in
 //!   instances that live as long as the partitions they hold (`job`).
 //! - Every call hands back what its guest logged ([`GuestLog`]: `mote.log` lines, stderr)
@@ -28,7 +29,7 @@
 //! - `state` is what a call keeps in its `Store`; `host` registers the host functions guests may
 //!   import; `gate` is what the node provides to microtask calls and to calls it may preempt.
 //!
-//! Modules depend one way: `gate`, `guest_log` <- `state` <- `host` <- `proxy` <- `function` <- `entry` <-
+//! Modules depend one way: `outbound` <- `gate`, `guest_log` <- `state` <- `host` <- `proxy` <- `function` <- `entry` <-
 //! `engine` (with `artifact`, `ticker`) <- `call`.
 //!
 //! Per call the guest gets: a linear memory capped by `memory_mb` (enforced by a
@@ -47,6 +48,7 @@ mod gate;
 mod guest_log;
 mod host;
 mod job;
+mod outbound;
 mod proxy;
 mod state;
 mod ticker;
@@ -60,5 +62,6 @@ pub use function::Function;
 pub use gate::{GateFuture, HostIo, PhaseGate, Preemption, Resumed, preempt_calls_on_this_thread};
 pub use guest_log::{GuestLog, LogLine, LogStream, MAX_LINE_BYTES, MAX_LINES, cut_line};
 pub use job::{JobContext, JobEngine, JobError, JobInstance, JobModule, TaskOutput};
+pub use outbound::Egress;
 pub use proxy::{BodyError, ProxyAnswer, ProxyCall, ProxyResponse, ResponseBody};
 pub use ticker::{EpochTicker, TickerPeriods};

@@ -6,14 +6,16 @@
 //! The call is a future. Waits on a request body, a response body's room or an outbound
 //! response suspend the guest's fiber, so the node can give its core to others meanwhile; the
 //! function's budget covers the whole request, waits included (the epoch callback stops
-//! compute, a timer stops waits). Outbound requests go through [`Outbound`]: denied unless the
-//! function's `allow_outbound` names the host, with connect and response timeouts bounded by
-//! the budget, and run on the node's I/O runtime, because the threads that poll guests are
+//! compute, a timer stops waits). Outbound requests go through the node's [`Egress`]
+//! (`outbound`: resolve, check every address against the function's grants and the node's
+//! ceiling, connect to one that passed), with connect and response timeouts bounded by the
+//! budget, and run on the node's I/O runtime, because the threads that poll guests are
 //! confined by seccomp and hold no sockets.
 
 use crate::error::{CallError, CompileError};
 use crate::gate::HostIo;
 use crate::guest_log::{GuestLog, LogStream};
+use crate::outbound::{Egress, Waits};
 use crate::state::{CallLimiter, Deadline};
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -125,19 +127,17 @@ impl WasiHttpView for ProxyState {
     }
 }
 
-/// A call's outbound requests, checked against the function's allowed hosts and sent from the
-/// node's I/O runtime, and how its response body is buffered.
+/// A call's outbound requests, sent through the node's [`Egress`] from its I/O runtime, and
+/// how its response body is buffered.
 struct Outbound {
     function: Arc<str>,
     http: Arc<HttpSettings>,
+    egress: Arc<Egress>,
     io: tokio::runtime::Handle,
     deadline: Instant,
 }
 
-type Sent = wasmtime_wasi_http::Result<(
-    http::Response<wasmtime_wasi_http::WasiBody>,
-    Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
-)>;
+type Sent = wasmtime_wasi_http::Result<crate::outbound::Sent>;
 
 impl WasiHttpHooks for Outbound {
     fn p2_outgoing_body_buffer_chunks(&mut self) -> usize {
@@ -154,40 +154,28 @@ impl WasiHttpHooks for Outbound {
         options: Option<RequestOptions>,
         _sent: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
     ) -> Box<dyn Future<Output = Sent> + Send> {
-        let uri = request.uri();
-        let host = uri.host().unwrap_or_default().to_owned();
-        let https = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
-        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        if !self.http.allows(&host, port) {
-            tracing::warn!(
-                function = %self.function,
-                host, port,
-                "outbound request denied: the host is not in the function's --allow-outbound"
-            );
-            return Box::new(std::future::ready(Err(
-                wasmtime_wasi_http::Error::HttpRequestDenied,
-            )));
-        }
         // No wait of an outbound request may outlast the call's budget.
         let left = self.deadline.saturating_duration_since(Instant::now());
-        let bound = |asked: Option<Duration>, most: Duration| Some(asked.unwrap_or(most).min(most));
-        let options = RequestOptions {
-            connect_timeout: bound(
+        let bound = |asked: Option<Duration>, most: Duration| asked.unwrap_or(most).min(most);
+        let waits = Waits {
+            connect: bound(
                 options.and_then(|o| o.connect_timeout),
                 CONNECT_TIMEOUT.min(left),
             ),
-            first_byte_timeout: bound(options.and_then(|o| o.first_byte_timeout), left),
-            between_bytes_timeout: bound(options.and_then(|o| o.between_bytes_timeout), left),
+            first_byte: bound(options.and_then(|o| o.first_byte_timeout), left),
+            between_bytes: bound(options.and_then(|o| o.between_bytes_timeout), left),
         };
+        let (function, http, egress) = (
+            self.function.clone(),
+            self.http.clone(),
+            self.egress.clone(),
+        );
         let io = self.io.clone();
         Box::new(async move {
             let send = io.spawn(async move {
-                let (response, connection) =
-                    wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
-                Ok::<_, wasmtime_wasi_http::Error>((
-                    response.map(BodyExt::boxed_unsync),
-                    connection,
-                ))
+                egress
+                    .send(&function, &http.allow_outbound, request, waits)
+                    .await
             });
             let lost = |e: tokio::task::JoinError| {
                 wasmtime_wasi_http::Error::InternalError(Some(format!(
@@ -196,7 +184,7 @@ impl WasiHttpHooks for Outbound {
             };
             let (response, connection) = send.await.map_err(lost)??;
             // The connection reads and writes its socket, so it runs where sockets are allowed.
-            let connection = io.spawn(connection);
+            let connection = io.spawn(Box::into_pin(connection));
             let connection: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send> =
                 Box::new(async move { connection.await.map_err(lost)? });
             Ok((response, connection))
@@ -286,6 +274,7 @@ impl crate::Runtime {
             outbound: Outbound {
                 function: call.name.clone(),
                 http: call.http.clone(),
+                egress: io.egress.clone(),
                 io: io.io.clone(),
                 deadline,
             },

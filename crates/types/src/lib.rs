@@ -5,6 +5,9 @@
 //! - [`GuestKind`]: which calling convention a module follows, detected from its exports.
 //! - [`FunctionRecord`]: the persisted description of a deployed function.
 //! - [`HttpSettings`]: a `wasi:http` component's [`Route`] and the [`OutboundHost`]s it may call.
+//! - `outbound`: where outbound requests may go: [`OutboundHost`] entries, who may grant them
+//!   ([`Grantor`]), a node's [`OutboundCeiling`], the special-purpose address ranges
+//!   ([`special_range`]) and the decision for one request ([`OutboundRules`]).
 //! - [`ClusterSecret`]: what the nodes and store replicas of one cluster show each other.
 //! - [`Escaped`]: someone else's text (a guest's log line) as a log or a terminal shows it: one
 //!   line, no control characters.
@@ -17,12 +20,17 @@ mod escape;
 mod http;
 mod limits;
 mod name;
+mod outbound;
 mod record;
 mod secret;
 
 pub use escape::Escaped;
-pub use http::{HttpSettings, OutboundHost, OutboundHostError, Route, RouteError};
+pub use http::{HttpSettings, Route, RouteError};
 pub use limits::{Limits, LimitsError, ShowBudget, Timeout};
 pub use name::{FunctionName, NameError};
+pub use outbound::{
+    Grantor, OutboundCeiling, OutboundHost, OutboundHostError, OutboundRules, Refusal, Special,
+    special_range,
+};
 pub use record::{DeployOptions, FunctionRecord, GuestKind};
 pub use secret::{CLUSTER_SECRET_HEADER, ClusterSecret, PlainSecret, SecretError};

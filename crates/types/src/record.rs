@@ -1,6 +1,6 @@
 //! The persisted description of a deployed function.
 
-use crate::{FunctionName, HttpSettings, Limits};
+use crate::{FunctionName, Grantor, HttpSettings, Limits};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -73,6 +73,8 @@ pub struct DeployOptions {
     pub http: HttpSettings,
     /// Callable without a token.
     pub public: bool,
+    /// Who deploys it: whether `http.allow_outbound` may hold entries only an admin grants.
+    pub grantor: Grantor,
 }
 
 #[cfg(test)]

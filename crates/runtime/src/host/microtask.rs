@@ -145,7 +145,7 @@ async fn object_call(
     op: ObjectOp,
     out: i32,
 ) -> wasmtime::Result<i32> {
-    let HostIo { objects, io } = microtask(caller).io.clone();
+    let HostIo { objects, io, .. } = microtask(caller).io.clone();
     let Some(objects) = objects else {
         let message =
             "this node has no object storage; start it with --objects-dir or --s3-endpoint";
@@ -392,7 +392,11 @@ mod tests {
             Objects::new(ObjectsConfig::Directory(objects_dir.path().to_owned())).unwrap();
         Setup {
             rt: Runtime::new(RuntimeConfig::new(artifacts.path(), 2)).unwrap(),
-            io: HostIo::new(Some(Arc::new(objects)), tokio::runtime::Handle::current()),
+            io: HostIo::new(
+                Some(Arc::new(objects)),
+                Arc::new(crate::Egress::new(mote_types::OutboundCeiling::none())),
+                tokio::runtime::Handle::current(),
+            ),
             objects_dir,
             _artifacts: artifacts,
         }
