@@ -69,8 +69,9 @@ impl Engine {
             };
         }
         let mut seen = BTreeSet::new();
+        // `since` is the puller's word: at `i64::MAX` nothing is after it, not everything.
         let from = Rev {
-            main: since + 1,
+            main: since.saturating_add(1),
             sub: 0,
         };
         let mut last = since;
@@ -252,6 +253,24 @@ mod tests {
                 break;
             }
         }
+    }
+
+    /// A pull request is a peer's bytes: `since` can be anything. At `i64::MAX` the next
+    /// revision was computed as `since + 1`, which overflowed: a panic where overflow is
+    /// checked, and where it is not, a wrap to `i64::MIN` that sent the peer the whole history
+    /// as if it were new. Found by the `store_peer` fuzz target.
+    #[test]
+    fn a_pull_since_the_last_possible_revision_gets_nothing() {
+        let mut engine = Engine::new(1);
+        let req = PbPutRequest {
+            key: b"k".to_vec(),
+            value: b"v".to_vec(),
+            ..PbPutRequest::default()
+        };
+        engine.put(req, 1_000).unwrap();
+        let resp = engine.changes_after(i64::MAX, b"", 10, 1 << 20);
+        assert!(resp.changes.is_empty(), "{:?}", resp.changes);
+        assert_eq!((resp.next, resp.more), (engine.revision(), false));
     }
 
     proptest! {
