@@ -159,5 +159,26 @@ pub fn seeds() -> Vec<Vec<u8>> {
         resp.incarnation = 1;
         seeds.push([&[1u8][..], &resp.encode_to_vec()].concat());
     }
+    // Stamps at the edges of time: the last millisecond a stamp may say, and the last there is.
+    for (wall_ms, logical) in [
+        (mote_store::clock::MAX_WALL_MS, u32::MAX),
+        (u64::MAX, u32::MAX),
+    ] {
+        let resp = PullResponse {
+            changes: vec![Change {
+                key: b"a".to_vec(),
+                value: b"far".to_vec(),
+                stamp: Some(mote_store::pb::Stamp {
+                    wall_ms,
+                    logical,
+                    replica: 9,
+                }),
+                ..Change::default()
+            }],
+            next: 9,
+            ..PullResponse::default()
+        };
+        seeds.push([&[1u8][..], &resp.encode_to_vec()].concat());
+    }
     seeds
 }

@@ -284,8 +284,8 @@ fn abi_output(
     entered: Instant,
 ) -> Result<CallOutput, Failure> {
     let data = memory.data(store);
-    let range = abi::response_range(packed, data.len(), store.data().max_response_bytes)
-        .map_err(|e| {
+    let range =
+        abi::response_range(packed, data.len(), store.data().max_response_bytes).map_err(|e| {
             Failure::Known(match e {
                 abi::ResponseError::TooLarge { limit, .. } => CallError::ResponseTooLarge { limit },
                 abi::ResponseError::OutsideMemory { .. } => CallError::Abi(e.to_string()),

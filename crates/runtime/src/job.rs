@@ -16,9 +16,7 @@ use crate::error::{CompileError, RuntimeError};
 use crate::host::trace_line;
 use crate::state::CallLimiter;
 use crate::ticker::{EpochTicker, TickerPeriods};
-use mote_jobs::{
-    DatasetId, Input, Program, ProgramBuilder, ProgramError, Stage, StageKind, image,
-};
+use mote_jobs::{DatasetId, Input, Program, ProgramBuilder, ProgramError, Stage, StageKind, image};
 use mote_types::{Limits, ShowBudget, abi};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

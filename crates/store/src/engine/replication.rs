@@ -8,7 +8,7 @@
 
 use super::mvcc::{KeyIndex, Rev, Write};
 use super::{Applied, Engine};
-use crate::clock::Stamp;
+use crate::clock::{MAX_WALL_MS, Stamp};
 use crate::pb;
 use std::collections::BTreeSet;
 use std::ops::Bound;
@@ -102,12 +102,16 @@ impl Engine {
     }
 
     /// Merges changes pulled from a peer: each is applied if its stamp beats the key's, all
-    /// at one new revision.
+    /// at one new revision. A change stamped after [`MAX_WALL_MS`] is refused: no replica's
+    /// clock says so, and this one could not stamp a write after it.
     pub fn merge(&mut self, changes: Vec<pb::Change>) -> Applied {
         let mut applied = Applied::default();
         let mut sub = 0;
         for change in changes {
             let stamp: Stamp = change.stamp.unwrap_or_default().into();
+            if stamp.wall_ms > MAX_WALL_MS {
+                continue;
+            }
             self.clock.observe(stamp);
             let ours = self.keys.get(&change.key).map(|i| i.stamp);
             if ours.is_some_and(|ours| ours >= stamp) {
@@ -271,6 +275,56 @@ mod tests {
         let resp = engine.changes_after(i64::MAX, b"", 10, 1 << 20);
         assert!(resp.changes.is_empty(), "{:?}", resp.changes);
         assert_eq!((resp.next, resp.more), (engine.revision(), false));
+    }
+
+    /// A change is a peer's bytes: its stamp can say the end of time. A replica that merged
+    /// one stamped `(u64::MAX, u32::MAX)` had no greater stamp for its next write: the clock's
+    /// next millisecond overflowed, a panic where overflow is checked and a stamp of zero where
+    /// it wraps, so the replica's own later write lost to the old change at the next pull.
+    #[test]
+    fn a_change_stamped_after_the_year_9999_is_refused() {
+        let mut engine = Engine::new(1);
+        let far = pb::Change {
+            key: b"k".to_vec(),
+            value: b"theirs".to_vec(),
+            deleted: false,
+            lease: 0,
+            stamp: Some(pb::Stamp {
+                wall_ms: u64::MAX,
+                logical: u32::MAX,
+                replica: 2,
+            }),
+        };
+        assert!(engine.merge(vec![far.clone()]).is_empty());
+        let req = PbPutRequest {
+            key: b"k".to_vec(),
+            value: b"ours".to_vec(),
+            ..PbPutRequest::default()
+        };
+        engine.put(req, 1_000).unwrap();
+        engine.merge(vec![far]);
+        let digest = engine.digest();
+        assert_eq!(digest.len(), 1);
+        assert_eq!(digest[0].1, b"ours");
+        // The last millisecond a stamp may say still merges, and a write after it still wins.
+        let last = pb::Change {
+            key: b"late".to_vec(),
+            value: b"theirs".to_vec(),
+            stamp: Some(pb::Stamp {
+                wall_ms: MAX_WALL_MS,
+                logical: u32::MAX,
+                replica: 2,
+            }),
+            ..pb::Change::default()
+        };
+        assert!(!engine.merge(vec![last.clone()]).is_empty());
+        let req = PbPutRequest {
+            key: b"late".to_vec(),
+            value: b"ours".to_vec(),
+            ..PbPutRequest::default()
+        };
+        engine.put(req, 2_000).unwrap();
+        assert!(engine.merge(vec![last]).is_empty());
     }
 
     proptest! {
