@@ -12,6 +12,8 @@
 //!   (`mote_abi::response_range`).
 //! - [`store_peer`]: mote store's pull requests and responses (prost), answered and merged by
 //!   a replica's engine.
+//! - [`routes`]: what a method and path need (`mote_access::need`), against the segments.
+//! - [`host`]: the `Host` header against a node's allow-list (`mote_access::HostAllowList`).
 //!
 //! Every target fails by panicking. Besides what each checks, the decoders are held to what
 //! their input justifies in memory ([`alloc`]): a binary that runs the targets installs
@@ -20,15 +22,19 @@
 mod abi_response;
 pub mod alloc;
 mod generate;
+mod host;
 mod job_images;
 mod job_messages;
+mod routes;
 mod store_peer;
 mod tokens;
 
 pub use abi_response::abi_response;
 pub use generate::short_pass;
+pub use host::host;
 pub use job_images::job_images;
 pub use job_messages::job_messages;
+pub use routes::routes;
 pub use store_peer::store_peer;
 pub use tokens::tokens;
 
@@ -44,7 +50,7 @@ pub struct Target {
 }
 
 /// Every target.
-pub const TARGETS: [Target; 5] = [
+pub const TARGETS: [Target; 7] = [
     Target {
         name: "tokens",
         run: tokens,
@@ -69,6 +75,16 @@ pub const TARGETS: [Target; 5] = [
         name: "store_peer",
         run: store_peer,
         seeds: store_peer::seeds,
+    },
+    Target {
+        name: "routes",
+        run: routes,
+        seeds: routes::seeds,
+    },
+    Target {
+        name: "host",
+        run: host,
+        seeds: host::seeds,
     },
 ];
 

@@ -37,6 +37,16 @@ fn store_peer() {
     pass("store_peer");
 }
 
+#[test]
+fn routes() {
+    pass("routes");
+}
+
+#[test]
+fn host() {
+    pass("host");
+}
+
 /// Every target has a test above, so a new one cannot be left out of CI.
 #[test]
 fn every_target_is_passed() {
@@ -48,7 +58,9 @@ fn every_target_is_passed() {
             "job_messages",
             "job_images",
             "abi_response",
-            "store_peer"
+            "store_peer",
+            "routes",
+            "host",
         ]
     );
 }
