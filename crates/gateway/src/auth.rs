@@ -165,7 +165,7 @@ pub(crate) async fn guard(State(gw): State<Gateway>, request: Request, next: Nex
         .get(header::AUTHORIZATION)
         .map(|v| v.as_bytes());
     match access.grants.check(authorization, needed) {
-        Ok(()) => next.run(request).await,
+        Ok(_) => next.run(request).await,
         Err(denied @ Denied::Scope { .. }) => {
             ApiError::Forbidden(denied.to_string()).into_response()
         }
