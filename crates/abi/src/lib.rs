@@ -227,6 +227,71 @@ pub const fn unpack_response(packed: i64) -> (u32, u32) {
     ((packed >> 32) as u32, packed as u32)
 }
 
+/// Why the response `mote_handle` returned cannot be taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResponseError {
+    /// It is longer than the host takes from one call.
+    TooLarge {
+        /// Its length.
+        len: u32,
+        /// The most the host takes.
+        limit: usize,
+    },
+    /// It does not lie inside the guest's memory.
+    OutsideMemory {
+        /// Where it starts.
+        start: u32,
+        /// Where it ends (one past its last byte; above `u32::MAX` if the guest said so).
+        end: u64,
+        /// The memory's size.
+        memory_len: usize,
+    },
+}
+
+impl core::fmt::Display for ResponseError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ResponseError::TooLarge { len, limit } => write!(
+                f,
+                "mote_handle returned a response of {len} bytes, over the limit of {limit} bytes"
+            ),
+            ResponseError::OutsideMemory {
+                start,
+                end,
+                memory_len,
+            } => write!(
+                f,
+                "mote_handle returned a response at {start}..{end}, outside its memory of {memory_len} bytes"
+            ),
+        }
+    }
+}
+
+/// Where the response `mote_handle` returned as `packed` lies in a guest memory of `memory_len`
+/// bytes, if it is at most `limit` bytes long and inside that memory. The guest chooses
+/// `packed`, so this is the host's one check before it copies the response out; the end is
+/// computed in 64 bits so that no `(ptr, len)` wraps around on any host.
+pub const fn response_range(
+    packed: i64,
+    memory_len: usize,
+    limit: usize,
+) -> Result<core::ops::Range<usize>, ResponseError> {
+    let (start, len) = unpack_response(packed);
+    if len as u64 > limit as u64 {
+        return Err(ResponseError::TooLarge { len, limit });
+    }
+    let end = start as u64 + len as u64;
+    if end > memory_len as u64 {
+        return Err(ResponseError::OutsideMemory {
+            start,
+            end,
+            memory_len,
+        });
+    }
+    // Both fit in usize: `end` is at most `memory_len`.
+    Ok(start as usize..end as usize)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,5 +302,39 @@ mod tests {
         fn pack_then_unpack_is_identity(ptr: u32, len: u32) {
             prop_assert_eq!(unpack_response(pack_response(ptr, len)), (ptr, len));
         }
+
+        /// A range is given exactly when the response fits both the limit and the memory, and
+        /// it is the one the guest packed.
+        #[test]
+        fn a_response_is_taken_only_inside_memory_and_limit(
+            ptr: u32,
+            len: u32,
+            memory_len in prop_oneof![0..=u32::MAX as usize, Just(usize::MAX)],
+            limit in prop_oneof![0..=u32::MAX as usize, Just(usize::MAX)],
+        ) {
+            let end = ptr as u64 + len as u64;
+            match response_range(pack_response(ptr, len), memory_len, limit) {
+                Ok(range) => {
+                    prop_assert_eq!(range, ptr as usize..end as usize);
+                    prop_assert!(len as usize <= limit && end <= memory_len as u64);
+                }
+                Err(ResponseError::TooLarge { .. }) => prop_assert!(len as usize > limit),
+                Err(ResponseError::OutsideMemory { .. }) => {
+                    prop_assert!(len as usize <= limit && end > memory_len as u64)
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_response_past_the_end_of_memory_is_refused_with_its_place() {
+        assert_eq!(
+            response_range(pack_response(65_530, 10), 65_536, 1 << 20),
+            Err(ResponseError::OutsideMemory {
+                start: 65_530,
+                end: 65_540,
+                memory_len: 65_536,
+            })
+        );
     }
 }

@@ -734,7 +734,8 @@ async fn job_message(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
-    let message = mote_job_service::decode_message(&body).map_err(ApiError::BadRequest)?;
+    let message = mote_jobs::message::decode_envelope(&body)
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     gw.jobs.deliver(&id, message).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -21,7 +21,7 @@ pub use controller::{
     Controller, ControllerSetup, JobState, JobStatus, MigrationStatus, RestoreStatus,
     SnapshotState, SnapshotStatus, WorkerStatus, snapshot_plan,
 };
-pub use transport::{HttpTransport, INTERNAL_JOBS, Transport, TransportError, decode_message};
+pub use transport::{HttpTransport, INTERNAL_JOBS, Transport, TransportError};
 pub use worker::{JobCode, Worker, WorkerEnv};
 
 use mote_jobs::message::{Envelope, JobSpec, Report, SnapshotPlan, WorkerMessage};

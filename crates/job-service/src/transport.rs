@@ -2,8 +2,8 @@
 //! cluster forwards calls and fetches modules over), behind [`Transport`] so tests can wire
 //! workers together in one process.
 //!
-//! Worker messages are postcard-encoded (scatter pieces are bytes, and JSON would quadruple
-//! them); specs and reports are JSON. A message that cannot be delivered is retried with backoff
+//! Worker messages travel in their wire form (`mote_jobs::message`: postcard); specs and reports
+//! are JSON. A message that cannot be delivered is retried with backoff
 //! before the controller is told the peer is unreachable: signals are a reliable broadcast, and
 //! a piece lost is a gather that never runs, so the controller restores the job without that
 //! peer or fails it.
@@ -17,7 +17,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use mote_jobs::WorkerId;
-use mote_jobs::message::{Envelope, JobSpec, Report};
+use mote_jobs::message::{Envelope, JobSpec, Report, encode_envelope};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -274,7 +274,7 @@ impl Transport for HttpTransport {
     }
 
     async fn message(&self, url: &str, job: &str, m: &Envelope) -> Result<(), TransportError> {
-        let body = postcard::to_stdvec(m).expect("a message serializes");
+        let body = encode_envelope(m);
         let url = format!("{url}{INTERNAL_JOBS}/{job}/messages");
         self.request(hyper::Method::POST, url, "application/octet-stream", body)
             .await
@@ -288,9 +288,4 @@ impl Transport for HttpTransport {
             .await
             .map(drop)
     }
-}
-
-/// Decodes a worker message from its wire form.
-pub fn decode_message(body: &[u8]) -> Result<Envelope, String> {
-    postcard::from_bytes(body).map_err(|e| format!("not a job worker message: {e}"))
 }

@@ -50,7 +50,7 @@ pub enum Next {
 pub type Declared = (u64, StageId, Option<u64>);
 
 /// A worker's position in the program.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Cursor {
     pc: usize,
     seq: u64,

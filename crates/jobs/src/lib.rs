@@ -16,11 +16,13 @@
 //!
 //! - [`Handoffs`] and [`arrive`] move a partition between running workers (section 4.4).
 //!
-//! The wire messages between workers and to the controller are in [`message`].
+//! The wire messages between workers and to the controller are in [`message`]; the images of
+//! partitions' instances, which move between workers and into snapshots, in [`image`].
 
 mod cursor;
 mod graph;
 mod handoff;
+pub mod image;
 mod map;
 pub mod message;
 mod program;

@@ -6,6 +6,9 @@
 //! A generation is one run of the job from a start or a restore: a restore begins the next one,
 //! and whatever was said in an earlier one (pieces, signals, acknowledgements, reports) is
 //! dropped on arrival.
+//!
+//! On the wire an [`Envelope`] is postcard ([`encode_envelope`], [`decode_envelope`]): scatter
+//! pieces and images are bytes, and JSON would quadruple them. Specs and reports are JSON.
 
 use crate::cursor::Cursor;
 use crate::map::{Entry, PartitionKey, PartitionMap, WorkerId};
@@ -13,12 +16,37 @@ use crate::program::GroupId;
 use serde::{Deserialize, Serialize};
 
 /// A message on the wire, with the generation its sender was in.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Envelope {
     /// The sender's generation.
     pub generation: u32,
     /// The message.
     pub message: WorkerMessage,
+}
+
+/// Why bytes are not a worker message.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// postcard could not read an [`Envelope`] from them.
+    #[error("not a job worker message: {0}")]
+    Malformed(#[from] postcard::Error),
+    /// An envelope was read, and bytes follow it.
+    #[error("not a job worker message: {0} bytes follow the message")]
+    Trailing(usize),
+}
+
+/// An envelope's wire form.
+pub fn encode_envelope(envelope: &Envelope) -> Vec<u8> {
+    postcard::to_stdvec(envelope).expect("postcard encodes every envelope into a Vec")
+}
+
+/// Reads an envelope from its wire form: all of `body`, nothing before or after it.
+pub fn decode_envelope(body: &[u8]) -> Result<Envelope, DecodeError> {
+    let (envelope, rest) = postcard::take_from_bytes(body)?;
+    match rest.len() {
+        0 => Ok(envelope),
+        trailing => Err(DecodeError::Trailing(trailing)),
+    }
 }
 
 /// A piece of scatter data for one partition of a gather.
@@ -35,7 +63,7 @@ pub struct Piece {
 }
 
 /// A message from one worker of a job to another.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum WorkerMessage {
     /// Pieces for the gather of occurrence `seq`, whose partitions are in `group`.
     Pieces {
@@ -81,7 +109,7 @@ pub enum WorkerMessage {
 pub type WirePiece = (u32, Option<Vec<u8>>);
 
 /// A partition on its way between workers.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Transfer {
     /// The partition.
     pub key: PartitionKey,
@@ -98,7 +126,7 @@ pub struct Transfer {
 }
 
 /// A rollback to a snapshot, which begins generation `generation`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Restore {
     /// The generation it begins.
     pub generation: u32,
@@ -143,7 +171,7 @@ impl SnapshotPlan {
 }
 
 /// Everything a worker needs to run its part of a job.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JobSpec {
     /// The job's id.
     pub id: String,
@@ -172,7 +200,7 @@ pub struct JobSpec {
 }
 
 /// A worker's news for the controller.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Report {
     /// Periodic progress.
     Progress(Progress),

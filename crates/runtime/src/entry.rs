@@ -283,22 +283,16 @@ fn abi_output(
     packed: i64,
     entered: Instant,
 ) -> Result<CallOutput, Failure> {
-    let (out_ptr, out_len) = abi::unpack_response(packed);
-    let (out_ptr, out_len) = (out_ptr as usize, out_len as usize);
-    let limit = store.data().max_response_bytes;
-    if out_len > limit {
-        return Err(Failure::Known(CallError::ResponseTooLarge { limit }));
-    }
     let data = memory.data(store);
-    let body = data.get(out_ptr..out_ptr + out_len).ok_or_else(|| {
-        Failure::Known(CallError::Abi(format!(
-            "mote_handle returned a response at {out_ptr}..{}, outside its memory of {} bytes",
-            out_ptr + out_len,
-            data.len()
-        )))
-    })?;
+    let range =
+        abi::response_range(packed, data.len(), store.data().max_response_bytes).map_err(|e| {
+            Failure::Known(match e {
+                abi::ResponseError::TooLarge { limit, .. } => CallError::ResponseTooLarge { limit },
+                abi::ResponseError::OutsideMemory { .. } => CallError::Abi(e.to_string()),
+            })
+        })?;
     Ok(CallOutput {
-        body: body.to_vec(),
+        body: data[range].to_vec(),
         entered,
     })
 }

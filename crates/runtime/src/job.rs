@@ -16,14 +16,14 @@ use crate::error::{CompileError, RuntimeError};
 use crate::host::trace_line;
 use crate::state::CallLimiter;
 use crate::ticker::{EpochTicker, TickerPeriods};
-use mote_jobs::{DatasetId, Input, Program, ProgramBuilder, ProgramError, Stage, StageKind};
+use mote_jobs::{DatasetId, Input, Program, ProgramBuilder, ProgramError, Stage, StageKind, image};
 use mote_types::{Limits, ShowBudget, abi};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use wasmtime::{
     Caller, Config, Engine, Extern, InstancePre, Linker, Memory, Module, Store, Trap, TypedFunc,
-    UpdateDeadline,
+    UpdateDeadline, Val,
 };
 use wasmtime_wasi::p1::WasiP1Ctx;
 
@@ -300,8 +300,10 @@ impl JobInstance {
             })
             .collect();
         for (name, global) in exports {
-            if global.ty(&self.store).mutability() == wasmtime::Mutability::Var {
-                globals.push((name, global.get(&mut self.store)));
+            if global.ty(&self.store).mutability() == wasmtime::Mutability::Var
+                && let Some(value) = image_value(global.get(&mut self.store))
+            {
+                globals.push((name, value));
             }
         }
         let memory = self.memory.map_or(&[][..], |m| m.data(&self.store));
@@ -310,9 +312,13 @@ impl JobInstance {
 
     /// Overwrites a fresh instance's memory and exported globals with an image's.
     pub fn load_image(&mut self, image: &[u8]) -> Result<(), JobError> {
-        let (globals, bytes) = image::decode(image).map_err(JobError::Image)?;
+        let image::Image {
+            globals,
+            memory: bytes,
+        } = image::decode(image).map_err(|e| JobError::Image(e.to_string()))?;
         let store = &mut self.store;
         for (name, value) in globals {
+            let value = wasm_value(value);
             let Some(global) = self.instance.get_global(&mut *store, &name) else {
                 return Err(JobError::Image(format!(
                     "the module exports no global `{name}`"
@@ -349,73 +355,26 @@ fn classify_grow(state: &JobState, wanted: usize) -> JobError {
     }
 }
 
-/// The image format: `MOTEIMG1`, the globals (count; each its name's length and bytes, a type
-/// tag and 16 bytes of value), then the memory's length and bytes; integers little-endian.
-mod image {
-    use wasmtime::Val;
+/// A global's value in the image format (`mote_jobs::image`), if it is a number: references
+/// cannot be saved, and a job module's state is its memory and numbers.
+fn image_value(value: Val) -> Option<image::Value> {
+    Some(match value {
+        Val::I32(v) => image::Value::I32(v),
+        Val::I64(v) => image::Value::I64(v),
+        Val::F32(v) => image::Value::F32(v),
+        Val::F64(v) => image::Value::F64(v),
+        Val::V128(v) => image::Value::V128(v.as_u128()),
+        _ => return None,
+    })
+}
 
-    const MAGIC: &[u8; 8] = b"MOTEIMG1";
-
-    pub(super) fn encode(globals: &[(String, Val)], memory: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(memory.len() + 64);
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&(globals.len() as u32).to_le_bytes());
-        for (name, value) in globals {
-            out.extend_from_slice(&(name.len() as u32).to_le_bytes());
-            out.extend_from_slice(name.as_bytes());
-            let (tag, bits): (u8, u128) = match value {
-                Val::I32(v) => (0, *v as u32 as u128),
-                Val::I64(v) => (1, *v as u64 as u128),
-                Val::F32(v) => (2, *v as u128),
-                Val::F64(v) => (3, *v as u128),
-                Val::V128(v) => (4, v.as_u128()),
-                // References cannot be saved; a job module's globals are numbers.
-                _ => continue,
-            };
-            out.push(tag);
-            out.extend_from_slice(&bits.to_le_bytes());
-        }
-        out.extend_from_slice(&(memory.len() as u64).to_le_bytes());
-        out.extend_from_slice(memory);
-        out
-    }
-
-    /// The exported mutable globals an image holds, by name.
-    pub(super) type Globals = Vec<(String, Val)>;
-
-    pub(super) fn decode(image: &[u8]) -> Result<(Globals, &[u8]), String> {
-        let mut rest = image
-            .strip_prefix(MAGIC.as_slice())
-            .ok_or("it does not start with MOTEIMG1")?;
-        let mut take = |n: usize| -> Result<&[u8], String> {
-            if rest.len() < n {
-                return Err("it is truncated".into());
-            }
-            let (head, tail) = rest.split_at(n);
-            rest = tail;
-            Ok(head)
-        };
-        let count = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes"));
-        let mut globals = Vec::new();
-        for _ in 0..count {
-            let len = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes")) as usize;
-            let name = String::from_utf8(take(len)?.to_vec())
-                .map_err(|_| "a global's name is not UTF-8")?;
-            let tag = take(1)?[0];
-            let bits = u128::from_le_bytes(take(16)?.try_into().expect("16 bytes"));
-            let value = match tag {
-                0 => Val::I32(bits as u32 as i32),
-                1 => Val::I64(bits as u64 as i64),
-                2 => Val::F32(bits as u32),
-                3 => Val::F64(bits as u64),
-                4 => Val::V128(bits.into()),
-                _ => return Err(format!("global `{name}` has an unknown type tag {tag}")),
-            };
-            globals.push((name, value));
-        }
-        let len = u64::from_le_bytes(take(8)?.try_into().expect("8 bytes")) as usize;
-        let memory = take(len)?;
-        Ok((globals, memory))
+fn wasm_value(value: image::Value) -> Val {
+    match value {
+        image::Value::I32(v) => Val::I32(v),
+        image::Value::I64(v) => Val::I64(v),
+        image::Value::F32(v) => Val::F32(v),
+        image::Value::F64(v) => Val::F64(v),
+        image::Value::V128(v) => Val::V128(v.into()),
     }
 }
 
@@ -870,5 +829,35 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    /// The image encoder once skipped a reference global's type and value but not its name,
+    /// while counting it: every global after it was read from the wrong bytes, and a module
+    /// that exports a mutable `funcref` could never move or restore a partition. References
+    /// are not saved; the numbers after them still are.
+    #[test]
+    fn a_reference_global_does_not_spoil_the_image() {
+        const TABLE: &str = r#"(module
+            (import "mote_job" "dataset" (func $dataset (param i32 i32 i32) (result i32)))
+            (import "mote_job" "compute" (func $compute (param i32 i32 i32 i32 i32)))
+            (memory (export "memory") 1)
+            (global (export "handler") (mut funcref) (ref.null func))
+            (global $calls (export "calls") (mut i32) (i32.const 0))
+            (data (i32.const 0) "points")
+            (func (export "mote_job_driver")
+                (i32.store (i32.const 64) (call $dataset (i32.const 0) (i32.const 6) (i32.const 1)))
+                (call $compute (i32.const 7) (i32.const 64) (i32.const 1) (i32.const 64) (i32.const 1)))
+            (func (export "mote_job_task") (param $func i32) (param $index i32) (result i32)
+                (global.set $calls (i32.add (global.get $calls) (i32.const 1)))
+                (global.get $calls)))"#;
+        let engine = JobEngine::new().unwrap();
+        let m = engine.module("t", &wat::parse_str(TABLE).unwrap()).unwrap();
+        let mut a = engine.instance(&m, &ctx(1)).unwrap();
+        assert_eq!(a.run(&engine, 7, 0, Vec::new(), 0).unwrap().0.value, 1);
+        let image = a.image();
+        let globals = image::decode(&image).unwrap().globals;
+        assert_eq!(globals, [("calls".to_owned(), image::Value::I32(1))]);
+        let mut b = engine.restore(&m, &ctx(1), &image).unwrap();
+        assert_eq!(b.run(&engine, 7, 0, Vec::new(), 0).unwrap().0.value, 2);
     }
 }

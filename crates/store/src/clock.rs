@@ -8,6 +8,12 @@
 
 use crate::pb;
 
+/// The latest wall time a stamp may carry: the last millisecond of the year 9999. No clock
+/// reads later, and a clock that had seen a later stamp might have no greater one left to
+/// issue: `(u64::MAX, u32::MAX)` has no successor. Below it, the logical counter would have to
+/// run through four billion writes per millisecond for years to get there.
+pub const MAX_WALL_MS: u64 = 253_402_300_799_999;
+
 /// One clock reading. Field order is the comparison order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Stamp {

@@ -8,7 +8,7 @@
 
 use super::mvcc::{KeyIndex, Rev, Write};
 use super::{Applied, Engine};
-use crate::clock::Stamp;
+use crate::clock::{MAX_WALL_MS, Stamp};
 use crate::pb;
 use std::collections::BTreeSet;
 use std::ops::Bound;
@@ -69,8 +69,9 @@ impl Engine {
             };
         }
         let mut seen = BTreeSet::new();
+        // `since` is the puller's word: at `i64::MAX` nothing is after it, not everything.
         let from = Rev {
-            main: since + 1,
+            main: since.saturating_add(1),
             sub: 0,
         };
         let mut last = since;
@@ -101,12 +102,16 @@ impl Engine {
     }
 
     /// Merges changes pulled from a peer: each is applied if its stamp beats the key's, all
-    /// at one new revision.
+    /// at one new revision. A change stamped after [`MAX_WALL_MS`] is refused: no replica's
+    /// clock says so, and this one could not stamp a write after it.
     pub fn merge(&mut self, changes: Vec<pb::Change>) -> Applied {
         let mut applied = Applied::default();
         let mut sub = 0;
         for change in changes {
             let stamp: Stamp = change.stamp.unwrap_or_default().into();
+            if stamp.wall_ms > MAX_WALL_MS {
+                continue;
+            }
             self.clock.observe(stamp);
             let ours = self.keys.get(&change.key).map(|i| i.stamp);
             if ours.is_some_and(|ours| ours >= stamp) {
@@ -252,6 +257,74 @@ mod tests {
                 break;
             }
         }
+    }
+
+    /// A pull request is a peer's bytes: `since` can be anything. At `i64::MAX` the next
+    /// revision was computed as `since + 1`, which overflowed: a panic where overflow is
+    /// checked, and where it is not, a wrap to `i64::MIN` that sent the peer the whole history
+    /// as if it were new. Found by the `store_peer` fuzz target.
+    #[test]
+    fn a_pull_since_the_last_possible_revision_gets_nothing() {
+        let mut engine = Engine::new(1);
+        let req = PbPutRequest {
+            key: b"k".to_vec(),
+            value: b"v".to_vec(),
+            ..PbPutRequest::default()
+        };
+        engine.put(req, 1_000).unwrap();
+        let resp = engine.changes_after(i64::MAX, b"", 10, 1 << 20);
+        assert!(resp.changes.is_empty(), "{:?}", resp.changes);
+        assert_eq!((resp.next, resp.more), (engine.revision(), false));
+    }
+
+    /// A change is a peer's bytes: its stamp can say the end of time. A replica that merged
+    /// one stamped `(u64::MAX, u32::MAX)` had no greater stamp for its next write: the clock's
+    /// next millisecond overflowed, a panic where overflow is checked and a stamp of zero where
+    /// it wraps, so the replica's own later write lost to the old change at the next pull.
+    #[test]
+    fn a_change_stamped_after_the_year_9999_is_refused() {
+        let mut engine = Engine::new(1);
+        let far = pb::Change {
+            key: b"k".to_vec(),
+            value: b"theirs".to_vec(),
+            deleted: false,
+            lease: 0,
+            stamp: Some(pb::Stamp {
+                wall_ms: u64::MAX,
+                logical: u32::MAX,
+                replica: 2,
+            }),
+        };
+        assert!(engine.merge(vec![far.clone()]).is_empty());
+        let req = PbPutRequest {
+            key: b"k".to_vec(),
+            value: b"ours".to_vec(),
+            ..PbPutRequest::default()
+        };
+        engine.put(req, 1_000).unwrap();
+        engine.merge(vec![far]);
+        let digest = engine.digest();
+        assert_eq!(digest.len(), 1);
+        assert_eq!(digest[0].1, b"ours");
+        // The last millisecond a stamp may say still merges, and a write after it still wins.
+        let last = pb::Change {
+            key: b"late".to_vec(),
+            value: b"theirs".to_vec(),
+            stamp: Some(pb::Stamp {
+                wall_ms: MAX_WALL_MS,
+                logical: u32::MAX,
+                replica: 2,
+            }),
+            ..pb::Change::default()
+        };
+        assert!(!engine.merge(vec![last.clone()]).is_empty());
+        let req = PbPutRequest {
+            key: b"late".to_vec(),
+            value: b"ours".to_vec(),
+            ..PbPutRequest::default()
+        };
+        engine.put(req, 2_000).unwrap();
+        assert!(engine.merge(vec![last]).is_empty());
     }
 
     proptest! {

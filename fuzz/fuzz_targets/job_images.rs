@@ -1,0 +1,10 @@
+//! libFuzzer over `mote_fuzz::job_images` (its doc says what it feeds and checks).
+#![no_main]
+
+#[global_allocator]
+static ALLOCATOR: mote_fuzz::alloc::Counting = mote_fuzz::alloc::Counting;
+
+libfuzzer_sys::fuzz_target!(
+    init: mote_fuzz::write_seeds_from_env("job_images"),
+    |data: &[u8]| mote_fuzz::job_images(data)
+);
