@@ -262,3 +262,94 @@ fn a_node_keeps_its_records_in_a_store_it_reaches_over_tls() {
     assert_eq!(node.function_names(), ["busy"]);
     assert_eq!(node.invoke("busy", b"").status, 200);
 }
+
+/// A plain-HTTP server on loopback that answers every request with an empty log and keeps the
+/// request heads it was sent.
+fn recording_peer() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = heads.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            stream
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).is_ok_and(|n| n == 1) {
+                head.push(byte[0]);
+            }
+            kept.lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&head).into_owned());
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            );
+        }
+    });
+    (url, heads)
+}
+
+#[test]
+fn a_node_that_serves_tls_sends_its_cluster_secret_to_no_plain_http_peer() {
+    // The same set-up without TLS is the control: there the secret does go to the peer, so the
+    // recording server would see it if the TLS node sent it.
+    for tls in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let args: &[&str] = match tls {
+            true => &["--tls-self-signed", "--cores", "1"],
+            false => &["--cores", "1"],
+        };
+        let node = Platform::start_in_with_env(&data, args, &[("MOTE_CLUSTER_SECRET", SECRET)]);
+        let node = match tls {
+            true => node.trusting(&data.join("tls").join("cert.pem")),
+            false => node,
+        };
+        node.deploy("busy", &fixtures::busy(10), "");
+        // A peer that says it is a node of the cluster at a plain http:// URL: anyone who can
+        // write to the store, or a node an operator misconfigured.
+        let (peer, heads) = recording_peer();
+        let view = node.get("/v1/cluster").json();
+        let endpoint = view["store"]["endpoints"].as_str().unwrap().to_owned();
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async {
+            let mut etcd = etcd_client::Client::connect([endpoint], None)
+                .await
+                .unwrap();
+            let now_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64;
+            let key = serde_json::json!({
+                "url": peer, "policy": "fc", "cores": 1, "running": 0, "queued": 0,
+                "work_us": 0, "draining": true, "written_ms": now_ms,
+            });
+            etcd.put("/mote/nodes/plain", key.to_string(), None)
+                .await
+                .unwrap();
+        });
+        wait_until("the node sees the plain peer", || members(&node) == 2);
+        // Reading a function's log asks every peer for theirs, on the cluster secret's route.
+        let logs = node.get("/v1/functions/busy/logs");
+        assert_eq!(logs.status, 200, "{}", logs.text());
+        let heads = heads.lock().unwrap().clone();
+        let sent = heads.iter().any(|h| h.contains(SECRET));
+        if tls {
+            assert!(!sent, "a TLS node sent its secret in clear: {heads:?}");
+            assert!(
+                logs.text().contains("is not sent to") && logs.text().contains(&peer),
+                "the log does not say why the peer was not asked: {}",
+                logs.text()
+            );
+        } else {
+            assert!(
+                sent,
+                "the control did not reach the peer with the secret: {heads:?}"
+            );
+        }
+    }
+}

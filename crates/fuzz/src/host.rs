@@ -30,7 +30,7 @@ pub fn host(data: &[u8]) {
         .map(|e| String::from_utf8_lossy(e).into_owned())
         .into_iter()
         .collect();
-    let Ok(list) = HostAllowList::new(listen, ADVERTISED, &extra) else {
+    let Ok(list) = HostAllowList::new(&[listen], ADVERTISED, &extra) else {
         return;
     };
     let allowed = list.allows(header);
