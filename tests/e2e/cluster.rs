@@ -115,6 +115,22 @@ fn members(node: &Platform) -> BTreeSet<String> {
         .collect()
 }
 
+/// Writes a node key for `name` at `url` as a node does: a draining node, which takes no
+/// calls but is asked for modules and logs.
+pub(crate) async fn pose_as_node(etcd: &mut etcd_client::Client, name: &str, url: &str) {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let key = serde_json::json!({
+        "url": url, "policy": "fc", "cores": 1, "running": 0, "queued": 0,
+        "work_us": 0, "draining": true, "written_ms": now_ms,
+    });
+    etcd.put(format!("/mote/nodes/{name}"), key.to_string(), None)
+        .await
+        .unwrap();
+}
+
 pub(crate) fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
     while !done() {
@@ -464,17 +480,7 @@ fn a_module_a_peer_sends_with_other_bytes_is_refused() {
     let _liar_reports = cluster.runtime.spawn(async move {
         let mut etcd = client(&store_url).await;
         loop {
-            let now_ms = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_millis() as u64;
-            let liar_key = serde_json::json!({
-                "url": liar, "policy": "fc", "cores": 1, "running": 0, "queued": 0,
-                "work_us": 0, "draining": true, "written_ms": now_ms,
-            });
-            etcd.put("/mote/nodes/liar", liar_key.to_string(), None)
-                .await
-                .unwrap();
+            pose_as_node(&mut etcd, "liar", &liar).await;
             tokio::time::sleep(TTL / 3).await;
         }
     });

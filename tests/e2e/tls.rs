@@ -5,7 +5,7 @@
 //! set-up a node with another secret gets none of the others'
 //! records, while they log its refused pulls with its address.
 
-use crate::cluster::wait_until;
+use crate::cluster::{pose_as_node, wait_until};
 use crate::fixtures;
 use crate::platform::{Platform, mote_bin};
 use crate::store::Reaper;
@@ -317,20 +317,8 @@ fn a_node_that_serves_tls_sends_its_cluster_secret_to_no_plain_http_peer() {
         let endpoint = view["store"]["endpoints"].as_str().unwrap().to_owned();
         let runtime = tokio::runtime::Runtime::new().unwrap();
         runtime.block_on(async {
-            let mut etcd = etcd_client::Client::connect([endpoint], None)
-                .await
-                .unwrap();
-            let now_ms = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_millis() as u64;
-            let key = serde_json::json!({
-                "url": peer, "policy": "fc", "cores": 1, "running": 0, "queued": 0,
-                "work_us": 0, "draining": true, "written_ms": now_ms,
-            });
-            etcd.put("/mote/nodes/plain", key.to_string(), None)
-                .await
-                .unwrap();
+            let mut etcd = crate::store::client(&endpoint).await;
+            pose_as_node(&mut etcd, "plain", &peer).await;
         });
         wait_until("the node sees the plain peer", || members(&node) == 2);
         // Reading a function's log asks every peer for theirs, on the cluster secret's route.

@@ -146,7 +146,9 @@ impl Gate {
 
     fn check_page(&self, need: Need<'_>, page: Page, headers: &HeaderMap) -> Result<(), ApiError> {
         let allowed = match (page, need, self.site) {
-            (Page::None, _, _) | (_, Need::Mounted, _) => true,
+            // What needs nothing holds no data and changes nothing: a link from anywhere to the
+            // dashboard, or a tenant's page opening it through the API's redirect, is fine.
+            (Page::None, _, _) | (_, Need::Mounted | Need::Nothing, _) => true,
             (Page::SameOrigin, Need::Invoke(_), Site::Api) => true,
             (Page::SameOrigin, _, Site::Dashboard) => true,
             (Page::SameOrigin, _, Site::Api) | (Page::CrossOrigin, _, _) => false,
@@ -507,6 +509,13 @@ mod tests {
             admit(&node, request("GET", "/v1/functions", &[]), client(1)).0,
             0
         );
+        // Links and windows from any page reach what holds no data: the dashboard's page, the
+        // API's redirect to it, the health check.
+        for path in ["/ui", "/ui/app.js", "/healthz"] {
+            for site in [&same, &cross] {
+                assert_eq!(admit(&node, request("GET", path, site), client(1)).0, 0);
+            }
+        }
         // The dashboard's page reads its own listener's data.
         let dashboard = super::tests::node(Site::Dashboard, false);
         assert_eq!(

@@ -121,10 +121,44 @@ pub fn cut_line(text: &mut String, max: usize) {
     }
 }
 
+/// What the node logs on one thread while a test runs.
+#[cfg(test)]
+#[derive(Clone, Default)]
+pub(crate) struct CapturedLog(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+#[cfg(test)]
+impl CapturedLog {
+    /// Captures this thread's log (without colours) until the guard is dropped.
+    pub(crate) fn start() -> (Self, tracing::subscriber::DefaultGuard) {
+        let captured = Self::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        (captured, tracing::subscriber::set_default(subscriber))
+    }
+
+    /// What was logged so far.
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+    }
+}
+
+#[cfg(test)]
+impl std::io::Write for CapturedLog {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::{Arc, Mutex};
 
     #[test]
     fn output_is_split_in_lines_and_bounded() {
@@ -141,30 +175,13 @@ mod tests {
 
     #[test]
     fn the_node_log_shows_a_line_escaped_and_the_ring_keeps_it_as_written() {
-        #[derive(Clone, Default)]
-        struct Captured(Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Captured {
-            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(bytes);
-                Ok(bytes.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let captured = Captured::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .finish();
+        let (captured, logging) = CapturedLog::start();
         let forged = "ok\n2026-01-01T00:00:00Z  INFO mote: fake line\x1b[31m";
         let mut log = GuestLog::default();
-        tracing::subscriber::with_default(subscriber, || {
-            log.push("f", LogStream::Log, forged.to_owned());
-        });
+        log.push("f", LogStream::Log, forged.to_owned());
+        drop(logging);
         assert_eq!(log.lines()[0].text, forged);
-        let node_log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        let node_log = captured.text();
         assert_eq!(node_log.lines().count(), 1, "{node_log}");
         assert!(!node_log.contains('\x1b'), "{node_log:?}");
         assert!(

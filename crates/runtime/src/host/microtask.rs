@@ -588,27 +588,9 @@ mod tests {
 
     /// Collects what the node would log while `run` runs on this thread.
     async fn logged_while<F: std::future::Future>(run: F) -> (F::Output, String) {
-        #[derive(Clone, Default)]
-        struct Captured(Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Captured {
-            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(bytes);
-                Ok(bytes.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let captured = Captured::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .finish();
-        let _logging = tracing::subscriber::set_default(subscriber);
+        let (captured, _logging) = crate::guest_log::CapturedLog::start();
         let output = run.await;
-        let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-        (output, log)
+        (output, captured.text())
     }
 
     /// The regression of issue 18: a microtask call stopped at its deadline skipped the step
