@@ -115,7 +115,9 @@ struct Gateway {
     name: HeaderValue,
     config: GatewayConfig,
     access: Arc<Access>,
-    tokens: TokenStore,
+    /// Behind an `Arc` because the router clones its state for every request, and a store's
+    /// client is expensive to clone (a gRPC channel's buffer and senders).
+    tokens: Arc<TokenStore>,
 }
 
 /// What the API serves: a node, a member of the cluster `peers`, with its jobs, guarded by
@@ -165,7 +167,7 @@ fn router(api: Api) -> (Router, gate::Gate) {
         name,
         config,
         access,
-        tokens,
+        tokens: Arc::new(tokens),
     };
     let router = Router::new()
         .route("/healthz", get(healthz))
