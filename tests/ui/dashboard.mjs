@@ -140,8 +140,13 @@ async function hostilePage(browser, { gbase, gui, admin, readToken, invokeToken 
     body: readFileSync(component),
   });
   const dashboard = await browser.newPage();
+  // The dashboard's origin keeps the read token from the steps before: a link with another token
+  // (anyone can send one) does not switch it without the admin's click.
   await dashboard.goto(`${gui}/ui#token=${encodeURIComponent(admin)}`);
-  await dashboard.waitFor("document.querySelector('#signin').hidden && document.querySelector('#conn').dataset.state === 'live' && Number(document.body.dataset.updates) >= 1", "the admin's dashboard, signed in and live");
+  await dashboard.waitFor("!document.querySelector('#switch').hidden && location.hash === '' && document.querySelector('#conn').dataset.state === 'live'", "the offer to switch to the link's token");
+  assert.equal(await dashboard.eval("localStorage.getItem('mote.token')"), readToken, "a link switched the token without a click");
+  await dashboard.eval("document.querySelector('#switch-use').click(), true");
+  await dashboard.waitFor("document.querySelector('#switch').hidden && document.querySelector('#signin').hidden && document.querySelector('#conn').dataset.state === 'live' && Number(document.body.dataset.updates) >= 1", "the admin's dashboard, signed in and live");
   assert.equal(await dashboard.eval("localStorage.getItem('mote.token')"), admin);
 
   const targets = { dashboard: gui, api: gbase, own: "/tenant/own" };

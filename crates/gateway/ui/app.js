@@ -39,22 +39,32 @@ const state = {
 // could read it.
 
 // `#token=...` signs the page in once (the CLI or a test opens it so); it leaves the address bar
-// at once so that it is not bookmarked or shared. Says whether there was one.
+// at once so that it is not bookmarked or shared. A page already signed in with another token
+// does not switch on a link alone, which anyone could send: it asks, and switches on a click.
+// Says whether the page took the token.
+let offered = "";
+
 function tokenFromAddress() {
   const m = location.hash.match(/^#token=(.+)$/);
   if (!m) return false;
-  saveToken(decodeURIComponent(m[1]));
   history.replaceState(null, "", location.pathname + location.search);
+  const token = decodeURIComponent(m[1]);
+  if (state.token && state.token !== token) {
+    offered = token;
+    $("#switch").hidden = false;
+    return false;
+  }
+  saveToken(token);
   return true;
 }
 
 function loadToken() {
-  if (tokenFromAddress()) return;
   try {
     state.token = localStorage.getItem(TOKEN_KEY) || "";
   } catch (_) {
     state.token = "";
   }
+  tokenFromAddress();
 }
 
 function saveToken(token) {
@@ -489,6 +499,16 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   window.addEventListener("hashchange", () => {
     if (tokenFromAddress()) signedIn(state.token);
+  });
+  $("#switch-use").addEventListener("click", () => {
+    const token = offered;
+    offered = "";
+    $("#switch").hidden = true;
+    if (token) signedIn(token);
+  });
+  $("#switch-keep").addEventListener("click", () => {
+    offered = "";
+    $("#switch").hidden = true;
   });
   let resize = null;
   window.addEventListener("resize", () => {
