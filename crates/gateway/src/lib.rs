@@ -106,8 +106,13 @@ impl Default for GatewayConfig {
 /// The header that names the node that ran a call.
 pub const MOTE_NODE: &str = "mote-node";
 
+/// The handlers' state. The router clones it for every request, so it is one `Arc`: a clone
+/// is one reference count, whatever the parts cost to clone (a store's client clones a gRPC
+/// channel's buffer and senders).
 #[derive(Clone)]
-struct Gateway {
+struct Gateway(Arc<GatewayParts>);
+
+struct GatewayParts {
     node: Arc<Node>,
     peers: Arc<Peers>,
     jobs: Arc<JobService>,
@@ -115,9 +120,15 @@ struct Gateway {
     name: HeaderValue,
     config: GatewayConfig,
     access: Arc<Access>,
-    /// Behind an `Arc` because the router clones its state for every request, and a store's
-    /// client is expensive to clone (a gRPC channel's buffer and senders).
-    tokens: Arc<TokenStore>,
+    tokens: TokenStore,
+}
+
+impl std::ops::Deref for Gateway {
+    type Target = GatewayParts;
+
+    fn deref(&self) -> &GatewayParts {
+        &self.0
+    }
 }
 
 /// What the API serves: a node, a member of the cluster `peers`, with its jobs, guarded by
@@ -160,15 +171,15 @@ fn router(api: Api) -> (Router, gate::Gate) {
         access.clone(),
         dashboard,
     );
-    let gateway = Gateway {
+    let gateway = Gateway(Arc::new(GatewayParts {
         node,
         peers,
         jobs,
         name,
         config,
         access,
-        tokens: Arc::new(tokens),
-    };
+        tokens,
+    }));
     let router = Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
