@@ -21,7 +21,6 @@ use http_body_util::BodyExt;
 use mote_types::{OutboundCeiling, OutboundHost, OutboundRules, Refusal};
 use std::future::{Future, poll_fn};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -69,19 +68,11 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Stream for T {}
 impl Egress {
     /// Outbound requests under `ceiling`.
     pub fn new(ceiling: OutboundCeiling) -> Self {
-        let roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.into(),
-        };
-        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .expect("ring provides TLS 1.2 and 1.3")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
         Self {
             ceiling,
-            tls: TlsConnector::from(Arc::new(config)),
+            // The web PKI's roots alone: functions reach the public internet, and the node's
+            // own certificate or `--tls-ca` is for its peers, not for them.
+            tls: TlsConnector::from(mote_tls::Trust::default().client_config()),
         }
     }
 
@@ -361,6 +352,7 @@ impl http_body::Body for ResponseBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
