@@ -84,18 +84,31 @@ pub fn bad_response() -> Vec<u8> {
 
 /// A WASI command that writes "oops" to stderr and exits with status 3.
 pub fn wasi_exit3() -> Vec<u8> {
-    wasm(
+    wasi_exit3_writing("oops\n")
+}
+
+/// A WASI command that writes `text` to stderr and exits with status 3: its call fails with a
+/// message that quotes the stderr.
+pub fn wasi_exit3_writing(text: &str) -> Vec<u8> {
+    wasm(&format!(
         r#"(module
             (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
             (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
             (memory (export "memory") 1)
-            (data (i32.const 16) "oops\n")
+            (data (i32.const 16) "{}")
             (func (export "_start")
               (i32.store (i32.const 0) (i32.const 16))
-              (i32.store (i32.const 4) (i32.const 5))
+              (i32.store (i32.const 4) (i32.const {}))
               (drop (call $fd_write (i32.const 2) (i32.const 0) (i32.const 1) (i32.const 8)))
               (call $exit (i32.const 3))))"#,
-    )
+        wat_string(text),
+        text.len()
+    ))
+}
+
+/// `text` as a WAT string: every byte escaped, so a test's text is the guest's exactly.
+pub fn wat_string(text: &str) -> String {
+    text.bytes().map(|b| format!("\\{b:02x}")).collect()
 }
 
 /// A valid module with no entry point.

@@ -318,11 +318,6 @@ const PATH: &str = r"C:\new";
 const PATH_SHOWN: &str = r"C:\\new";
 const PLAIN: &str = "plain words";
 
-/// `text` as a WAT string: every byte escaped, so the test's text is the guest's exactly.
-fn wat_string(text: &str) -> String {
-    text.bytes().map(|b| format!("\\{b:02x}")).collect()
-}
-
 /// A mote ABI guest that logs each of `lines` with `mote.log`, then answers nothing.
 fn logger(lines: &[&str]) -> Vec<u8> {
     let mut data = String::new();
@@ -331,7 +326,7 @@ fn logger(lines: &[&str]) -> Vec<u8> {
     for line in lines {
         data.push_str(&format!(
             "(data (i32.const {at}) \"{}\")\n",
-            wat_string(line)
+            fixtures::wat_string(line)
         ));
         calls.push_str(&format!(
             "(call $log (i32.const {at}) (i32.const {}))\n",
@@ -349,25 +344,6 @@ fn logger(lines: &[&str]) -> Vec<u8> {
     ))
 }
 
-/// A WASI command that writes `text` to its stderr and exits with status 3: its call fails
-/// with a message that quotes the stderr.
-fn failing_with_stderr(text: &str) -> Vec<u8> {
-    fixtures::wasm(&format!(
-        r#"(module
-            (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
-            (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
-            (memory (export "memory") 1)
-            (data (i32.const 16) "{}")
-            (func (export "_start")
-              (i32.store (i32.const 0) (i32.const 16))
-              (i32.store (i32.const 4) (i32.const {}))
-              (drop (call $fd_write (i32.const 2) (i32.const 0) (i32.const 1) (i32.const 8)))
-              (call $exit (i32.const 3))))"#,
-        wat_string(text),
-        text.len()
-    ))
-}
-
 /// Whether any line of `text` is one the guest forged: the fake line at the start of a line.
 fn starts_a_line_with_the_forgery(text: &str) -> bool {
     text.lines()
@@ -380,7 +356,7 @@ fn a_guest_s_log_text_is_escaped_in_mote_logs_and_the_node_log() {
     let node_log = dir.path().join("node.log");
     let p = Platform::start_logging(&[], &node_log, "warn,mote::guest=info");
     p.deploy("forger", &logger(&[FORGED, PATH, PLAIN]), "");
-    p.deploy("failing", &failing_with_stderr(FORGED), "");
+    p.deploy("failing", &fixtures::wasi_exit3_writing(FORGED), "");
     assert_eq!(p.invoke("forger", b"").status, 200);
     let failed = client(&["invoke", "failing", "--server", &p.url])
         .output()

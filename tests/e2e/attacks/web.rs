@@ -49,6 +49,7 @@ fn a_page_of_another_site_cannot_drive_a_loopback_node() {
     }
     // No token was made, no job started.
     let tokens = send("GET", &format!("{url}/v1/tokens"), &[], b"");
+    assert_eq!(tokens.status, 200, "{}", tokens.body);
     assert!(!tokens.body.contains("stolen"), "{}", tokens.body);
     let jobs = send("GET", &format!("{url}/v1/jobs"), &[], b"");
     assert_eq!(jobs.body.trim(), "[]", "{}", jobs.body);
