@@ -15,8 +15,14 @@ use std::process::ExitCode;
 ///   mote invoke resize --data @photo.jpg > small.jpg
 ///   mote ls
 ///
-/// A function is a WebAssembly module that either exports the mote ABI (`mote_handle`, see
-/// docs/abi.md) or is a WASI command (`_start`, request on stdin, response on stdout).
+/// A function is one of four kinds of WebAssembly, told apart by what it exports (docs/abi.md):
+///
+///   mote ABI module   `mote_handle`: request bytes in, response bytes out, microseconds a call
+///   WASI command      `_start`: the request on stdin, the response on stdout
+///   wasi:http         a component of the wasi:http/proxy world (what `wasmtime serve` and Spin
+///     component       run): whole HTTP requests, on /v1/invoke/NAME/... and on its --route
+///   job               `mote_job_driver` and `mote_job_task`: a data-parallel job, run with
+///                     `mote job run`
 #[derive(Parser)]
 #[command(name = "mote", version, verbatim_doc_comment)]
 struct Cli {
@@ -73,6 +79,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of the output went away (`mote ls | head -1`): what it wanted, it has.
+        Err(e) if e.is::<commands::output::OutputClosed>() => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE

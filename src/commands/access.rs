@@ -62,10 +62,8 @@ pub async fn set_up(
             .await
             .context("cannot make the admin token")?;
         write_private(&admin, token.expose())?;
-        println!(
-            "made the admin token `{name}` in {} (the CLI reads it from there, or from MOTE_TOKEN)",
-            admin.display()
-        );
+        println!("made the admin token `{name}` in {}", admin.display());
+        println!("{}", reads_it(data));
     }
     // Loaded before the node serves, so that no good token is refused at start; the node's
     // watch keeps it current from then on (`mote_peers`, which follows the token records).
@@ -80,6 +78,21 @@ pub async fn set_up(
         hosts: options.hosts,
     };
     Ok((Arc::new(access), tokens))
+}
+
+/// How the CLI comes to send the admin token in `data`: it looks in its own `--data-dir`,
+/// which is `./mote.data` unless it is told otherwise.
+fn reads_it(data: &Path) -> String {
+    match data == Path::new(super::client::DEFAULT_DATA_DIR) {
+        true => "the CLI sends it to this node when run from this directory, or give it in \
+                 MOTE_TOKEN"
+            .to_owned(),
+        false => format!(
+            "the CLI sends it to this node with MOTE_DATA={0} (or --data-dir {0}), or give it in \
+             MOTE_TOKEN",
+            data.display()
+        ),
+    }
 }
 
 /// `DATA/cluster.secret`, made on first use: internal routes need a secret once tokens are

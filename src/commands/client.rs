@@ -2,13 +2,14 @@
 //! platform and prints the result for a human, or the server's error message on failure.
 
 use super::credential::{Credential, is_own_node};
+use super::output::outln;
 use super::progress::Progress;
 use super::secrets;
 use anyhow::{Context, bail};
 use clap::Args;
 use mote_types::{Escaped, ShowBudget};
 use serde::Deserialize;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -35,7 +36,7 @@ pub struct Server {
     token_in_argv: Option<String>,
     /// The platform's data directory, where `mote up` wrote admin.token (the token sent to it
     /// when none is given) and the URL it advertises.
-    #[arg(long, default_value = "mote.data", env = "MOTE_DATA", global = true)]
+    #[arg(long, default_value = DEFAULT_DATA_DIR, env = "MOTE_DATA", global = true)]
     data_dir: PathBuf,
     /// PEM certificates to trust for an https:// server, such as a node's DATA/tls/cert.pem
     /// [default: the web PKI roots].
@@ -151,6 +152,10 @@ impl Server {
     }
 }
 
+/// Where `mote up` keeps its state, and the CLI looks for its admin token, unless told
+/// otherwise.
+pub(crate) const DEFAULT_DATA_DIR: &str = "mote.data";
+
 /// The file in a data directory where `mote up` writes the admin token it made on first start.
 pub(crate) const ADMIN_TOKEN_FILE: &str = "admin.token";
 
@@ -199,9 +204,12 @@ pub struct DeployArgs {
 pub struct InvokeArgs {
     /// The function to call.
     name: String,
-    /// Request body: literal text, `@FILE` to send a file, or `-` to send stdin.
-    #[arg(long, short = 'd', default_value = "")]
-    data: String,
+    /// Request body: literal text, `@FILE` to send a file, or `-` to send stdin [default: none].
+    #[arg(value_name = "DATA")]
+    body: Option<String>,
+    /// The request body, as DATA: for a body that starts with `-` (`--data=-x`).
+    #[arg(long, short = 'd', value_name = "DATA", conflicts_with = "body")]
+    data: Option<String>,
     #[command(flatten)]
     server: Server,
 }
@@ -291,7 +299,7 @@ pub fn deploy(args: DeployArgs) -> anyhow::Result<()> {
         }
     };
     let f: FunctionInfo = serde_json::from_slice(&body).context("unexpected deploy response")?;
-    println!(
+    outln!(
         "deployed {} ({}, {} bytes, sha256 {}, timeout {}, memory {} MiB{})",
         f.name,
         f.kind,
@@ -304,11 +312,11 @@ pub fn deploy(args: DeployArgs) -> anyhow::Result<()> {
     if f.kind == "wasi-http" {
         let base = base(&args.server);
         match &f.route {
-            Some(route) => println!(
+            Some(route) => outln!(
                 "serving requests at {base}/v1/invoke/{}/... and on its route {route}",
                 f.name
             ),
-            None => println!("serving requests at {base}/v1/invoke/{}/...", f.name),
+            None => outln!("serving requests at {base}/v1/invoke/{}/...", f.name),
         }
     }
     Ok(())
@@ -330,7 +338,8 @@ fn query_escape(value: &str) -> String {
 
 /// `mote invoke NAME`.
 pub fn invoke(args: InvokeArgs) -> anyhow::Result<()> {
-    let input = match args.data.as_str() {
+    let data = args.body.or(args.data).unwrap_or_default();
+    let input = match data.as_str() {
         "-" => {
             let mut buf = Vec::new();
             std::io::stdin()
@@ -345,8 +354,7 @@ pub fn invoke(args: InvokeArgs) -> anyhow::Result<()> {
     };
     let url = format!("{}/v1/invoke/{}", base(&args.server), args.name);
     let body = request(&args.server, args.server.post(&url)?.send(&input[..]))?;
-    std::io::stdout().write_all(&body)?;
-    Ok(())
+    super::output::bytes(&body)
 }
 
 /// `mote ls`.
@@ -355,7 +363,7 @@ pub fn ls(args: LsArgs) -> anyhow::Result<()> {
     let body = request(&args.server, args.server.get(&url)?.call())?;
     let list: FunctionList = serde_json::from_slice(&body).context("unexpected list response")?;
     if list.functions.is_empty() {
-        println!("no functions deployed; deploy one with `mote deploy NAME FILE.wasm`");
+        outln!("no functions deployed; deploy one with `mote deploy NAME FILE.wasm`");
         return Ok(());
     }
     let routes: Vec<&str> = list
@@ -364,16 +372,23 @@ pub fn ls(args: LsArgs) -> anyhow::Result<()> {
         .map(|f| f.route.as_deref().unwrap_or("-"))
         .collect();
     let route_width = routes.iter().map(|r| r.len()).max().unwrap_or(0).max(5);
-    println!(
+    outln!(
         "{:<24} {:<13} {:>10} {:>8} {:>9}  {:<12}  {:<route_width$}  {:<6}  OUTBOUND",
-        "NAME", "KIND", "SIZE", "TIMEOUT", "MEMORY", "SHA256", "ROUTE", "PUBLIC"
+        "NAME",
+        "KIND",
+        "SIZE",
+        "TIMEOUT",
+        "MEMORY",
+        "SHA256",
+        "ROUTE",
+        "PUBLIC"
     );
     for (f, route) in list.functions.iter().zip(routes) {
         let outbound = match f.allow_outbound.is_empty() {
             true => "-".to_owned(),
             false => f.allow_outbound.join(","),
         };
-        println!(
+        outln!(
             "{:<24} {:<13} {:>10} {:>8} {:>6}MiB  {:<12}  {:<route_width$}  {:<6}  {}",
             f.name,
             f.kind,
@@ -428,13 +443,19 @@ pub fn nodes(args: NodesArgs) -> anyhow::Result<()> {
     let url = format!("{}/v1/cluster", base(&args.server));
     let body = request(&args.server, args.server.get(&url)?.call())?;
     let view: ClusterView = serde_json::from_slice(&body).context("unexpected cluster response")?;
-    println!(
+    outln!(
         "{:<20} {:<9} {:>5} {:>7} {:>6} {:>9} {:>7}  URL",
-        "NODE", "STATE", "CORES", "RUNNING", "QUEUED", "WORK", "HEARD"
+        "NODE",
+        "STATE",
+        "CORES",
+        "RUNNING",
+        "QUEUED",
+        "WORK",
+        "HEARD"
     );
     for n in &view.nodes {
         let marker = if n.name == view.node { "*" } else { "" };
-        println!(
+        outln!(
             "{:<20} {:<9} {:>5} {:>7} {:>6} {:>7.1}ms {:>5}ms  {}",
             format!("{}{marker}", n.name),
             n.state,
@@ -447,11 +468,11 @@ pub fn nodes(args: NodesArgs) -> anyhow::Result<()> {
         );
     }
     match (view.store.reachable, view.store.error) {
-        (true, _) => println!(
+        (true, _) => outln!(
             "(* answered; its store at {} answers)",
             view.store.endpoints
         ),
-        (false, error) => println!(
+        (false, error) => outln!(
             "(* answered; its store at {} does NOT answer: {}; it serves what it knows)",
             view.store.endpoints,
             error.unwrap_or_default()
@@ -464,7 +485,7 @@ pub fn nodes(args: NodesArgs) -> anyhow::Result<()> {
 pub fn rm(args: RmArgs) -> anyhow::Result<()> {
     let url = format!("{}/v1/functions/{}", base(&args.server), args.name);
     request(&args.server, args.server.delete(&url)?.call())?;
-    println!("removed {}", args.name);
+    outln!("removed {}", args.name);
     Ok(())
 }
 
@@ -475,9 +496,9 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<()> {
     let released: serde_json::Value =
         serde_json::from_slice(&body).context("unexpected release response")?;
     if released["released"] == true {
-        println!("released {}: its calls run again", args.name);
+        outln!("released {}: its calls run again", args.name);
     } else {
-        println!("{} was not quarantined", args.name);
+        outln!("{} was not quarantined", args.name);
     }
     Ok(())
 }

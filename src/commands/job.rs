@@ -3,6 +3,7 @@
 //! guest wrote, so it is shown escaped ([`Escaped`]).
 
 use super::client::{Server, base, request};
+use super::output::outln;
 use super::progress::Progress;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
@@ -80,14 +81,13 @@ pub fn run(command: JobCommand) -> anyhow::Result<()> {
         JobCommand::Ls(args) => ls(args),
         JobCommand::Status(args) => {
             let status = fetch(&args.server, &args.id)?;
-            print_status(&status);
-            Ok(())
+            print_status(&status)
         }
         JobCommand::Cancel(args) => {
             let url = format!("{}/v1/jobs/{}", base(&args.server), args.id);
             let body = request(&args.server, args.server.delete(&url)?.call())?;
             let status: JobStatus = serde_json::from_slice(&body).context("unexpected answer")?;
-            println!("job {} is {}", status.id, state_name(status.state));
+            outln!("job {} is {}", status.id, state_name(status.state));
             Ok(())
         }
     }
@@ -122,7 +122,7 @@ fn run_job(args: RunArgs) -> anyhow::Result<()> {
     let body = args.server.post_json(&url, &request_body)?;
     let mut status: JobStatus = serde_json::from_slice(&body).context("unexpected answer")?;
     if args.detach {
-        println!("{}", status.id);
+        outln!("{}", status.id);
         return Ok(());
     }
     eprintln!(
@@ -134,7 +134,13 @@ fn run_job(args: RunArgs) -> anyhow::Result<()> {
     let progress = Progress::spinner(&format!("job {}: starting", status.id));
     while status.state == JobState::Running {
         std::thread::sleep(Duration::from_millis(200));
-        status = fetch(&args.server, &status.id)?;
+        status = fetch(&args.server, &status.id).with_context(|| {
+            format!(
+                "job {id} goes on, but this client cannot follow it; \
+                 ask again with `mote job status {id}`",
+                id = status.id
+            )
+        })?;
         progress.set(&format!(
             "job {}: iteration {}  tasks {}  {:.0} tasks/s",
             status.id, status.iteration, status.tasks, status.tasks_per_s
@@ -143,7 +149,7 @@ fn run_job(args: RunArgs) -> anyhow::Result<()> {
     drop(progress);
     match status.state {
         JobState::Succeeded => {
-            println!(
+            outln!(
                 "job {} succeeded: {} tasks in {:.3} s ({:.0} tasks/s), {} iterations",
                 status.id,
                 status.tasks,
@@ -173,15 +179,21 @@ fn ls(args: ServerOnly) -> anyhow::Result<()> {
     let body = request(&args.server, args.server.get(&url)?.call())?;
     let jobs: Vec<JobStatus> = serde_json::from_slice(&body).context("unexpected job list")?;
     if jobs.is_empty() {
-        println!("no jobs; start one with `mote job run JOB`");
+        outln!("no jobs; start one with `mote job run JOB`");
         return Ok(());
     }
-    println!(
+    outln!(
         "{:<16} {:<14} {:<10} {:>9} {:>10} {:>9} {:>8}",
-        "ID", "JOB", "STATE", "WORKERS", "TASKS", "TASKS/S", "SECONDS"
+        "ID",
+        "JOB",
+        "STATE",
+        "WORKERS",
+        "TASKS",
+        "TASKS/S",
+        "SECONDS"
     );
     for j in jobs {
-        println!(
+        outln!(
             "{:<16} {:<14} {:<10} {:>9} {:>10} {:>9.0} {:>8.1}",
             j.id,
             j.function,
@@ -211,12 +223,12 @@ fn older(n: usize) -> String {
     }
 }
 
-fn print_status(s: &JobStatus) {
-    println!("job {} ({}): {}", s.id, s.function, state_name(s.state));
+fn print_status(s: &JobStatus) -> anyhow::Result<()> {
+    outln!("job {} ({}): {}", s.id, s.function, state_name(s.state));
     if let Some(e) = &s.error {
-        println!("error: {}", Escaped(e));
+        outln!("error: {}", Escaped(e));
     }
-    println!(
+    outln!(
         "{} partitions, iteration {}, {} tasks, {:.0} tasks/s, {:.1} s; scheduling {:.1}% of busy time",
         s.partitions,
         s.iteration,
@@ -226,18 +238,25 @@ fn print_status(s: &JobStatus) {
         100.0 * s.scheduling_us as f64 / (s.task_us + s.scheduling_us).max(1) as f64
     );
     if s.generation > 0 {
-        println!(
+        outln!(
             "restored {} times (generation {})",
             s.restores.len(),
             s.generation
         );
     }
-    println!(
+    outln!(
         "{:<16} {:<26} {:>5} {:>6} {:>10} {:>10} {:>6} {:>6}  HOLDS",
-        "WORKER", "URL", "CORES", "LIVE", "TASKS", "TASKS/S", "IDLE", "DONE"
+        "WORKER",
+        "URL",
+        "CORES",
+        "LIVE",
+        "TASKS",
+        "TASKS/S",
+        "IDLE",
+        "DONE"
     );
     for w in &s.workers {
-        println!(
+        outln!(
             "{:<16} {:<26} {:>5} {:>6} {:>10} {:>10.0} {:>5.0}% {:>6}  {} ({})",
             w.name,
             w.url,
@@ -252,13 +271,13 @@ fn print_status(s: &JobStatus) {
         );
     }
     if !s.migrations.is_empty() {
-        println!(
+        outln!(
             "migrations (rebalance {}):",
             if s.rebalance { "on" } else { "off" }
         );
         for m in &s.migrations {
             let took = m.ms.map_or("moving".to_owned(), |ms| format!("{ms} ms"));
-            println!(
+            outln!(
                 "  at {:.1} s: {} partitions {} -> {}, {} KiB, {took}: {}",
                 m.at_ms as f64 / 1000.0,
                 m.partitions,
@@ -271,12 +290,12 @@ fn print_status(s: &JobStatus) {
     }
     match (&s.snapshot_to, s.snapshot_every) {
         (Some(to), Some(every)) => {
-            println!(
+            outln!(
                 "snapshots every {every} iterations to {to}{}:",
                 older(s.older_snapshots)
             );
             for snap in &s.snapshots {
-                println!(
+                outln!(
                     "  iteration {}: {:?}, {}/{} partitions, {} KiB, stored in {:.1} ms{}",
                     snap.iteration,
                     snap.state,
@@ -290,13 +309,13 @@ fn print_status(s: &JobStatus) {
                 );
             }
         }
-        _ => println!("snapshots off (--snapshot-every N --snapshot-to BUCKET/PREFIX)"),
+        _ => outln!("snapshots off (--snapshot-every N --snapshot-to BUCKET/PREFIX)"),
     }
     for r in &s.restores {
         let took = r.ms.map_or("restoring".to_owned(), |ms| {
             format!("running again after {ms} ms")
         });
-        println!(
+        outln!(
             "restore at {:.1} s to iteration {}: {}; {took}",
             r.at_ms as f64 / 1000.0,
             r.iteration,
@@ -304,6 +323,7 @@ fn print_status(s: &JobStatus) {
         );
     }
     if let Some(left) = &s.snapshots_left {
-        println!("{left}");
+        outln!("{left}");
     }
+    Ok(())
 }

@@ -5,6 +5,7 @@
 //! escapes it already.
 
 use super::client::{Server, base, request};
+use super::output::closed;
 use anyhow::Context;
 use clap::Args;
 use mote_types::Escaped;
@@ -90,14 +91,14 @@ pub fn logs(args: LogsArgs) -> anyhow::Result<()> {
             continue;
         }
         if args.json {
-            writeln!(out, "{line}")?;
+            writeln!(out, "{line}").map_err(closed)?;
         } else {
             let entry: Entry = serde_json::from_str(&line)
                 .with_context(|| format!("the server sent a line that is not an entry: {line}"))?;
-            writeln!(out, "{}", entry.show())?;
+            writeln!(out, "{}", entry.show()).map_err(closed)?;
         }
         if args.follow {
-            out.flush()?;
+            out.flush().map_err(closed)?;
         }
     }
     Ok(())

@@ -1,6 +1,7 @@
 //! `mote token`: making, listing and revoking the platform's tokens (needs an admin token).
 
 use super::client::{Server, base, request};
+use super::output::outln;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde::Deserialize;
@@ -74,7 +75,7 @@ pub fn run(command: TokenCommand) -> anyhow::Result<()> {
                 made.name,
                 made.scopes.join(",")
             );
-            println!("{token}");
+            outln!("{token}");
         }
         TokenCommand::Ls(args) => {
             #[derive(Deserialize)]
@@ -85,9 +86,9 @@ pub fn run(command: TokenCommand) -> anyhow::Result<()> {
             let answer = request(&args.server, args.server.get(&url)?.call())?;
             let list: TokenList =
                 serde_json::from_slice(&answer).context("unexpected token list")?;
-            println!("{:<32} {:<28} CREATED", "NAME", "SCOPES");
+            outln!("{:<32} {:<28} CREATED", "NAME", "SCOPES");
             for t in list.tokens {
-                println!(
+                outln!(
                     "{:<32} {:<28} {}",
                     t.name,
                     t.scopes.join(","),
@@ -100,7 +101,7 @@ pub fn run(command: TokenCommand) -> anyhow::Result<()> {
         TokenCommand::Revoke(args) => {
             let url = format!("{}/v1/tokens/{}", base(&args.server), args.name);
             request(&args.server, args.server.delete(&url)?.call())?;
-            println!("revoked {}", args.name);
+            outln!("revoked {}", args.name);
         }
     }
     Ok(())

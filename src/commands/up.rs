@@ -19,7 +19,7 @@ use mote_peers::{Peers, PeersConfig, StorePeering};
 use mote_types::{
     DeployOptions, FunctionName, Grantor, HttpSettings, Limits, OutboundCeiling, Route,
 };
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,7 +38,7 @@ pub struct UpArgs {
     ui_listen: Option<UiListen>,
     /// Directory for the platform's state: the embedded store's data (function records),
     /// modules, compiled artefacts.
-    #[arg(long, default_value = "mote.data", env = "MOTE_DATA")]
+    #[arg(long, default_value = super::client::DEFAULT_DATA_DIR, env = "MOTE_DATA")]
     data: PathBuf,
     /// Keep function records in this etcd-API store (a mote store cluster or a real etcd),
     /// as comma-separated URLs, instead of the store embedded in this process.
@@ -85,8 +85,7 @@ pub struct UpArgs {
     /// and a parked thread; at the bound, running calls are not preempted until one resumes.
     #[arg(long, default_value_t = PreemptConfig::default().max_suspended)]
     max_suspended: usize,
-    /// Deploy the example functions (hello, echo, wc) at start-up.
-    #[arg(long)]
+    #[arg(long, help = examples_help())]
     examples: bool,
     /// Largest request body for an invocation, in MiB.
     #[arg(long, default_value_t = 16)]
@@ -487,13 +486,20 @@ async fn serve(args: UpArgs, cores: usize, s3_secret_key: Option<String>) -> any
         println!("dashboard on {scheme}://{ui}/ui");
     }
     if args.examples {
-        let curl = match &security.identity {
+        let mut curl = match &security.identity {
             Some(identity) => format!("curl --cacert {}", identity.cert_path().display()),
             None => "curl".to_owned(),
         };
-        println!("try:  {curl} -X POST --data-binary 'mote' {scheme}://{addr}/v1/invoke/hello");
+        if tokens_required {
+            curl = format!(
+                "{curl} -H \"authorization: Bearer $(cat {})\"",
+                args.data.join(super::client::ADMIN_TOKEN_FILE).display()
+            );
+        }
+        let at = local_address(addr);
+        println!("try:  {curl} -X POST --data-binary 'mote' {scheme}://{at}/v1/invoke/hello");
         println!(
-            "      {curl} {scheme}://{addr}/hello-http/echo?q=1 -d 'a wasi:http component'   ({} on {EXAMPLE_ROUTE})",
+            "      {curl} {scheme}://{at}/hello-http/echo?q=1 -d 'a wasi:http component'   ({} on {EXAMPLE_ROUTE})",
             mote_guests::HTTP_HELLO.name
         );
     }
@@ -602,6 +608,34 @@ fn dashboard_address(
             })?;
             Ok(Some(SocketAddr::new(listen.ip(), port)))
         }
+    }
+}
+
+/// `--examples`' help, naming what it deploys.
+fn examples_help() -> String {
+    let names = |examples: &[mote_guests::Example]| {
+        examples
+            .iter()
+            .map(|e| e.name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "Deploy the example functions at start-up: {} (functions), {} (jobs) and {} (a wasi:http \
+         component on {EXAMPLE_ROUTE})",
+        names(&mote_guests::ALL),
+        names(&mote_guests::JOBS),
+        mote_guests::HTTP_HELLO.name
+    )
+}
+
+/// The address to show a user of this machine for `addr`: a node on every address
+/// (`0.0.0.0`, `[::]`) answers on loopback, which needs no other name allowed.
+fn local_address(addr: SocketAddr) -> SocketAddr {
+    match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => (Ipv4Addr::LOCALHOST, addr.port()).into(),
+        IpAddr::V6(ip) if ip.is_unspecified() => (Ipv6Addr::LOCALHOST, addr.port()).into(),
+        _ => addr,
     }
 }
 

@@ -10,6 +10,7 @@ mod cli;
 mod cluster;
 mod components;
 mod dashboard;
+mod first_use;
 mod fixtures;
 mod jobs;
 mod limits;

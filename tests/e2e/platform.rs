@@ -4,6 +4,7 @@ use mote_testbed::KilledOnDrop;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// A running `mote up`, killed when dropped.
@@ -15,6 +16,8 @@ pub struct Platform {
     pub data: PathBuf,
     /// The PEM certificates the test's requests trust, for a node serving https.
     ca: Option<PathBuf>,
+    /// What `mote up` printed on stdout so far.
+    printed: Arc<Mutex<Vec<String>>>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -58,13 +61,29 @@ impl Platform {
 
     /// `mote up` on free ports with its state in `data`, and `args`.
     pub fn up_command(data: &Path, args: &[&str]) -> Command {
+        Self::up_command_on("127.0.0.1:0", data, args)
+    }
+
+    /// `mote up` listening on `listen`, its store on a free loopback port, with its state in
+    /// `data`, and `args`.
+    fn up_command_on(listen: &str, data: &Path, args: &[&str]) -> Command {
         let mut command = Command::new(mote_bin());
         command
-            .args(["up", "--listen", "127.0.0.1:0"])
+            .args(["up", "--listen", listen])
             .args(["--store-listen", "127.0.0.1:0", "--data"])
             .arg(data)
             .args(args);
         command
+    }
+
+    /// Starts `mote up` listening on `listen` (such as `0.0.0.0:0`) on a fresh data directory.
+    pub fn start_on(listen: &str, args: &[&str]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let command = Self::up_command_on(listen, &data, args);
+        let mut p = Self::start_command(command, &data, Stdio::inherit(), "warn");
+        p._dir = Some(dir);
+        p
     }
 
     /// Starts `mote up` on a fresh data directory with `env` set.
@@ -109,26 +128,37 @@ impl Platform {
         stderr: Stdio,
         log_filter: &str,
     ) -> Self {
-        let mut child = Self::up_command(data, args)
+        let mut command = Self::up_command(data, args);
+        command.envs(env.iter().copied());
+        Self::start_command(command, data, stderr, log_filter)
+    }
+
+    /// Starts `command`, a `mote up` keeping its state in `data`, and waits until it is up.
+    fn start_command(mut command: Command, data: &Path, stderr: Stdio, log_filter: &str) -> Self {
+        let mut child = command
             .args(["--log", log_filter])
-            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
             .expect("starting mote up");
         let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
+        let printed = Arc::new(Mutex::new(Vec::new()));
+        let mut lines = BufReader::new(stdout).lines().map({
+            let printed = printed.clone();
+            move |line| {
+                let line = line.expect("reading mote up's stdout");
+                printed.lock().unwrap().push(line.clone());
+                line
+            }
+        });
         let url = loop {
-            let line = lines
-                .next()
-                .expect("mote up exited before it was up")
-                .expect("reading mote up's stdout");
+            let line = lines.next().expect("mote up exited before it was up");
             if let Some(rest) = line.strip_prefix("mote is up on ") {
                 break rest.split_whitespace().next().unwrap().to_owned();
             }
         };
         // The dashboard's line comes right after, if it has a listener.
-        let dashboard = lines.next().and_then(Result::ok).and_then(|line| {
+        let dashboard = lines.next().and_then(|line| {
             line.strip_prefix("dashboard on ")
                 .and_then(|url| url.strip_suffix("/ui"))
                 .map(str::to_owned)
@@ -141,7 +171,26 @@ impl Platform {
             dashboard,
             data: data.to_owned(),
             ca: None,
+            printed,
             _dir: None,
+        }
+    }
+
+    /// The first line `mote up` printed on stdout that starts with `prefix`, waiting a while for
+    /// it: lines after "mote is up" may still be on their way.
+    pub fn printed_line(&self, prefix: &str) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let printed = self.printed.lock().unwrap();
+            if let Some(line) = printed.iter().find(|l| l.starts_with(prefix)) {
+                return line.clone();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "mote up printed no line starting with {prefix:?}: {printed:#?}"
+            );
+            drop(printed);
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 

@@ -39,10 +39,17 @@ fn a_self_signed_node_serves_https_only_and_keeps_its_certificate_across_restart
     let reply = node.invoke("busy", b"");
     assert_eq!(reply.status, 200, "{}", reply.text());
 
-    // Plain HTTP on the same port, and https from a client that does not trust the
-    // certificate, get no answer.
+    // Plain HTTP on the same port is told to use https, and gets nothing else; https from a
+    // client that does not trust the certificate gets no answer.
     let plain = node.url.replacen("https://", "http://", 1);
-    assert!(fails(&Platform::agent_trusting(Some(&cert)), &plain));
+    let mut told = Platform::agent_trusting(Some(&cert))
+        .get(format!("{plain}/v1/functions"))
+        .call()
+        .unwrap();
+    assert_eq!(told.status(), 400);
+    let told = told.body_mut().read_to_string().unwrap();
+    assert!(told.contains("use an https:// URL"), "{told}");
+    assert!(!told.contains("busy"), "{told}");
     assert!(fails(&Platform::agent_trusting(None), &node.url));
     // The node still serves after those failed handshakes.
     assert_eq!(node.get("/healthz").status, 200);

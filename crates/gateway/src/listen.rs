@@ -12,6 +12,9 @@
 //!   its previous response, is closed: a client cannot keep a connection (one of the bounded
 //!   many) without using it. Peers' pooled connections idle for less (`mote_peers`' 30 s).
 //!
+//! - A client that speaks plain HTTP to a TLS listener (an `http://` URL for an `https://` node)
+//!   gets a plain 400 that says so, instead of a handshake failure it would show as a reset.
+//!
 //! Every request goes through the [`Gate`] before the router sees it.
 
 use crate::gate::Gate;
@@ -155,21 +158,69 @@ async fn shake_hands(
 ) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
     let client = stream.peer_addr().ok();
     let handshake = async {
+        let mut first = [0u8; 1];
+        if stream.peek(&mut first).await.is_ok() && first[0].is_ascii_uppercase() {
+            answer_plain_http(stream).await;
+            return None;
+        }
         let _turn = handshakes
             .acquire()
             .await
             .expect("the semaphore is never closed");
-        acceptor.accept(stream).await
+        Some(acceptor.accept(stream).await)
     };
     match tokio::time::timeout(timeout, handshake).await {
-        Ok(Ok(tls)) => Some(tls),
-        Ok(Err(e)) => {
+        Ok(None) => {
+            tracing::debug!(?client, "a plain HTTP request came to the TLS listener");
+            None
+        }
+        Ok(Some(Ok(tls))) => Some(tls),
+        Ok(Some(Err(e))) => {
             tracing::debug!(?client, error = %e, "TLS handshake failed");
             None
         }
         Err(_) => {
             tracing::debug!(?client, ?timeout, "TLS handshake timed out");
             None
+        }
+    }
+}
+
+/// Why a plain HTTP request to a TLS listener is refused. A TLS client's first byte is a
+/// handshake record (22); an HTTP request's is its method's first letter.
+const PLAIN_HTTP_REFUSED: &str = "this node serves HTTPS on this port: use an https:// URL (for \
+the node's own certificate, mote's --tls-ca or curl's --cacert with DATA/tls/cert.pem)";
+
+/// The most of a plain request read, before and after its answer, so that the answer is not
+/// lost to a reset: closing a socket with unread data sends one.
+const PLAIN_HTTP_READ: usize = 64 << 10;
+
+/// Answers a plain HTTP request on a TLS listener with 400 and [`PLAIN_HTTP_REFUSED`], and
+/// closes it.
+async fn answer_plain_http(mut stream: TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < PLAIN_HTTP_READ {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    let body = serde_json::json!({ "error": PLAIN_HTTP_REFUSED }).to_string();
+    let answer = format!(
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\n\
+         content-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    if stream.write_all(answer.as_bytes()).await.is_err() || stream.shutdown().await.is_err() {
+        return;
+    }
+    let mut drained = 0;
+    while drained < PLAIN_HTTP_READ {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => drained += n,
         }
     }
 }
