@@ -6,6 +6,7 @@ pub mod client;
 pub mod credential;
 pub mod job;
 pub mod logs;
+pub mod machine;
 pub mod output;
 pub mod platform;
 pub mod progress;

@@ -126,7 +126,7 @@ impl SecurityArgs {
 /// addresses, the specific addresses the process listens on and the host of its advertised URL.
 pub fn certificate_names(listening: &[std::net::IpAddr], advertised: Option<&str>) -> Vec<String> {
     let mut names = vec![
-        super::up::host_name(),
+        super::machine::host_name(),
         "localhost".to_owned(),
         "127.0.0.1".to_owned(),
         "::1".to_owned(),

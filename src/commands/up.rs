@@ -1,6 +1,7 @@
 //! `mote up`: the whole platform in one process.
 
 use super::client::NODE_URL_FILE;
+use super::machine::host_name;
 use super::platform::{
     Edge, State, StateSource, available_cores, baseline_cap, parse_store_peers, shutdown_signal,
     start_node,
@@ -684,15 +685,6 @@ fn instance_id(data: &std::path::Path) -> anyhow::Result<String> {
             Ok(id)
         }
     }
-}
-
-/// The machine's host name, the default node name.
-pub(crate) fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|name| name.trim().to_owned())
-        .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| "mote".to_owned())
 }
 
 #[cfg(test)]

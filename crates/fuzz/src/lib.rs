@@ -27,6 +27,7 @@ mod job_images;
 mod job_messages;
 mod routes;
 mod store_peer;
+mod target;
 mod tokens;
 
 pub use abi_response::abi_response;
@@ -36,18 +37,8 @@ pub use job_images::job_images;
 pub use job_messages::job_messages;
 pub use routes::routes;
 pub use store_peer::store_peer;
+pub use target::Target;
 pub use tokens::tokens;
-
-/// A fuzz target: its name (the `fuzz/` binary's and `scripts/fuzz`'s argument), the function
-/// that checks one input, and inputs that reach each of its parts.
-pub struct Target {
-    /// The name.
-    pub name: &'static str,
-    /// Checks one input; panics on a failure.
-    pub run: fn(&[u8]),
-    /// The seed corpus.
-    pub seeds: fn() -> Vec<Vec<u8>>,
-}
 
 /// Every target.
 pub const TARGETS: [Target; 7] = [

@@ -11,9 +11,11 @@
 //! made within [`CONNECT_TIMEOUT`] is reported as [`ObjectError::Unreachable`] after at most
 //! [`RETRIES`] retries, because a guest waiting on it holds a call open.
 
+mod config;
 mod error;
 mod names;
 
+pub use config::{ObjectsConfig, S3Endpoint};
 pub use error::ObjectError;
 pub use names::{check_bucket, check_key};
 
@@ -24,7 +26,6 @@ use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
 use object_store::{BackoffConfig, ClientOptions, ObjectStore, PutPayload, RetryConfig};
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -34,28 +35,6 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub const RETRIES: usize = 2;
 /// The longest a single S3 request may take, transfer included.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// An S3-compatible server and the credentials to use with it.
-#[derive(Clone, Debug)]
-pub struct S3Endpoint {
-    /// The server's URL, such as `http://127.0.0.1:9000`; buckets are addressed by path.
-    pub url: String,
-    /// The region requests are signed for (`us-east-1` for most self-hosted servers).
-    pub region: String,
-    /// The access key id.
-    pub access_key: String,
-    /// The secret access key.
-    pub secret_key: String,
-}
-
-/// Where objects are kept.
-#[derive(Clone, Debug)]
-pub enum ObjectsConfig {
-    /// In an S3-compatible server.
-    S3(S3Endpoint),
-    /// In a local directory: bucket `b` is the subdirectory `b`, key `k/x` the file `b/k/x`.
-    Directory(PathBuf),
-}
 
 /// One object in a listing.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -13,56 +13,16 @@
 
 mod blobs;
 mod embedded;
+mod error;
 mod etcd;
 mod lease;
+mod store;
 mod watch;
 
 pub use blobs::ModuleBlobs;
 pub use embedded::EmbeddedStore;
+pub use error::StateError;
 pub use etcd::{EtcdStore, KEY_PREFIX};
 pub use lease::LeasedKey;
+pub use store::StateStore;
 pub use watch::{Change, PrefixWatch};
-
-use async_trait::async_trait;
-
-/// A key-value store for control-plane records.
-#[async_trait]
-pub trait StateStore: Send + Sync + 'static {
-    /// The value at `key`, if any.
-    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StateError>;
-    /// Sets `key` to `value`; durable when this returns.
-    async fn put(&self, key: &str, value: Vec<u8>) -> Result<(), StateError>;
-    /// Removes `key`; returns whether it existed.
-    async fn delete(&self, key: &str) -> Result<bool, StateError>;
-    /// Every key starting with `prefix` and its value, in key order.
-    async fn list(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StateError>;
-}
-
-/// A state operation failed. The store is unchanged by a failed write.
-#[derive(Debug, thiserror::Error)]
-pub enum StateError {
-    /// The store's backing storage failed.
-    #[error("state store {path}: {message}")]
-    Storage {
-        /// Where the store lives.
-        path: String,
-        /// What failed.
-        message: String,
-    },
-    /// The etcd-API store did not answer or refused a request.
-    #[error("state store at {endpoints}: {message}")]
-    Remote {
-        /// The endpoints the platform uses.
-        endpoints: String,
-        /// What failed.
-        message: String,
-    },
-    /// A blob could not be read or written.
-    #[error("module blob {path}: {source}")]
-    Blob {
-        /// The blob's path.
-        path: String,
-        /// The underlying I/O error.
-        source: std::io::Error,
-    },
-}
