@@ -193,3 +193,27 @@ fn an_http_url_for_a_tls_node_is_told_to_use_https() {
     assert!(stdout(&curl).contains("use an https:// URL"), "{curl:?}");
     assert_eq!(node.get("/healthz").status, 200);
 }
+
+/// The binary a user copies: small enough to ship, and still named inside for `perf`: its
+/// symbol table is kept (only DWARF is left to `--profile profiling`). Tests build in the
+/// release profile (`scripts/test`), the one users install.
+#[test]
+fn the_binary_is_under_70_mb_and_keeps_its_symbol_table() {
+    let elf = std::fs::read(mote_bin()).unwrap();
+    assert!(
+        elf.len() < 70 << 20,
+        "{} is {} MB",
+        mote_bin(),
+        elf.len() >> 20
+    );
+    let u16_at = |at: usize| usize::from(u16::from_le_bytes([elf[at], elf[at + 1]]));
+    let u64_at = |at: usize| u64::from_le_bytes(elf[at..at + 8].try_into().unwrap()) as usize;
+    assert_eq!(&elf[..5], b"\x7fELF\x02", "a 64-bit ELF file");
+    let (table, entry, count) = (u64_at(0x28), u16_at(0x3a), u16_at(0x3c));
+    let symbols: usize = (0..count)
+        .map(|i| table + i * entry)
+        .filter(|&header| elf[header + 4..header + 8] == 2u32.to_le_bytes())
+        .map(|header| u64_at(header + 0x20) / u64_at(header + 0x38).max(1))
+        .sum();
+    assert!(symbols > 10_000, "{symbols} symbols in {}", mote_bin());
+}
