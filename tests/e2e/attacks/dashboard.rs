@@ -369,9 +369,12 @@ fn over_tls_the_dashboard_is_served_over_tls_too() {
     assert_eq!(r.content_type.as_deref(), Some("text/html; charset=utf-8"));
     let r = send_with(&trusting, "GET", &format!("{}/ui", p.url), &[], b"");
     assert_eq!(r.location.as_deref(), Some(&*format!("{ui}/ui")));
-    // No plain HTTP on the dashboard's port either.
+    // No plain HTTP on the dashboard's port either: only a 400 that says to use https.
     let plain = ui.replacen("https://", "http://", 1);
-    assert!(agent(None).get(format!("{plain}/ui")).call().is_err());
+    let r = send_with(&agent(None), "GET", &format!("{plain}/ui"), &[], b"");
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("use an https:// URL"), "{}", r.body);
+    assert!(!r.body.contains("<html"), "{}", r.body);
 }
 
 #[test]
