@@ -158,15 +158,16 @@ async fn shake_hands(
 ) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
     let client = stream.peer_addr().ok();
     let handshake = async {
+        // The turn is taken first: a client that says nothing holds one, as in a handshake.
+        let _turn = handshakes
+            .acquire()
+            .await
+            .expect("the semaphore is never closed");
         let mut first = [0u8; 1];
         if stream.peek(&mut first).await.is_ok() && first[0].is_ascii_uppercase() {
             answer_plain_http(stream).await;
             return None;
         }
-        let _turn = handshakes
-            .acquire()
-            .await
-            .expect("the semaphore is never closed");
         Some(acceptor.accept(stream).await)
     };
     match tokio::time::timeout(timeout, handshake).await {
