@@ -63,7 +63,7 @@ pub async fn set_up(
             .context("cannot make the admin token")?;
         write_private(&admin, token.expose())?;
         println!("made the admin token `{name}` in {}", admin.display());
-        println!("{}", reads_it(data));
+        println!("{}", how_the_cli_finds_it(data));
     }
     // Loaded before the node serves, so that no good token is refused at start; the node's
     // watch keeps it current from then on (`mote_peers`, which follows the token records).
@@ -82,7 +82,7 @@ pub async fn set_up(
 
 /// How the CLI comes to send the admin token in `data`: it looks in its own `--data-dir`,
 /// which is `./mote.data` unless it is told otherwise.
-fn reads_it(data: &Path) -> String {
+fn how_the_cli_finds_it(data: &Path) -> String {
     match data == Path::new(super::client::DEFAULT_DATA_DIR) {
         true => "the CLI sends it to this node when run from this directory, or give it in \
                  MOTE_TOKEN"

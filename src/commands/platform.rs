@@ -190,13 +190,7 @@ async fn start_embedded_store(
     };
     // The node dials its own replica: on loopback when it listens on every address, so that
     // the URL names an address a certificate can hold.
-    let mut dialled = clients.local_addr()?;
-    if dialled.ip().is_unspecified() {
-        dialled.set_ip(match dialled {
-            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-        });
-    }
+    let dialled = super::machine::dialled_here(clients.local_addr()?);
     let url = format!("{client_scheme}://{dialled}");
     let (members, peer_listener) = match edge {
         None => (

@@ -1,7 +1,7 @@
 //! `mote up`: the whole platform in one process.
 
 use super::client::NODE_URL_FILE;
-use super::machine::host_name;
+use super::machine::{dialled_here, host_name};
 use super::platform::{
     Edge, State, StateSource, available_cores, baseline_cap, parse_store_peers, shutdown_signal,
     start_node,
@@ -20,7 +20,7 @@ use mote_peers::{Peers, PeersConfig, StorePeering};
 use mote_types::{
     DeployOptions, FunctionName, Grantor, HttpSettings, Limits, OutboundCeiling, Route,
 };
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -497,7 +497,7 @@ async fn serve(args: UpArgs, cores: usize, s3_secret_key: Option<String>) -> any
                 args.data.join(super::client::ADMIN_TOKEN_FILE).display()
             );
         }
-        let at = local_address(addr);
+        let at = dialled_here(addr);
         println!("try:  {curl} -X POST --data-binary 'mote' {scheme}://{at}/v1/invoke/hello");
         println!(
             "      {curl} {scheme}://{at}/hello-http/echo?q=1 -d 'a wasi:http component'   ({} on {EXAMPLE_ROUTE})",
@@ -628,16 +628,6 @@ fn examples_help() -> String {
         names(&mote_guests::JOBS),
         mote_guests::HTTP_HELLO.name
     )
-}
-
-/// The address to show a user of this machine for `addr`: a node on every address
-/// (`0.0.0.0`, `[::]`) answers on loopback, which needs no other name allowed.
-fn local_address(addr: SocketAddr) -> SocketAddr {
-    match addr.ip() {
-        IpAddr::V4(ip) if ip.is_unspecified() => (Ipv4Addr::LOCALHOST, addr.port()).into(),
-        IpAddr::V6(ip) if ip.is_unspecified() => (Ipv6Addr::LOCALHOST, addr.port()).into(),
-        _ => addr,
-    }
 }
 
 /// Where `mote up --examples` mounts the example `wasi:http` component.
