@@ -192,22 +192,14 @@ async fn shake_hands(
 const PLAIN_HTTP_REFUSED: &str = "this node serves HTTPS on this port: use an https:// URL (for \
 the node's own certificate, mote's --tls-ca or curl's --cacert with DATA/tls/cert.pem)";
 
-/// The most of a plain request read, before and after its answer, so that the answer is not
-/// lost to a reset: closing a socket with unread data sends one.
+/// The most of a plain request read after its answer: closing a socket with unread data sends
+/// a reset, which could reach the client before the answer does.
 const PLAIN_HTTP_READ: usize = 64 << 10;
 
-/// Answers a plain HTTP request on a TLS listener with 400 and [`PLAIN_HTTP_REFUSED`], and
-/// closes it.
+/// Answers a plain HTTP request on a TLS listener with 400 and [`PLAIN_HTTP_REFUSED`], stops
+/// sending, and reads what the client still sends until it closes (or [`PLAIN_HTTP_READ`]).
 async fn answer_plain_http(mut stream: TcpStream) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut head = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < PLAIN_HTTP_READ {
-        match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => head.extend_from_slice(&buf[..n]),
-        }
-    }
     let body = serde_json::json!({ "error": PLAIN_HTTP_REFUSED }).to_string();
     let answer = format!(
         "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\n\
@@ -217,7 +209,7 @@ async fn answer_plain_http(mut stream: TcpStream) {
     if stream.write_all(answer.as_bytes()).await.is_err() || stream.shutdown().await.is_err() {
         return;
     }
-    let mut drained = 0;
+    let (mut buf, mut drained) = ([0u8; 4096], 0);
     while drained < PLAIN_HTTP_READ {
         match stream.read(&mut buf).await {
             Ok(0) | Err(_) => return,
