@@ -95,6 +95,23 @@ impl Platform {
         p
     }
 
+    /// Starts `mote up --tls-self-signed` and `args` on a fresh data directory, its requests
+    /// trusting the certificate the node made.
+    pub fn start_self_signed(args: &[&str]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let args: Vec<&str> = ["--tls-self-signed"].iter().chain(args).copied().collect();
+        let mut p = Self::start_in(&data, &args);
+        p.ca = Some(p.certificate());
+        p._dir = Some(dir);
+        p
+    }
+
+    /// The certificate a node started with `--tls-self-signed` made in its data directory.
+    pub fn certificate(&self) -> PathBuf {
+        self.data.join("tls").join("cert.pem")
+    }
+
     /// Starts `mote up` on `data` (which may hold state from an earlier run).
     pub fn start_in(data: &Path, args: &[&str]) -> Self {
         Self::start_in_with_env(data, args, &[])

@@ -27,9 +27,30 @@ fn short_calls_beside_a_long_one(preempt: &str) -> (Platform, Seen) {
     let alone = Instant::now();
     assert_eq!(p.invoke("slow", b"").status, 200);
     let slow_alone = alone.elapsed();
-    let seen = std::thread::scope(|s| {
+    let (hellos, slow) = while_slow_runs(&p, |started| {
+        std::thread::sleep(Duration::from_millis(20));
+        (0..3)
+            .map(|_| {
+                let reply = p.invoke("hello", b"x");
+                assert_eq!(reply.status, 200, "{}", reply.text());
+                started.elapsed()
+            })
+            .collect()
+    });
+    let seen = Seen {
+        hellos,
+        slow,
+        slow_alone,
+    };
+    (p, seen)
+}
+
+/// Sends `slow` and, once it holds the core (nothing queued, an executor busy), runs `beside`
+/// with the instant `slow` was sent; returns what `beside` returned and how long `slow` took
+/// to answer.
+fn while_slow_runs<T>(p: &Platform, beside: impl FnOnce(Instant) -> T) -> (T, Duration) {
+    std::thread::scope(|s| {
         let started = Instant::now();
-        let p = &p;
         let slow = s.spawn(move || {
             assert_eq!(p.invoke("slow", b"").status, 200);
             started.elapsed()
@@ -37,22 +58,9 @@ fn short_calls_beside_a_long_one(preempt: &str) -> (Platform, Seen) {
         while p.get("/v1/node").json()["queue_length"] != 0 || busy_executors(p) == 0 {
             std::thread::sleep(Duration::from_millis(2));
         }
-        std::thread::sleep(Duration::from_millis(20));
-        let hellos = (0..3)
-            .map(|_| {
-                let reply = p.invoke("hello", b"x");
-                assert_eq!(reply.status, 200, "{}", reply.text());
-                started.elapsed()
-            })
-            .collect();
-        let slow = slow.join().unwrap();
-        Seen {
-            hellos,
-            slow,
-            slow_alone,
-        }
-    });
-    (p, seen)
+        let seen = beside(started);
+        (seen, slow.join().unwrap())
+    })
 }
 
 fn busy_executors(p: &Platform) -> i64 {
@@ -125,20 +133,10 @@ fn a_preempted_call_learns_the_time_it_ran_not_the_time_it_waited() {
     for name in ["mid", "slow"] {
         assert_eq!(p.invoke(name, b"").status, 200);
     }
-    let slow_answer = std::thread::scope(|s| {
-        let started = Instant::now();
-        let p = &p;
-        let slow = s.spawn(move || {
-            assert_eq!(p.invoke("slow", b"").status, 200);
-            started.elapsed()
-        });
-        while busy_executors(p) == 0 {
-            std::thread::sleep(Duration::from_millis(2));
-        }
+    let ((), slow_answer) = while_slow_runs(&p, |_| {
         for _ in 0..2 {
             assert_eq!(p.invoke("mid", b"").status, 200);
         }
-        slow.join().unwrap()
     });
     let mids = recent_ms(&p, "mid");
     let overtaking: f64 = mids[mids.len() - 2..].iter().sum();

@@ -357,10 +357,8 @@ fn a_taken_dashboard_address_is_named_and_the_node_does_not_start() {
 
 #[test]
 fn over_tls_the_dashboard_is_served_over_tls_too() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let cert = data.join("tls").join("cert.pem");
-    let p = Platform::start_in(&data, &["--tls-self-signed", "--cores", "1"]).trusting(&cert);
+    let p = Platform::start_self_signed(&["--cores", "1"]);
+    let cert = p.certificate();
     let ui = p.dashboard.clone().expect("a `dashboard on` line");
     assert!(ui.starts_with("https://127.0.0.1:"), "{ui}");
     let trusting = agent(Some(&cert));
