@@ -12,9 +12,9 @@ use mote_bench::http::{self, HttpBenchConfig, Pinning};
 use mote_bench::jobs::{self, JobsBenchConfig};
 use mote_bench::micro::{self, MicroConfig, MicroReport};
 use mote_bench::results::ResultsDir;
-use mote_bench::simulate::{self, SimOptions};
 use mote_bench::sort::{self, ObjectServer, SortOptions};
 use mote_bench::store::{self, StoreBenchConfig};
+use mote_cluster_sim::SimOptions;
 use mote_node::PreemptConfig;
 use mote_objects::S3Endpoint;
 use mote_sched::Policy;
@@ -455,7 +455,7 @@ fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
             fc_window: Duration::from_secs(60),
         };
         let started = Instant::now();
-        let report = simulate::run(&options, &mut progress);
+        let report = mote_cluster_sim::run(&options, &mut progress);
         let took = started.elapsed();
         match args.json {
             true => println!("{}", serde_json::to_string(&report)?),

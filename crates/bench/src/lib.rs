@@ -24,8 +24,6 @@
 //! - [`http`]: the same `wasi:http` component under `mote up` and under `wasmtime serve`, real
 //!   processes driven by one keep-alive load generator at several concurrencies: requests/s and
 //!   latency percentiles, side by side.
-//! - [`simulate`]: the call-scheduling paper's cluster experiment (section VIII) and 100 nodes,
-//!   in virtual time, driving the real placement and policies.
 //! - [`stats`]: the median every report takes, `None` where there is no data.
 //! - [`results`]: the directory a benchmark writes its files to, and the outcome it hands back.
 //!
@@ -41,7 +39,6 @@ pub mod jobs;
 pub mod micro;
 pub mod plot;
 pub mod results;
-pub mod simulate;
 pub mod sort;
 pub mod stats;
 pub mod store;
