@@ -274,7 +274,7 @@ pub struct HttpArgs {
     /// Rounds of every point, whose median is reported [default: 5; 1 with --smoke].
     #[arg(long)]
     rounds: Option<usize>,
-    /// Run the load generator on CPU 0 and each server on CPU 1 (taskset), instead of all of
+    /// Run the load generator on CPU 0 and each server on CPU 1 (CPU affinity), instead of all of
     /// them sharing every core.
     #[arg(long)]
     pin: bool,

@@ -636,18 +636,10 @@ fn preemption(
     Ok((points, baseline))
 }
 
+/// The CPU and how many cores this process may run on.
 fn machine() -> String {
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    format!("{model}, {cores} cores")
+    format!("{}, {cores} cores", crate::results::cpu_model())
 }
 
 /// The paper's reference figures, measured on this machine with its own code

@@ -386,7 +386,7 @@ pub fn run(
     let node = up(&config.mote, dir.path(), "one", 1, None)?;
     let mut runs: Vec<(u64, Vec<f64>, Vec<Status>)> = Vec::new();
     for &work in &config.works {
-        let (ns, long) = per_task(&node.url, &busy(None, work), config.busy_long, reps)
+        let (ns, long) = per_task(node.url(), &busy(None, work), config.busy_long, reps)
             .with_context(|| format!("busy work={work}: {}", node.log_tail()))?;
         progress(&format!(
             "figure 4: work={work}: {:.0} ns per task ({:?})",
@@ -433,7 +433,7 @@ pub fn run(
     };
     let validation_work = ((9.0 * empty_ns / step_ns.max(1e-3)).round() as u64).max(1);
     let (ns, long) = per_task(
-        &node.url,
+        node.url(),
         &busy(None, validation_work),
         config.busy_long,
         reps,
@@ -465,12 +465,12 @@ pub fn run(
     let bucket = node.data.join("objects/bench/lr");
     std::fs::create_dir_all(&bucket)?;
     std::fs::copy(&points_file, bucket.join("points.csv"))?;
-    let (ns, _) = per_task(&node.url, &busy(None, 0), config.busy_long, reps)
+    let (ns, _) = per_task(node.url(), &busy(None, 0), config.busy_long, reps)
         .with_context(|| format!("busy on 2 cores: {}", node.log_tail()))?;
     let tasks_per_s_2core = 1e9 / median(&ns);
     progress(&format!("2 cores: {tasks_per_s_2core:.0} empty tasks/s"));
     let from_file = [("input", "bench/lr".to_owned())];
-    let lr_file = lr(&node.url, None, 10, &from_file, config.iterations, reps)
+    let lr_file = lr(node.url(), None, 10, &from_file, config.iterations, reps)
         .with_context(|| format!("lr from the file: {}", node.log_tail()))?;
     progress(&format!(
         "lr from the file: {:.2} ms per iteration, {:.0} tasks/s",
@@ -482,7 +482,7 @@ pub fn run(
     ];
     let mut figure8 = Vec::new();
     for &ppc in &config.partitions_per_core {
-        let point = lr(&node.url, None, ppc, &generated, config.iterations, reps)
+        let point = lr(node.url(), None, ppc, &generated, config.iterations, reps)
             .with_context(|| format!("lr at {ppc} partitions per core: {}", node.log_tail()))?;
         progress(&format!(
             "figure 8: {ppc} partitions per core: {:.2} ms per iteration, {:.0} tasks/s",
@@ -494,21 +494,21 @@ pub fn run(
 
     // 5. Two 1-core workers sharing a store, against one.
     let store = crate::cluster::store(&config.mote)?;
-    let n1 = up(&config.mote, dir.path(), "n1", 1, Some(&store.url))?;
-    let n2 = up(&config.mote, dir.path(), "n2", 1, Some(&store.url))?;
+    let n1 = up(&config.mote, dir.path(), "n1", 1, Some(store.url()))?;
+    let n2 = up(&config.mote, dir.path(), "n2", 1, Some(store.url()))?;
     n1.wait_for_nodes(2)?;
     let scale = |workers: usize| -> anyhow::Result<(LrPoint, f64, f64)> {
         let lr = lr(
-            &n1.url,
+            n1.url(),
             Some(workers),
             10,
             &generated,
             config.iterations,
             reps,
         )?;
-        let (empty, _) = per_task(&n1.url, &busy(Some(workers), 0), config.busy_long, reps)?;
+        let (empty, _) = per_task(n1.url(), &busy(Some(workers), 0), config.busy_long, reps)?;
         let (work, _) = per_task(
-            &n1.url,
+            n1.url(),
             &busy(Some(workers), validation_work),
             config.busy_long,
             reps,
