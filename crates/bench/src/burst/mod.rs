@@ -19,15 +19,17 @@
 //! are `mote_cluster_sim`'s, which sends the same burst to simulated clusters.
 //!
 //! This file owns one run: the node, the schedule, the burst and its per-call records.
-//! `experiment` owns what `mote bench burst` asks for ([`BurstOptions`]) and the sequence of
-//! runs it makes, writing every file ([`run`]); `report` owns the tables, the plots and the
-//! report.
+//! `experiment` owns what `mote bench burst` asks for ([`BurstOptions`]) and the experiment it
+//! makes of it; `sequence` runs that experiment's runs, writing every file ([`run`]); `report`
+//! owns the tables, the plots and the report.
 
 mod experiment;
 mod report;
+mod sequence;
 
-pub use experiment::{BurstOptions, Preempt, run};
+pub use experiment::{BurstOptions, Preempt};
 pub use mote_cluster_sim::{Distribution, PaperLoad, load_scale, schedule};
+pub use sequence::run;
 
 use crate::stats::median;
 use bytes::Bytes;
