@@ -1,25 +1,29 @@
-//! `mote bench`: the benchmarks of docs/benchmarks.md.
+//! `mote bench`: the benchmarks of docs/benchmarks.md. Each subcommand turns its arguments into
+//! its benchmark's configuration, runs it and prints its report; those that write files write
+//! them where `--out` says, or to a fresh directory under the system's temp dir, never into the
+//! repository (`output`). `cluster` has a file of its own.
+
+mod cluster;
+mod output;
 
 use super::platform::{available_cores, baseline_cap};
-use super::progress::Progress;
 use super::secrets::S3_SECRET_KEY;
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use cluster::ClusterArgs;
 use mote_bench::burst::{self, BurstOptions, PaperLoad};
 use mote_bench::call_path::{self, CallPathConfig, CallPathReport};
-use mote_bench::cluster::{self, ClusterBenchConfig, ClusterBurstConfig};
 use mote_bench::http::{self, HttpBenchConfig, Pinning};
 use mote_bench::jobs::{self, JobsBenchConfig};
 use mote_bench::micro::{self, MicroConfig, MicroReport};
-use mote_bench::results::ResultsDir;
-use mote_bench::simulate::{self, SimOptions};
 use mote_bench::sort::{self, ObjectServer, SortOptions};
 use mote_bench::store::{self, StoreBenchConfig};
 use mote_node::PreemptConfig;
 use mote_objects::S3Endpoint;
 use mote_sched::Policy;
+use output::{Results, clear_progress, command_line, print_report, progress};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Which benchmark to run.
 #[derive(Subcommand)]
@@ -139,85 +143,14 @@ pub struct SortArgs {
     /// Memory limit of each call, MiB.
     #[arg(long, default_value_t = 1024)]
     memory_mb: u32,
-    /// Directory for the results [default: docs/benchmarks/microtasks; with --smoke, a
-    /// temporary directory removed at exit].
+    /// Directory for the results [default: a new directory under the system's temp dir,
+    /// printed at the end; with --smoke, one removed at exit].
     #[arg(long)]
     out: Option<PathBuf>,
     /// A short run of every part (2 MB, 4 parts and categories, one repetition of each mode)
     /// for the test command; its figures are not the benchmark's.
     #[arg(long)]
     smoke: bool,
-}
-
-/// Options of `mote bench cluster`.
-#[derive(Args)]
-pub struct ClusterArgs {
-    /// Calls per round and path.
-    #[arg(long, default_value_t = 2000)]
-    calls: usize,
-    /// Rounds, alternating which path goes first.
-    #[arg(long, default_value_t = 5)]
-    rounds: usize,
-    /// Print one JSON object instead of a table.
-    #[arg(long)]
-    json: bool,
-    /// Instead of measuring forwarding, simulate clusters in virtual time (the real placement
-    /// and queues, the suite's measured times): the call-scheduling paper's section VIII on
-    /// 4, 3 and 2 nodes of 18 cores, one node of 72, and 100 nodes of 32.
-    #[arg(long)]
-    simulate: bool,
-    /// Seeds of the simulated bursts.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "1,2,3",
-        requires = "simulate"
-    )]
-    seeds: Vec<u64>,
-    /// Intensities of the simulated bursts, on the largest cluster of each set-up
-    /// [default: 30,40,60,90,120].
-    #[arg(long, value_delimiter = ',', requires = "simulate")]
-    intensity: Vec<u32>,
-    /// Which of the paper's loads an intensity stands for (see `mote bench burst --load`).
-    #[arg(long, default_value = "measured", requires = "simulate")]
-    load: PaperLoad,
-    /// Burst window of the paper's set-up, seconds.
-    #[arg(long, default_value_t = 60.0, requires = "simulate")]
-    window: f64,
-    /// Burst window at 100 nodes, seconds (the call count scales with it, not the load).
-    #[arg(long, default_value_t = 10.0, requires = "simulate")]
-    scale_window: f64,
-    /// What forwarding adds to a simulated call, µs.
-    #[arg(long, default_value_t = 150, requires = "simulate")]
-    forward_us: u64,
-    /// How often each simulated node reports its load, ms (`mote up`: a third of the lease
-    /// TTL).
-    #[arg(long, default_value_t = 1000, requires = "simulate")]
-    report_ms: u64,
-    /// Home nodes per function in the simulation (`mote up --homes`).
-    #[arg(long, default_value_t = 2, requires = "simulate")]
-    homes: usize,
-    /// Instead of measuring forwarding, send the scheduling paper's burst to one node of a
-    /// two-node cluster and to one node alone, per policy (real processes, `--cores 1` each).
-    #[arg(long, conflicts_with = "simulate")]
-    burst: bool,
-    /// Policies the burst compares.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "fifo,sept,fc,baseline",
-        requires = "burst"
-    )]
-    policies: Vec<Policy>,
-    /// The burst's intensity (the paper's `v`, on the one node's core).
-    #[arg(long, default_value_t = 60, requires = "burst")]
-    burst_intensity: u32,
-    /// The burst's window, seconds.
-    #[arg(long, default_value_t = 30, requires = "burst")]
-    burst_window_s: u64,
-    /// The burst's seed.
-    #[arg(long, default_value_t = 1, requires = "burst")]
-    burst_seed: u64,
 }
 
 /// Options of `mote bench jobs`.
@@ -230,7 +163,7 @@ pub struct JobsArgs {
     #[arg(long)]
     no_peers: bool,
     /// A short run of every part (small sizes, one repetition); its figures are not the
-    /// benchmark's. Writes to a temporary directory unless --out is given.
+    /// benchmark's. Its files are removed at exit unless --out is given.
     #[arg(long)]
     smoke: bool,
     /// LR training points (20 features each) [default: 400000; 20000 with --smoke].
@@ -244,8 +177,8 @@ pub struct JobsArgs {
     /// again, and what a snapshot costs per GB (recovery.json, recovery.md, slowdown.png).
     #[arg(long)]
     recovery: bool,
-    /// Directory for the results [default: docs/benchmarks/jobs; with --smoke, a temporary
-    /// directory removed at exit].
+    /// Directory for the results [default: a new directory under the system's temp dir,
+    /// printed at the end; with --smoke, one removed at exit].
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -274,20 +207,20 @@ pub struct HttpArgs {
     /// Rounds of every point, whose median is reported [default: 5; 1 with --smoke].
     #[arg(long)]
     rounds: Option<usize>,
-    /// Run the load generator on CPU 0 and each server on CPU 1 (taskset), instead of all of
+    /// Run the load generator on CPU 0 and each server on CPU 1 (CPU affinity), instead of all of
     /// them sharing every core.
     #[arg(long)]
     pin: bool,
     /// mote alone, 1 s per point at 1 and 8 connections, for the test command; fails if any
-    /// request failed. Its figures are not the benchmark's. Writes to a temporary directory
+    /// request failed. Its figures are not the benchmark's. Its files are removed at exit
     /// unless --out is given.
     #[arg(long)]
     smoke: bool,
     /// Print one JSON object instead of the tables.
     #[arg(long)]
     json: bool,
-    /// Directory for the results [default: docs/benchmarks/http; with --smoke, a temporary
-    /// directory removed at exit].
+    /// Directory for the results [default: a new directory under the system's temp dir,
+    /// printed at the end; with --smoke, one removed at exit].
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -296,7 +229,7 @@ pub struct HttpArgs {
 #[derive(Args)]
 pub struct StoreArgs {
     /// A short run of every part (1 and 3 nodes, 1,000 requests, one run) for the test command;
-    /// its figures are not the benchmark's. Writes to a temporary directory unless --out is given.
+    /// its figures are not the benchmark's. Its files are removed at exit unless --out is given.
     #[arg(long)]
     smoke: bool,
     /// Directory with etcd 3.6.8's `etcd`, `etcdctl` and `benchmark` (scripts/etcd-tools
@@ -306,8 +239,8 @@ pub struct StoreArgs {
     /// The mote binary whose `mote store` is measured [default: this one].
     #[arg(long)]
     mote: Option<PathBuf>,
-    /// Directory for the results [default: docs/benchmarks/store; with --smoke, a temporary
-    /// directory removed at exit].
+    /// Directory for the results [default: a new directory under the system's temp dir,
+    /// printed at the end; with --smoke, one removed at exit].
     #[arg(long)]
     out: Option<PathBuf>,
     /// Repetitions of the whole sequence (each size: etcd and mote back to back, the order
@@ -375,9 +308,10 @@ pub struct BurstArgs {
     /// Seed of the call sequence; repeat for several (the same for every policy).
     #[arg(long)]
     seed: Vec<u64>,
-    /// Directory for the results.
-    #[arg(long, default_value = "burst-results")]
-    out: PathBuf,
+    /// Directory for the results [default: a new directory under the system's temp dir,
+    /// printed at the end].
+    #[arg(long)]
+    out: Option<PathBuf>,
     /// Calls per function when measuring idle response times.
     #[arg(long, default_value_t = 3)]
     idle_calls: usize,
@@ -419,9 +353,7 @@ pub struct CallArgs {
 /// Runs a benchmark and prints its report.
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     let result = run_bench(cmd);
-    if let Some(spinner) = std::sync::LazyLock::get(&SPINNER) {
-        spinner.clear();
-    }
+    clear_progress();
     result
 }
 
@@ -432,68 +364,11 @@ fn run_bench(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Micro(args) => run_micro(args),
         BenchCommand::Store(args) => run_store(args),
         BenchCommand::Sort(args) => run_sort(args),
-        BenchCommand::Cluster(args) => run_cluster(args),
+        BenchCommand::Cluster(args) => cluster::run(args),
         BenchCommand::Jobs(args) => run_jobs(args),
         BenchCommand::Http(args) => run_http(args),
         BenchCommand::ProcessWorker { once } => Ok(micro::process_worker(once)?),
     }
-}
-
-fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
-    if args.simulate {
-        let seconds =
-            |s: f64| Duration::try_from_secs_f64(s).with_context(|| format!("a window of {s} s"));
-        let options = SimOptions {
-            seeds: args.seeds,
-            intensities: args.intensity,
-            load: args.load,
-            window: seconds(args.window)?,
-            scale_window: seconds(args.scale_window)?,
-            forward_cost: Duration::from_micros(args.forward_us),
-            report_interval: Duration::from_millis(args.report_ms.max(1)),
-            homes: args.homes,
-            fc_window: Duration::from_secs(60),
-        };
-        let started = Instant::now();
-        let report = simulate::run(&options, &mut progress);
-        let took = started.elapsed();
-        match args.json {
-            true => println!("{}", serde_json::to_string(&report)?),
-            false => print!("{}", report.table()),
-        }
-        progress(&format!(
-            "simulated in {:.1} s of wall time",
-            took.as_secs_f64()
-        ));
-        return Ok(());
-    }
-    if args.burst {
-        let config = ClusterBurstConfig {
-            mote: std::env::current_exe().context("finding the mote binary")?,
-            policies: args.policies,
-            intensity: args.burst_intensity,
-            window: Duration::from_secs(args.burst_window_s.max(1)),
-            seed: args.burst_seed,
-            load: PaperLoad::Measured,
-        };
-        let report = cluster::run_burst(&config)?;
-        match args.json {
-            true => println!("{}", serde_json::to_string(&report)?),
-            false => print!("{}", report.table()),
-        }
-        return Ok(());
-    }
-    let config = ClusterBenchConfig {
-        mote: std::env::current_exe().context("finding the mote binary")?,
-        calls: args.calls.max(1),
-        rounds: args.rounds.max(1),
-    };
-    let report = cluster::run(&config)?;
-    match args.json {
-        true => println!("{}", serde_json::to_string(&report)?),
-        false => print!("{}", report.table()),
-    }
-    Ok(())
 }
 
 fn run_jobs(args: JobsArgs) -> anyhow::Result<()> {
@@ -504,7 +379,7 @@ fn run_jobs(args: JobsArgs) -> anyhow::Result<()> {
             false => jobs::recovery::RecoveryConfig::full(mote, command_line()),
         };
         config.reps = args.reps.unwrap_or(config.reps).max(1);
-        let out = ResultsDir::create(args.out, args.smoke, "jobs")?;
+        let out = Results::create(args.out, args.smoke, "jobs-recovery")?;
         let report = jobs::recovery::run(&config, out.path(), &mut progress)?;
         return print_report(&report, args.json, |r| r.table());
     }
@@ -518,7 +393,7 @@ fn run_jobs(args: JobsArgs) -> anyhow::Result<()> {
     };
     config.points = args.points.unwrap_or(config.points).max(1);
     config.reps = args.reps.unwrap_or(config.reps).max(1);
-    let out = ResultsDir::create(args.out, args.smoke, "jobs")?;
+    let out = Results::create(args.out, args.smoke, "jobs")?;
     let report = jobs::run(&config, out.path(), &mut progress)?;
     print_report(&report, args.json, |r| r.table())
 }
@@ -544,28 +419,10 @@ fn run_http(args: HttpArgs) -> anyhow::Result<()> {
     config.rounds = args.rounds.unwrap_or(config.rounds).max(1);
     config.pin = args.pin.then_some(Pinning::SPLIT);
     config.wasmtime_optimize = args.wasmtime_optimize;
-    let out = ResultsDir::create(args.out, args.smoke, "http")?;
+    let out = Results::create(args.out, args.smoke, "http")?;
     let report = http::run(&config, out.path(), &mut progress)?;
     print_report(&report, args.json, |r| r.table())?;
     Ok(report.check()?)
-}
-
-/// Where a benchmark's progress goes, a line at a time: above a spinner on a terminal,
-/// nowhere otherwise.
-fn progress(line: &str) {
-    SPINNER.line(line);
-}
-
-/// The running benchmark's spinner, made on its first progress line.
-static SPINNER: std::sync::LazyLock<Progress> =
-    std::sync::LazyLock::new(|| Progress::spinner("starting"));
-
-/// The command line as typed, for the report.
-fn command_line() -> String {
-    std::iter::once("mote".to_owned())
-        .chain(std::env::args().skip(1))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 fn run_call(args: CallArgs) -> anyhow::Result<()> {
@@ -596,20 +453,6 @@ fn run_micro(args: MicroArgs) -> anyhow::Result<()> {
     print_report(&report, args.json, MicroReport::table)
 }
 
-/// Prints `report` as one JSON object, or as its `table` for humans.
-fn print_report<R: serde::Serialize>(
-    report: &R,
-    json: bool,
-    table: impl FnOnce(&R) -> String,
-) -> anyhow::Result<()> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(report)?);
-    } else {
-        print!("{}", table(report));
-    }
-    Ok(())
-}
-
 fn run_burst(args: BurstArgs) -> anyhow::Result<()> {
     let cores = args.cores.unwrap_or_else(available_cores);
     let options = BurstOptions {
@@ -629,7 +472,8 @@ fn run_burst(args: BurstArgs) -> anyhow::Result<()> {
         functions: args.function,
         fairness: args.fairness,
     };
-    let report = burst::run(&options, &args.out, progress)?;
+    let out = Results::create(args.out, false, "burst")?;
+    let report = burst::run(&options, out.path(), progress)?;
     println!("{report}");
     Ok(())
 }
@@ -665,7 +509,7 @@ fn run_sort(args: SortArgs) -> anyhow::Result<()> {
         memory_mb: args.memory_mb,
         smoke: args.smoke,
     };
-    let out = ResultsDir::create(args.out, args.smoke, "microtasks")?;
+    let out = Results::create(args.out, args.smoke, "sort")?;
     let outcome = sort::run(&options, out.path(), &command_line(), progress)?;
     print!("{}", outcome.report);
     Ok(outcome.check()?)
@@ -695,14 +539,48 @@ fn run_store(args: StoreArgs) -> anyhow::Result<()> {
     if let Some(dir) = args.work_dir {
         config.work_dir = dir;
     }
-    let out = ResultsDir::create(args.out, args.smoke, "store")?;
+    let out = Results::create(args.out, args.smoke, "store")?;
     let outcome = store::run(&config, out.path(), command_line(), progress)?;
     println!("{}", outcome.report);
-    if out.is_temporary() {
-        eprintln!(
-            "(the smoke run's files were in {}, removed at exit; pass --out to keep them)",
-            out.path().display()
-        );
-    }
     Ok(outcome.check()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    #[derive(Parser)]
+    struct Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    }
+
+    /// A benchmark without `--out` writes where `ResultsDir` says (outside the repository): no
+    /// subcommand may bring back a default of its own, such as the `docs/` paths there were.
+    #[test]
+    fn no_benchmark_has_a_results_directory_of_its_own() {
+        let command = Bench::command();
+        let with_out: Vec<&str> = command
+            .get_subcommands()
+            .filter_map(|sub| {
+                let out = sub.get_arguments().find(|a| a.get_id() == "out")?;
+                assert!(
+                    out.get_default_values().is_empty(),
+                    "mote bench {} --out defaults to {:?}",
+                    sub.get_name(),
+                    out.get_default_values()
+                );
+                Some(sub.get_name())
+            })
+            .collect();
+        assert_eq!(with_out, ["burst", "store", "sort", "jobs", "http"]);
+        let Bench {
+            command: BenchCommand::Burst(burst),
+        } = Bench::parse_from(["bench", "burst", "--all"])
+        else {
+            panic!("not burst");
+        };
+        assert_eq!(burst.out, None);
+    }
 }

@@ -24,10 +24,13 @@
 //! - [`http`]: the same `wasi:http` component under `mote up` and under `wasmtime serve`, real
 //!   processes driven by one keep-alive load generator at several concurrencies: requests/s and
 //!   latency percentiles, side by side.
-//! - [`simulate`]: the call-scheduling paper's cluster experiment (section VIII) and 100 nodes,
-//!   in virtual time, driving the real placement and policies.
 //! - [`stats`]: the median every report takes, `None` where there is no data.
-//! - [`results`]: the directory a benchmark writes its files to, and the outcome it hands back.
+//! - [`results`]: the directory a benchmark writes its files to (`--out`, or a fresh one under
+//!   the system's temp dir, never the repository), and the outcome it hands back.
+//!
+//! The processes the benchmarks start (`mote up`, `mote store`, `wasmtime serve`), the CPUs they
+//! are pinned to and the CPU time read from `/proc` all go through `mote_testbed`; the cluster
+//! simulation is `mote_cluster_sim`'s, whose burst workload `burst` sends to a real node.
 //!
 //! Each benchmark is run by one function taking its configuration (and, for those that write
 //! files, the results directory): the `mote bench` command only turns its arguments into that
@@ -41,7 +44,6 @@ pub mod jobs;
 pub mod micro;
 pub mod plot;
 pub mod results;
-pub mod simulate;
 pub mod sort;
 pub mod stats;
 pub mod store;

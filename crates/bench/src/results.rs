@@ -1,11 +1,15 @@
-//! Where a benchmark that writes files puts them ([`ResultsDir`]), what it hands back to the
+//! Where a benchmark that writes files puts them ([`ResultsDir`]: `--out`, or a fresh directory
+//! outside the repository), what it hands back to the
 //! command that ran it ([`Outcome`], failing as [`RunFailed`]), and the machine it ran on as
 //! reports name it ([`cpu_model`], [`load_average`]).
 
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
-/// The directory a benchmark writes its results to, created. A smoke run's temporary
-/// directory is removed, with its contents, when this is dropped.
+/// The directory a benchmark writes its results to, created: the one `--out` names, or else a
+/// fresh one under the system's temp dir, never in the repository (whose `docs/` holds the
+/// committed results, written only when `--out` says so). A smoke run's own directory is
+/// removed, with its contents, when this is dropped.
 #[derive(Debug)]
 pub struct ResultsDir {
     path: PathBuf,
@@ -23,24 +27,37 @@ pub struct ResultsDirError {
 }
 
 impl ResultsDir {
-    /// `out` if given, else `docs/benchmarks/{name}`, except that a smoke run, which must never
-    /// overwrite the committed results, gets a temporary directory of its own.
-    pub fn create(out: Option<PathBuf>, smoke: bool, name: &str) -> Result<Self, ResultsDirError> {
-        let (path, temporary) = match (out, smoke) {
-            (Some(out), _) => (out, false),
-            (None, false) => (PathBuf::from("docs/benchmarks").join(name), false),
-            (None, true) => {
-                let dir = format!("mote-bench-{name}-smoke-{}", std::process::id());
-                (std::env::temp_dir().join(dir), true)
-            }
+    /// `out` if given; else a fresh directory `{kind}-{UTC time}` (`{kind}-smoke-{UTC time}` for
+    /// a smoke run, which is removed when this is dropped) under [`ResultsDir::default_parent`].
+    pub fn create(out: Option<PathBuf>, smoke: bool, kind: &str) -> Result<Self, ResultsDirError> {
+        let Some(out) = out else {
+            let name = match smoke {
+                true => format!("{kind}-smoke-{}", utc_stamp(SystemTime::now())),
+                false => format!("{kind}-{}", utc_stamp(SystemTime::now())),
+            };
+            let parent = Self::default_parent();
+            let path = fresh_dir(&parent, &name).map_err(|error| ResultsDirError {
+                path: parent.join(&name),
+                error,
+            })?;
+            return Ok(Self {
+                path,
+                temporary: smoke,
+            });
         };
-        // Made the owner first, so a directory created halfway is still removed.
-        let dir = Self { path, temporary };
-        std::fs::create_dir_all(&dir.path).map_err(|error| ResultsDirError {
-            path: dir.path.clone(),
+        std::fs::create_dir_all(&out).map_err(|error| ResultsDirError {
+            path: out.clone(),
             error,
         })?;
-        Ok(dir)
+        Ok(Self {
+            path: out,
+            temporary: false,
+        })
+    }
+
+    /// Where results go without `--out`: `mote-bench` in the system's temp dir.
+    pub fn default_parent() -> PathBuf {
+        std::env::temp_dir().join("mote-bench")
     }
 
     /// Where the results go.
@@ -52,6 +69,42 @@ impl ResultsDir {
     pub fn is_temporary(&self) -> bool {
         self.temporary
     }
+
+    /// The line to print once the benchmark has ended, so the user knows where to look.
+    pub fn closing_line(&self) -> String {
+        match self.temporary {
+            true => format!(
+                "the smoke run's files were in {}, removed at exit; pass --out DIR to keep them",
+                self.path.display()
+            ),
+            false => format!("results in {}", self.path.display()),
+        }
+    }
+}
+
+/// Creates `parent/name`, or `parent/name-2`, `-3`... if it exists already (two runs in the same
+/// second): a directory no earlier run wrote to.
+fn fresh_dir(parent: &Path, name: &str) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(parent)?;
+    for n in 1u32.. {
+        let path = match n {
+            1 => parent.join(name),
+            n => parent.join(format!("{name}-{n}")),
+        };
+        match std::fs::create_dir(&path) {
+            Ok(()) => return Ok(path),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    unreachable!("a u32's worth of directories of the same second")
+}
+
+/// `time` as `20261126T093000Z` (UTC, to the second): a directory name that sorts by time.
+fn utc_stamp(time: SystemTime) -> String {
+    // humantime panics on a time before the epoch (a clock set wrong).
+    let rfc3339 = humantime::format_rfc3339_seconds(time.max(SystemTime::UNIX_EPOCH));
+    rfc3339.to_string().replace(['-', ':'], "")
 }
 
 impl Drop for ResultsDir {
@@ -119,8 +172,68 @@ mod tests {
         assert!(dir.path().starts_with(std::env::temp_dir()), "{dir:?}");
         std::fs::write(dir.path().join("report.md"), "x").unwrap();
         let path = dir.path().to_owned();
+        assert!(
+            dir.closing_line().contains("removed at exit"),
+            "{}",
+            dir.closing_line()
+        );
         drop(dir);
         assert!(!path.exists());
+    }
+
+    /// The default must never point into the repository (whose `docs/benchmarks` holds the
+    /// committed results), wherever the command is run from.
+    #[test]
+    fn without_out_results_go_to_a_fresh_directory_outside_the_repository() {
+        // The workspace root: this crate is `crates/bench` in it.
+        let repository = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .canonicalize()
+            .unwrap();
+        assert!(
+            repository.join("docs/benchmarks").is_dir(),
+            "{repository:?}"
+        );
+        let first = ResultsDir::create(None, false, "test").unwrap();
+        let second = ResultsDir::create(None, false, "test").unwrap();
+        for dir in [&first, &second] {
+            let path = dir.path().canonicalize().unwrap();
+            assert!(path.is_dir() && !dir.is_temporary(), "{dir:?}");
+            assert!(
+                !path.starts_with(&repository),
+                "{path:?} is inside {repository:?}"
+            );
+            assert!(
+                dir.path().starts_with(ResultsDir::default_parent()),
+                "{dir:?}"
+            );
+            let name = dir.path().file_name().unwrap().to_str().unwrap();
+            assert!(name.starts_with("test-2"), "{name}");
+            assert_eq!(
+                dir.closing_line(),
+                format!("results in {}", dir.path().display())
+            );
+        }
+        assert_ne!(
+            first.path(),
+            second.path(),
+            "each run gets its own directory"
+        );
+        for dir in [first, second] {
+            let path = dir.path().to_owned();
+            drop(dir);
+            assert!(path.is_dir(), "kept after the run: {path:?}");
+            std::fs::remove_dir(&path).unwrap();
+        }
+    }
+
+    #[test]
+    fn utc_stamps_sort_by_time_and_hold_no_colon() {
+        use std::time::Duration;
+        let at = |secs| utc_stamp(SystemTime::UNIX_EPOCH + Duration::from_secs(secs));
+        assert_eq!(at(0), "19700101T000000Z");
+        assert_eq!(at(1_795_382_100), "20261122T211500Z");
+        assert!(at(1_795_382_100) < at(1_795_382_101));
     }
 
     #[test]

@@ -1,14 +1,9 @@
-//! The burst experiment as `mote bench burst` runs it: which policies, intensities, seeds and
-//! functions ([`BurstOptions`]), how often each function is called, and the results directory
-//! it fills ([`run`]): every run's calls (CSV), the summaries (`summary.json`), box plots and
-//! the report (`report.md`).
+//! The burst experiment as `mote bench burst` asks for it: which policies, intensities, seeds and
+//! functions ([`BurstOptions`]), and the [`Experiment`] they make, defaults filled in, with how
+//! often each function is called.
 
-use super::report;
-use super::{BurstConfig, BurstRun, BurstSummary, PaperLoad, Scheduler, SuiteEntry};
-use super::{burst, idle_times, shut_down, start, write_csv};
-use anyhow::Context;
+use super::{BurstConfig, PaperLoad, Scheduler, SuiteEntry};
 use mote_sched::Policy;
-use std::path::Path;
 use std::time::Duration;
 
 /// What `mote bench burst` was asked for; [`run`] fills in the experiment's defaults.
@@ -75,7 +70,7 @@ impl std::str::FromStr for Preempt {
 impl BurstOptions {
     /// The suite the burst runs: `mote_guests::SUITE` (shortest first), or the named functions
     /// of it.
-    fn suite(&self) -> anyhow::Result<Vec<SuiteEntry>> {
+    pub(super) fn suite(&self) -> anyhow::Result<Vec<SuiteEntry>> {
         let known: Vec<&str> = mote_guests::SUITE.iter().map(|f| f.name).collect();
         if let Some(unknown) = self.functions.iter().find(|n| !known.contains(&n.as_str())) {
             anyhow::bail!(
@@ -95,7 +90,7 @@ impl BurstOptions {
     }
 
     /// The experiment these options ask for over `suite`, with the defaults filled in.
-    fn experiment(&self, suite: &[SuiteEntry]) -> anyhow::Result<Experiment> {
+    pub(super) fn experiment(&self, suite: &[SuiteEntry]) -> anyhow::Result<Experiment> {
         let policies = match (self.policies.is_empty(), self.fairness) {
             (false, _) => self.policies.clone(),
             (true, true) => vec![Policy::Sept, Policy::Fc],
@@ -161,42 +156,6 @@ fn fairness_weights(n: usize) -> Vec<u32> {
     (0..n).map(|i| if i + 1 == n { 1 } else { 10 }).collect()
 }
 
-/// Runs the experiment `options` ask for and writes its results to `out`: each run's calls
-/// (`<policy>-v<V>-s<seed>.csv`), box plots per intensity, the summaries (`summary.json`) and
-/// the report (`report.md`), which it returns. `progress` gets a line as the experiment starts
-/// and one per run.
-pub fn run(
-    options: &BurstOptions,
-    out: &Path,
-    mut progress: impl FnMut(&str),
-) -> anyhow::Result<String> {
-    let suite = options.suite()?;
-    let experiment = options.experiment(&suite)?;
-    progress(&format!(
-        "burst: {} schedulers x {} intensities x {} seeds on {} cores, {} s windows; results in {}",
-        experiment.schedulers.len(),
-        experiment.intensities.len(),
-        experiment.seeds.len(),
-        options.cores,
-        options.window_s,
-        out.display()
-    ));
-    let runs = run_experiment(&experiment, &suite, out, |s| {
-        progress(&report::progress_line(s));
-    })?;
-    report::write_plots(out, &runs)?;
-    let summaries: Vec<_> = runs.into_iter().map(|r| r.summary).collect();
-    let json = serde_json::to_string_pretty(&summaries)?;
-    std::fs::write(out.join("summary.json"), json).context("writing summary.json")?;
-    let rare = match options.fairness {
-        true => suite.last().map(|f| f.name),
-        false => None,
-    };
-    let report = report::markdown(options, &experiment, &summaries, rare);
-    std::fs::write(out.join("report.md"), &report).context("writing report.md")?;
-    Ok(report)
-}
-
 /// A whole experiment: every policy, intensity and seed, with the same call sequences.
 #[derive(Clone, Debug)]
 pub(super) struct Experiment {
@@ -208,55 +167,6 @@ pub(super) struct Experiment {
     pub(super) seeds: Vec<u64>,
     /// The settings shared by every run (its policy, intensity and seed are overridden).
     pub(super) base: BurstConfig,
-}
-
-/// Runs `experiment` on `suite`, writing each run's calls to `out/<policy>-v<V>-s<seed>.csv`;
-/// returns every run. Idle times are measured once, on an idle FIFO node.
-fn run_experiment(
-    experiment: &Experiment,
-    suite: &[SuiteEntry],
-    out: &Path,
-    mut progress: impl FnMut(&BurstSummary),
-) -> anyhow::Result<Vec<BurstRun>> {
-    std::fs::create_dir_all(out)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    let idle = rt.block_on(async {
-        let dir = tempfile::tempdir()?;
-        let config = experiment.base.clone();
-        let node = start(dir.path(), &config, suite).await?;
-        let idle = idle_times(&node, suite, config.idle_calls).await?;
-        shut_down(node).await;
-        anyhow::Ok(idle)
-    })?;
-    let mut runs = Vec::new();
-    for &intensity in &experiment.intensities {
-        for &seed in &experiment.seeds {
-            for &scheduler in &experiment.schedulers {
-                let config = BurstConfig {
-                    scheduler,
-                    intensity,
-                    seed,
-                    ..experiment.base.clone()
-                };
-                let run = rt.block_on(async {
-                    let dir = tempfile::tempdir()?;
-                    let node = start(dir.path(), &config, suite).await?;
-                    let run = burst(node.clone(), &config, suite, &idle).await?;
-                    shut_down(node).await;
-                    anyhow::Ok(run)
-                })?;
-                write_csv(
-                    &out.join(format!("{}-v{intensity}-s{seed}.csv", scheduler.name())),
-                    &run.calls,
-                )?;
-                progress(&run.summary);
-                runs.push(run);
-            }
-        }
-    }
-    Ok(runs)
 }
 
 #[cfg(test)]

@@ -9,11 +9,12 @@
 //! second node cannot double the capacity; the comparison shows what placement does with the
 //! second node's core, not a cluster's scale (the simulation does that).
 
-use super::{Served, agent, node, store};
+use super::{agent, node, store};
 use crate::burst::{Distribution, PaperLoad, load_scale, schedule};
 use crate::stats::median;
 use anyhow::{Context, bail};
 use mote_sched::Policy;
+use mote_testbed::Served;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -121,7 +122,7 @@ fn deploy(agent: &ureq::Agent, node: &Served) -> anyhow::Result<()> {
     for (name, wasm, _) in suite() {
         let url = format!(
             "{}/v1/functions/{name}?timeout_ms={}&memory_mb=512",
-            node.url,
+            node.url(),
             mote_types::Limits::MAX_TIMEOUT_MS
         );
         let reply = agent.put(&url).send(wasm)?;
@@ -158,9 +159,9 @@ fn call(
 fn ready(agent: &ureq::Agent, node: &Served) -> anyhow::Result<()> {
     let start = Instant::now();
     for (name, _, input) in suite() {
-        while call(agent, &node.url, name, input).is_err() {
+        while call(agent, node.url(), name, input).is_err() {
             if start.elapsed() > Duration::from_secs(60) {
-                bail!("{} did not get {name} within 60 s", node.url);
+                bail!("{} did not get {name} within 60 s", node.url());
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -174,7 +175,7 @@ fn idle_times(agent: &ureq::Agent, node: &Served) -> anyhow::Result<BTreeMap<&'s
     for (name, _, input) in suite() {
         let mut times = Vec::new();
         for _ in 0..3 {
-            times.push(call(agent, &node.url, name, input)?.0.as_secs_f64() * 1e3);
+            times.push(call(agent, node.url(), name, input)?.0.as_secs_f64() * 1e3);
         }
         idle.insert(name, median(&times).context("no idle time")?);
     }
@@ -250,7 +251,7 @@ fn cluster(
                 &config.mote,
                 &data,
                 &name,
-                &store.url,
+                store.url(),
                 &["--policy", policy],
             )
         })
@@ -286,7 +287,7 @@ pub fn run(config: &ClusterBurstConfig) -> anyhow::Result<ClusterBurstReport> {
                 config.window,
                 config.seed,
             );
-            figures.push(send(&started[0].url, &plan, idle)?);
+            figures.push(send(started[0].url(), &plan, idle)?);
         }
         let two_nodes = figures.pop().expect("two set-ups");
         let one_node = figures.pop().expect("two set-ups");

@@ -168,8 +168,8 @@ pub fn run(config: &ClusterBenchConfig) -> anyhow::Result<ClusterReport> {
     let dir = tempfile::tempdir()?;
     let store = store(&config.mote)?;
     let homes = ["--homes", "1"];
-    let n1 = node(&config.mote, dir.path(), "n1", &store.url, &homes)?;
-    let n2 = node(&config.mote, dir.path(), "n2", &store.url, &homes)?;
+    let n1 = node(&config.mote, dir.path(), "n1", store.url(), &homes)?;
+    let n2 = node(&config.mote, dir.path(), "n2", store.url(), &homes)?;
     let agent = agent(Duration::from_secs(30));
     let function = name_homed_on_n2();
     let echo = mote_guests::ALL
@@ -177,7 +177,7 @@ pub fn run(config: &ClusterBenchConfig) -> anyhow::Result<ClusterReport> {
         .find(|g| g.name == "echo")
         .context("the echo example")?;
     let deployed = agent
-        .put(format!("{}/v1/functions/{function}", n2.url))
+        .put(format!("{}/v1/functions/{function}", n2.url()))
         .send(echo.wasm)?;
     if deployed.status() != 201 {
         bail!("deploying {function} answered {}", deployed.status());
@@ -186,7 +186,7 @@ pub fn run(config: &ClusterBenchConfig) -> anyhow::Result<ClusterReport> {
     let ready = Instant::now();
     loop {
         let mut probe = Sample::new()?;
-        measure(&agent, &n1.url, &function, 1, &mut probe)?;
+        measure(&agent, n1.url(), &function, 1, &mut probe)?;
         if probe.elsewhere == 0 {
             break;
         }
@@ -196,16 +196,16 @@ pub fn run(config: &ClusterBenchConfig) -> anyhow::Result<ClusterReport> {
         std::thread::sleep(Duration::from_millis(50));
     }
     let mut warm = Sample::new()?;
-    measure(&agent, &n2.url, &function, 500, &mut warm)?;
-    measure(&agent, &n1.url, &function, 500, &mut warm)?;
+    measure(&agent, n2.url(), &function, 500, &mut warm)?;
+    measure(&agent, n1.url(), &function, 500, &mut warm)?;
     let (mut direct, mut forwarded) = (Sample::new()?, Sample::new()?);
     for round in 0..config.rounds {
         // Alternate which path goes first, so neither always runs on a machine the other
         // just warmed.
         for forward in [round % 2 == 1, round % 2 == 0] {
             let (url, sample) = match forward {
-                false => (&n2.url, &mut direct),
-                true => (&n1.url, &mut forwarded),
+                false => (n2.url(), &mut direct),
+                true => (n1.url(), &mut forwarded),
             };
             measure(&agent, url, &function, config.calls, sample)?;
         }

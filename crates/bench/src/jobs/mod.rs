@@ -17,25 +17,27 @@
 //! 5. Two 1-core workers sharing a store against one: LR iteration time and `busy` task rate.
 //!
 //! `--recovery` runs [`recovery`] instead: slow and lost workers.
+//!
+//! Its modules: `figures` holds what is measured and the floors, `nodes` the `mote up` processes
+//! and the jobs sent to them, `points` the LR input, `report` the tables and plots; this file
+//! holds what to run ([`JobsBenchConfig`]) and the experiments ([`run`]).
 
+mod figures;
 mod nodes;
 pub mod points;
 pub mod recovery;
 mod report;
 
+pub use figures::{
+    FLOOR_OVER_PEERS, FLOOR_SPARK_LR, FLOOR_TASKS_PER_S_PER_CORE, JobsReport, LrPoint, Machine,
+    ScaleOut, Validation, WorkPoint,
+};
+
 use crate::results::{cpu_model, load_average};
 use anyhow::{Context, bail};
 use nodes::{JobSpec, Status, run_job, up};
-use serde::Serialize;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
-
-/// The paper's floor: tasks one core schedules per second with the scheduler at most 10% of it.
-pub const FLOOR_TASKS_PER_S_PER_CORE: f64 = 136_000.0;
-/// The floor on mote's task rate over the best peer's.
-pub const FLOOR_OVER_PEERS: f64 = 50.0;
-/// The floor on Spark's LR iteration time over mote's.
-pub const FLOOR_SPARK_LR: f64 = 4.0;
 
 /// How the benchmark runs.
 #[derive(Clone, Debug)]
@@ -96,179 +98,6 @@ impl JobsBenchConfig {
             ..Self::full(mote, peers, command)
         }
     }
-}
-
-/// The machine and the moment.
-#[derive(Clone, Debug, Serialize)]
-pub struct Machine {
-    /// Cores this process may run on.
-    pub nproc: usize,
-    /// The CPU's model name.
-    pub cpu: String,
-    /// `/proc/loadavg`'s 1, 5 and 15 minute load when the run started.
-    pub load_at_start: String,
-    /// And when it ended.
-    pub load_at_end: String,
-}
-
-/// One `work` value of Figure 4, on one core with 10 partitions.
-#[derive(Clone, Debug, Serialize)]
-pub struct WorkPoint {
-    /// `busy`'s xorshift steps per task.
-    pub work: u64,
-    /// Wall time per task, ns: the median over the repetitions.
-    pub ns_per_task: f64,
-    /// Every repetition's.
-    pub ns_per_task_runs: Vec<f64>,
-    /// Tasks per second on the core: `1e9 / ns_per_task`.
-    pub tasks_per_s: f64,
-    /// The task's own length: its wall time per task less that of an empty task, µs.
-    pub task_us: f64,
-    /// The scheduler's share of the core: an empty task's wall time over this task's.
-    pub scheduler_share: f64,
-    /// The executors' counters (long runs, median): time in the guest per task, ns.
-    pub counter_task_ns: f64,
-    /// The executors' counters: busy time outside the guest per task, ns.
-    pub counter_scheduling_ns: f64,
-    /// The executors' counters: `scheduling / (task + scheduling)`.
-    pub counter_scheduler_share: f64,
-}
-
-/// Tasks 9 times the scheduling cost, run to check the figure directly.
-#[derive(Clone, Debug, Serialize)]
-pub struct Validation {
-    /// The `work` chosen: the steps whose wall time is 9 times an empty task's, from the
-    /// longest Figure-4 point's time per step.
-    pub work: u64,
-    /// Its wall time per task, ns.
-    pub ns_per_task: f64,
-    /// Tasks per second measured on the core.
-    pub tasks_per_s: f64,
-    /// The task's own length, µs.
-    pub task_us: f64,
-    /// The scheduler's share from the wall times.
-    pub scheduler_share: f64,
-    /// The scheduler's share from the executors' counters.
-    pub counter_scheduler_share: f64,
-}
-
-/// LR iterations of one configuration.
-#[derive(Clone, Debug, Serialize)]
-pub struct LrPoint {
-    /// Partitions per core.
-    pub partitions_per_core: u32,
-    /// The job's partitions.
-    pub partitions: u32,
-    /// Iteration time, ms: the median over the repetitions.
-    pub iteration_ms: f64,
-    /// Every repetition's.
-    pub iteration_ms_runs: Vec<f64>,
-    /// Tasks per second over the iterations, median.
-    pub tasks_per_s: f64,
-    /// Every repetition's.
-    pub tasks_per_s_runs: Vec<f64>,
-    /// Tasks per iteration.
-    pub tasks_per_iteration: f64,
-}
-
-/// Two 1-core workers against one, the same jobs run against node 1.
-#[derive(Clone, Debug, Serialize)]
-pub struct ScaleOut {
-    /// LR on one worker.
-    pub lr_one: LrPoint,
-    /// LR on two.
-    pub lr_two: LrPoint,
-    /// One worker's iteration time over two workers'.
-    pub lr_speedup: f64,
-    /// Empty `busy` tasks per second on one worker.
-    pub busy_one_tasks_per_s: f64,
-    /// On two.
-    pub busy_two_tasks_per_s: f64,
-    /// Two workers' rate over one's.
-    pub busy_speedup: f64,
-    /// `busy` tasks of the validation's length per second on one worker.
-    pub busy_work_one_tasks_per_s: f64,
-    /// On two.
-    pub busy_work_two_tasks_per_s: f64,
-    /// The `work` of those tasks.
-    pub busy_work: u64,
-}
-
-/// What the benchmark measured.
-#[derive(Clone, Debug, Serialize)]
-pub struct JobsReport {
-    /// The command line.
-    pub command: String,
-    /// When it started (UTC).
-    pub date: String,
-    /// The machine.
-    pub machine: Machine,
-    /// A smoke run.
-    pub smoke: bool,
-    /// LR training points.
-    pub points: u64,
-    /// Repetitions of each measurement.
-    pub reps: usize,
-    /// LR iterations differenced.
-    pub iterations: u64,
-    /// The paper's figure: `0.1e9 / scheduling_ns_per_task`.
-    pub tasks_per_s_per_core: f64,
-    /// Wall time per empty task on one core (Figure 4's `work=0`): the cost of scheduling a task
-    /// with entering and leaving the guest counted in.
-    pub scheduling_ns_per_task: f64,
-    /// The executors' `scheduling_us` per task, median over every Figure-4 long run.
-    pub scheduling_ns_per_task_counters: f64,
-    /// Whether `tasks_per_s_per_core` reaches 136,000.
-    pub meets_floor_tasks_per_s_per_core: bool,
-    /// Figure 4.
-    pub figure4: Vec<WorkPoint>,
-    /// Tasks 9 times the scheduling cost.
-    pub validation: Validation,
-    /// Empty tasks per second on the 2-core node, 10 partitions per core (the comparison's
-    /// task rate).
-    pub tasks_per_s_2core: f64,
-    /// LR iteration on the 2-core node, 10 partitions per core, from the points file.
-    pub lr_iteration_ms: f64,
-    /// Its task rate.
-    pub lr_tasks_per_s: f64,
-    /// Its details.
-    pub lr: LrPoint,
-    /// Figure 8 on the 2-core node, generated points.
-    pub figure8: Vec<LrPoint>,
-    /// Two workers against one.
-    pub scale_out: ScaleOut,
-    /// Ray's task rate.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ray_tasks_per_s: Option<f64>,
-    /// Dask's task rate.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dask_tasks_per_s: Option<f64>,
-    /// Spark's task rate.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub spark_tasks_per_s: Option<f64>,
-    /// Spark's LR iteration, ms (median).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub spark_lr_iteration_ms: Option<f64>,
-    /// Ray's.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ray_lr_iteration_ms: Option<f64>,
-    /// Dask's.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dask_lr_iteration_ms: Option<f64>,
-    /// The fastest peer's task rate, and which.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub best_peer: Option<String>,
-    /// `tasks_per_s_2core` over the best peer's task rate.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tasks_over_best_peer: Option<f64>,
-    /// Spark's LR iteration over mote's.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub spark_lr_over_mote: Option<f64>,
-    /// Everything the peers script printed, or why it failed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub peers: Option<serde_json::Value>,
-    /// Wall time of the whole benchmark, s.
-    pub bench_s: f64,
 }
 
 /// The median of `values`; NaN if there are none.
@@ -386,7 +215,7 @@ pub fn run(
     let node = up(&config.mote, dir.path(), "one", 1, None)?;
     let mut runs: Vec<(u64, Vec<f64>, Vec<Status>)> = Vec::new();
     for &work in &config.works {
-        let (ns, long) = per_task(&node.url, &busy(None, work), config.busy_long, reps)
+        let (ns, long) = per_task(node.url(), &busy(None, work), config.busy_long, reps)
             .with_context(|| format!("busy work={work}: {}", node.log_tail()))?;
         progress(&format!(
             "figure 4: work={work}: {:.0} ns per task ({:?})",
@@ -433,7 +262,7 @@ pub fn run(
     };
     let validation_work = ((9.0 * empty_ns / step_ns.max(1e-3)).round() as u64).max(1);
     let (ns, long) = per_task(
-        &node.url,
+        node.url(),
         &busy(None, validation_work),
         config.busy_long,
         reps,
@@ -465,12 +294,12 @@ pub fn run(
     let bucket = node.data.join("objects/bench/lr");
     std::fs::create_dir_all(&bucket)?;
     std::fs::copy(&points_file, bucket.join("points.csv"))?;
-    let (ns, _) = per_task(&node.url, &busy(None, 0), config.busy_long, reps)
+    let (ns, _) = per_task(node.url(), &busy(None, 0), config.busy_long, reps)
         .with_context(|| format!("busy on 2 cores: {}", node.log_tail()))?;
     let tasks_per_s_2core = 1e9 / median(&ns);
     progress(&format!("2 cores: {tasks_per_s_2core:.0} empty tasks/s"));
     let from_file = [("input", "bench/lr".to_owned())];
-    let lr_file = lr(&node.url, None, 10, &from_file, config.iterations, reps)
+    let lr_file = lr(node.url(), None, 10, &from_file, config.iterations, reps)
         .with_context(|| format!("lr from the file: {}", node.log_tail()))?;
     progress(&format!(
         "lr from the file: {:.2} ms per iteration, {:.0} tasks/s",
@@ -482,7 +311,7 @@ pub fn run(
     ];
     let mut figure8 = Vec::new();
     for &ppc in &config.partitions_per_core {
-        let point = lr(&node.url, None, ppc, &generated, config.iterations, reps)
+        let point = lr(node.url(), None, ppc, &generated, config.iterations, reps)
             .with_context(|| format!("lr at {ppc} partitions per core: {}", node.log_tail()))?;
         progress(&format!(
             "figure 8: {ppc} partitions per core: {:.2} ms per iteration, {:.0} tasks/s",
@@ -494,21 +323,21 @@ pub fn run(
 
     // 5. Two 1-core workers sharing a store, against one.
     let store = crate::cluster::store(&config.mote)?;
-    let n1 = up(&config.mote, dir.path(), "n1", 1, Some(&store.url))?;
-    let n2 = up(&config.mote, dir.path(), "n2", 1, Some(&store.url))?;
+    let n1 = up(&config.mote, dir.path(), "n1", 1, Some(store.url()))?;
+    let n2 = up(&config.mote, dir.path(), "n2", 1, Some(store.url()))?;
     n1.wait_for_nodes(2)?;
     let scale = |workers: usize| -> anyhow::Result<(LrPoint, f64, f64)> {
         let lr = lr(
-            &n1.url,
+            n1.url(),
             Some(workers),
             10,
             &generated,
             config.iterations,
             reps,
         )?;
-        let (empty, _) = per_task(&n1.url, &busy(Some(workers), 0), config.busy_long, reps)?;
+        let (empty, _) = per_task(n1.url(), &busy(Some(workers), 0), config.busy_long, reps)?;
         let (work, _) = per_task(
-            &n1.url,
+            n1.url(),
             &busy(Some(workers), validation_work),
             config.busy_long,
             reps,

@@ -3,11 +3,9 @@
 //! `busy`, run a job and wait for it to end.
 
 use anyhow::{Context, bail};
-use mote_testbed::KilledOnDrop;
+use mote_testbed::{Launch, Served};
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The longest a job may run before the benchmark gives up on it.
@@ -15,18 +13,14 @@ const JOB_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// A `mote up` node, killed when dropped.
 pub(super) struct Up {
-    _process: KilledOnDrop,
-    /// Where its API serves.
-    pub url: String,
+    served: Served,
     /// Its data directory; objects are under `objects/`.
     pub data: PathBuf,
-    /// Where its stderr goes.
-    log: PathBuf,
 }
 
 /// Starts `mote up` as node `name` with `cores` executor cores in `data/name`, its function
 /// records in `store` (else in its own embedded store), the examples (`lr`, ...) and `busy`
-/// deployed.
+/// deployed; its output goes to `data/name.log`.
 pub(super) fn up(
     mote: &Path,
     data: &Path,
@@ -36,50 +30,18 @@ pub(super) fn up(
 ) -> anyhow::Result<Up> {
     let dir = data.join(name);
     std::fs::create_dir_all(&dir)?;
-    let log = data.join(format!("{name}.log"));
-    let mut command = Command::new(mote);
-    command
-        .args(["up", "--node", name, "--examples", "--cores"])
-        .arg(cores.to_string())
-        .args(["--listen", "127.0.0.1:0", "--store-listen", "127.0.0.1:0"])
-        .args(["--log", "warn", "--data"])
-        .arg(&dir);
+    let mut launch = Launch::mote_up(mote, &dir)
+        .args(["--node", name, "--examples", "--cores", &cores.to_string()])
+        .log(data.join(format!("{name}.log")));
     if let Some(store) = store {
-        command.args(["--store", store]);
+        launch = launch.args(["--store", store]);
     }
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log)?)
-        .spawn()
-        .with_context(|| format!("starting {command:?}"))?;
-    let stdout = child.stdout.take().expect("piped");
-    let process = KilledOnDrop::new(child);
-    let mut lines = BufReader::new(stdout).lines();
-    let line = loop {
-        let Some(line) = lines.next() else {
-            bail!("`mote up` ({name}) exited before it served: {}", tail(&log));
-        };
-        let line = line?;
-        if line.contains("mote is up on http://") {
-            break line;
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    let after = |prefix: &str| {
-        line.split(prefix).nth(1).map(|rest| {
-            let address = rest.split([' ', ',']).next().unwrap_or_default();
-            format!("http://{address}")
-        })
-    };
-    let url = after("mote is up on http://").context("the node's address")?;
     let node = Up {
-        _process: process,
-        url,
+        served: launch.start()?,
         data: dir,
-        log,
     };
     let deployed = agent()
-        .put(format!("{}/v1/functions/busy", node.url))
+        .put(format!("{}/v1/functions/busy", node.url()))
         .send(mote_guests::BUSY.wasm)?;
     if !deployed.status().is_success() {
         bail!("deploying busy on {name} answered {}", deployed.status());
@@ -88,16 +50,21 @@ pub(super) fn up(
 }
 
 impl Up {
+    /// Where its API serves.
+    pub fn url(&self) -> &str {
+        self.served.url()
+    }
+
     /// The last lines of its log, for an error message.
     pub fn log_tail(&self) -> String {
-        tail(&self.log)
+        self.served.log_tail(5)
     }
 
     /// Waits until this node sees `nodes` nodes up in its cluster.
     pub fn wait_for_nodes(&self, nodes: usize) -> anyhow::Result<()> {
         let started = Instant::now();
         loop {
-            let mut response = agent().get(format!("{}/v1/cluster", self.url)).call()?;
+            let mut response = agent().get(format!("{}/v1/cluster", self.url())).call()?;
             let view: serde_json::Value =
                 serde_json::from_slice(&response.body_mut().read_to_vec()?)?;
             let up = view["nodes"]
@@ -107,17 +74,11 @@ impl Up {
                 return Ok(());
             }
             if started.elapsed() > Duration::from_secs(30) {
-                bail!("{} saw {up} of {nodes} nodes up after 30 s", self.url);
+                bail!("{} saw {up} of {nodes} nodes up after 30 s", self.url());
             }
             std::thread::sleep(Duration::from_millis(100));
         }
     }
-}
-
-fn tail(log: &Path) -> String {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(5)..].join(" | ")
 }
 
 /// An HTTP client that keeps connections alive.

@@ -2,7 +2,7 @@
 //! "Slow and lost workers"), on `mote store` and 1-core `mote up` processes on loopback that
 //! share one object directory.
 //!
-//! 1. Slowdown: `lr` on two nodes, each pinned to its own core (`taskset`); half-way, three busy
+//! 1. Slowdown: `lr` on two nodes, each pinned to its own core (CPU affinity); half-way, three busy
 //!    loops start on the second node's core. The iteration time over the run, sampled from the
 //!    job's status, with rebalancing on and off (the runs alternate).
 //! 2. Recovery: `lr` on three nodes with a snapshot every 10 iterations; the third node is
@@ -13,14 +13,16 @@
 //!    and 2 + K iterations differenced: the added time per iteration over the bytes a snapshot
 //!    stores, and the workers' own barrier-to-stored time over those bytes.
 
-use crate::cluster::{Served, agent, node, store};
+use crate::cluster::{agent, node, store};
 use crate::plot::{ErrorBar, Line, Panel, error_bar_png};
 use crate::results::{cpu_model, load_average};
 use anyhow::{Context, bail};
+use mote_testbed::cpu::{pin_command, pin_process};
+use mote_testbed::{KilledOnDrop, Served};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
 /// Width of the bins of the slowdown's time series: four of the workers' progress reports,
@@ -177,11 +179,11 @@ impl Nodes {
         let nodes = (1..=n)
             .map(|i| {
                 let args = ["--examples", "--objects-dir", &objects];
-                node(mote, dir.path(), &format!("n{i}"), &store.url, &args).map(Some)
+                node(mote, dir.path(), &format!("n{i}"), store.url(), &args).map(Some)
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
         let started = Instant::now();
-        let first = nodes[0].as_ref().expect("started").url.clone();
+        let first = nodes[0].as_ref().expect("started").url().to_owned();
         loop {
             let view = get(&first, "/v1/cluster")?;
             if view["nodes"].as_array().map_or(0, Vec::len) >= n {
@@ -200,7 +202,7 @@ impl Nodes {
     }
 
     fn url(&self, i: usize) -> &str {
-        &self.nodes[i].as_ref().expect("not killed").url
+        self.nodes[i].as_ref().expect("not killed").url()
     }
 }
 
@@ -267,50 +269,24 @@ fn wait(url: &str, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> anyho
     }
 }
 
-/// Pins every thread of process `pid`, and those it starts later, to `core`.
-fn pin(pid: u32, core: u32) -> anyhow::Result<()> {
-    let status = Command::new("taskset")
-        .args(["-a", "-p", "-c", &core.to_string(), &pid.to_string()])
-        .stdout(std::process::Stdio::null())
-        .status()
-        .context("running taskset (util-linux)")?;
-    if !status.success() {
-        bail!("taskset could not pin {pid} to core {core}");
-    }
-    Ok(())
-}
-
-/// Busy loops on one core, killed when dropped.
-struct Burners(Vec<Child>);
-
-impl Burners {
-    fn start(core: u32, n: usize) -> anyhow::Result<Self> {
-        let mut children = Vec::new();
-        for _ in 0..n {
-            children.push(
-                Command::new("taskset")
-                    .args(["-c", &core.to_string(), "sh", "-c", "while :; do :; done"])
-                    .spawn()
-                    .context("starting a busy loop with taskset")?,
-            );
-        }
-        Ok(Self(children))
-    }
-}
-
-impl Drop for Burners {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
+/// `n` busy loops on `core`, killed when dropped.
+fn busy_loops(core: usize, n: usize) -> anyhow::Result<Vec<KilledOnDrop>> {
+    (0..n)
+        .map(|_| {
+            let mut command = Command::new("sh");
+            command.args(["-c", "while :; do :; done"]);
+            pin_command(&mut command, core)?;
+            let child = command.spawn().context("starting a busy loop")?;
+            Ok(KilledOnDrop::new(child))
+        })
+        .collect()
 }
 
 fn slowdown(config: &RecoveryConfig, rebalance: bool) -> anyhow::Result<SlowdownRun> {
     let nodes = Nodes::start(&config.mote, 2)?;
     for (i, served) in nodes.nodes.iter().enumerate() {
-        pin(served.as_ref().expect("started").pid(), i as u32)?;
+        let pid = served.as_ref().expect("started").pid();
+        pin_process(pid, i).with_context(|| format!("pinning node {pid} to CPU {i}"))?;
     }
     let url = nodes.url(0).to_owned();
     let body = lr_job(
@@ -332,7 +308,7 @@ fn slowdown(config: &RecoveryConfig, rebalance: bool) -> anyhow::Result<Slowdown
         let at = s["elapsed_ms"].as_f64().unwrap_or(0.0) / 1000.0;
         samples.push((at, s["iteration"].as_f64().unwrap_or(0.0)));
         if burners.is_none() && at >= run.as_secs_f64() / 2.0 {
-            burners = Some(Burners::start(1, 3)?);
+            burners = Some(busy_loops(1, 3)?);
             slowed_at_s = at;
         }
         if at >= run.as_secs_f64() {

@@ -1,7 +1,7 @@
 //! The report of `mote bench jobs`: tables in Markdown (`report.md`), every figure
 //! (`results.json`), and the two figures (`figure4.png`, `figure8.png`).
 
-use super::{FLOOR_OVER_PEERS, FLOOR_SPARK_LR, FLOOR_TASKS_PER_S_PER_CORE, JobsReport};
+use super::figures::{FLOOR_OVER_PEERS, FLOOR_SPARK_LR, FLOOR_TASKS_PER_S_PER_CORE, JobsReport};
 use crate::plot::{ErrorBar, Line, Panel, error_bar_png};
 use std::fmt::Write as _;
 use std::path::Path;

@@ -2,9 +2,9 @@
 //! fresh data directories, waited for until every member answers, and stopped with a check that
 //! none of its processes is left.
 
-use super::machine::process_cpu_ticks;
-use super::{RANGE_KEY, StoreBenchConfig, System};
-use mote_testbed::{KilledOnDrop, free_ports};
+use super::config::{RANGE_KEY, StoreBenchConfig, System};
+use mote_testbed::cpu_time::process_cpu;
+use mote_testbed::{KilledOnDrop, free_ports, last_lines};
 use std::fs::File;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -206,11 +206,11 @@ impl Cluster {
         Ok(())
     }
 
-    /// CPU time (user + system) the members have used so far, in clock ticks.
-    pub(super) fn cpu_ticks(&self) -> u64 {
+    /// CPU time (user + system) the members have used so far.
+    pub(super) fn cpu_time(&self) -> Duration {
         self.members
             .iter()
-            .filter_map(|m| process_cpu_ticks(m.child.id()))
+            .filter_map(|m| process_cpu(m.child.id()))
             .sum()
     }
 
@@ -239,16 +239,4 @@ impl Cluster {
 /// Whether a NUL-separated command line contains `arg`.
 fn has_arg(cmdline: &[u8], arg: &str) -> bool {
     cmdline.split(|&b| b == 0).any(|a| a == arg.as_bytes())
-}
-
-/// The last `n` non-empty lines of a log file, joined, for error messages.
-pub(super) fn last_lines(path: &Path, n: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let tail = lines[lines.len().saturating_sub(n)..].join(" | ");
-    if tail.is_empty() {
-        format!("(nothing in {})", path.display())
-    } else {
-        tail
-    }
 }

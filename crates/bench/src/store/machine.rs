@@ -1,7 +1,7 @@
-//! The machine the experiment runs on: CPU time of processes and of the whole machine from
-//! `/proc`, the load average, and a description of the machine and the moment for the report.
+//! The machine the experiment runs on: the load average, and a description of the machine and
+//! the moment for the report.
 
-use super::StoreBenchConfig;
+use super::config::StoreBenchConfig;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::process::Command;
@@ -28,72 +28,7 @@ pub struct Machine {
     pub load_at_end: String,
 }
 
-/// The CPU-time fields of `/proc/PID/stat`, in clock ticks.
-#[derive(Debug, PartialEq)]
-struct ProcTimes {
-    utime: u64,
-    stime: u64,
-    cutime: u64,
-    cstime: u64,
-}
-
-fn proc_stat_fields(path: &str) -> Option<ProcTimes> {
-    parse_proc_stat(&std::fs::read_to_string(path).ok()?)
-}
-
-/// CPU time (user + system) process `pid` has used so far, in clock ticks; `None` once it is
-/// gone.
-pub(super) fn process_cpu_ticks(pid: u32) -> Option<u64> {
-    proc_stat_fields(&format!("/proc/{pid}/stat")).map(|f| f.utime + f.stime)
-}
-
-/// Fields 14-17 of a `/proc/PID/stat` line; the command name (field 2) may hold spaces and
-/// parentheses, so the fields are counted from its last `)`.
-fn parse_proc_stat(line: &str) -> Option<ProcTimes> {
-    let rest = &line[line.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // `rest` starts at field 3 (the state).
-    let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
-    Some(ProcTimes {
-        utime: field(14)?,
-        stime: field(15)?,
-        cutime: field(16)?,
-        cstime: field(17)?,
-    })
-}
-
-/// CPU time of this process's reaped children so far (the `benchmark` runs among them).
-pub(super) fn children_cpu_ticks() -> u64 {
-    proc_stat_fields("/proc/self/stat").map_or(0, |f| f.cutime + f.cstime)
-}
-
-/// CPU time every core of the machine spent busy so far (everything in `/proc/stat`'s first
-/// line but idle and I/O wait), in clock ticks.
-pub(super) fn machine_busy_ticks() -> u64 {
-    std::fs::read_to_string("/proc/stat")
-        .ok()
-        .and_then(|s| parse_machine_busy(s.lines().next()?))
-        .unwrap_or(0)
-}
-
-/// `cpu  user nice system idle iowait irq softirq steal ...` → all but idle and iowait (guest
-/// time is already counted in user).
-fn parse_machine_busy(line: &str) -> Option<u64> {
-    let ticks: Vec<u64> = line
-        .strip_prefix("cpu ")?
-        .split_whitespace()
-        .map(|t| t.parse().ok())
-        .collect::<Option<_>>()?;
-    let busy: u64 = ticks.iter().take(8).sum::<u64>() - ticks.get(3)? - ticks.get(4)?;
-    Some(busy)
-}
-
-/// Linux reports `/proc` times in USER_HZ ticks, 100 per second on every architecture mote
-/// runs on.
-pub(super) fn ticks_to_s(ticks: u64) -> f64 {
-    ticks as f64 / 100.0
-}
-
+/// The one-minute load average.
 pub(super) fn load_one() -> f64 {
     crate::results::load_average()
         .split_whitespace()
@@ -106,12 +41,6 @@ impl Machine {
     /// The machine as it is now, with the version of `config`'s etcd.
     pub(super) fn now(config: &StoreBenchConfig) -> Self {
         let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
-        let cpuinfo = read("/proc/cpuinfo");
-        let cpu = cpuinfo
-            .lines()
-            .find(|l| l.starts_with("model name"))
-            .and_then(|l| l.split(':').nth(1))
-            .map_or("unknown CPU".into(), |m| m.trim().to_owned());
         let memory_gib = read("/proc/meminfo")
             .lines()
             .find(|l| l.starts_with("MemTotal:"))
@@ -127,7 +56,7 @@ impl Machine {
             })
             .unwrap_or_else(|| "unknown".into());
         Self {
-            cpu,
+            cpu: crate::results::cpu_model(),
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             kernel: read("/proc/sys/kernel/osrelease").trim().to_owned(),
             memory_gib,
@@ -155,27 +84,6 @@ fn utc_minutes(time: SystemTime) -> String {
 mod tests {
     use super::*;
     use std::time::Duration;
-
-    #[test]
-    fn reads_cpu_times_from_proc_stat() {
-        let line = "1234 (a (weird) name) S 1 2 3 4 5 6 7 8 9 10 150 25 7 3 20 0 1 0";
-        assert_eq!(
-            parse_proc_stat(line),
-            Some(ProcTimes {
-                utime: 150,
-                stime: 25,
-                cutime: 7,
-                cstime: 3
-            })
-        );
-        assert!(proc_stat_fields("/proc/self/stat").is_some());
-        assert_eq!(
-            parse_machine_busy("cpu  100 5 50 1000 20 3 2 1 0 0"),
-            Some(161)
-        );
-        assert_eq!(parse_machine_busy("intr 1 2"), None);
-        assert!(machine_busy_ticks() > 0);
-    }
 
     #[test]
     fn formats_utc_dates() {

@@ -20,248 +20,35 @@
 //! - A cluster that fails to start, or a `benchmark` that fails, is recorded with its error and
 //!   the experiment goes on; the caller decides what a failure means.
 //!
-//! Its modules: `parse` reads what `benchmark` prints ([`BenchSummary`]); `cluster` starts,
-//! checks and stops a cluster of either system; `machine` reads CPU time and load from `/proc`
-//! and describes the machine ([`Machine`]); `report` turns the measurements into tables, floors
-//! and the figure ([`StoreReport`]). This file holds what to run ([`StoreBenchConfig`]), the
-//! experiment's loop and the files it writes ([`run`]).
+//! Its modules: `config` says what to run ([`StoreBenchConfig`]); `parse` reads what
+//! `benchmark` prints ([`BenchSummary`]); `cluster` starts, checks and stops a cluster of either
+//! system; `machine` reads the load and describes the machine ([`Machine`]); `report` holds the
+//! measurements ([`Measurement`]) and turns them into tables, floors and the figure
+//! ([`StoreReport`]). This file holds the experiment's loop, with the CPU time of each run read
+//! through `mote_testbed::cpu_time`, and the files it writes ([`run`]).
 
 mod cluster;
+mod config;
 mod machine;
 mod parse;
 mod report;
 
+pub use config::{Operation, RANGE_KEY, StoreBenchConfig, System};
 pub use machine::Machine;
 pub use parse::{BenchSummary, ParseError};
-pub use report::{Aggregate, Floor, StoreReport};
+pub use report::{Aggregate, Floor, Measurement, StoreReport};
 
 use crate::results::Outcome;
 use crate::results::load_average;
 use anyhow::Context;
-use cluster::{Cluster, last_lines};
-use machine::{children_cpu_ticks, load_one, machine_busy_ticks, ticks_to_s};
-use mote_testbed::KilledOnDrop;
-use serde::Serialize;
+use cluster::Cluster;
+use machine::load_one;
+use mote_testbed::cpu_time::{machine_busy, reaped_children_cpu};
+use mote_testbed::{KilledOnDrop, last_lines};
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// The key the range benchmark reads; it is written (with a value of the put's size) through
-/// every member before the range run, so every read finds it.
-pub const RANGE_KEY: &str = "mote-bench-range";
-
-/// The store under test.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum System {
-    /// mote store replicas (`mote store`).
-    Mote,
-    /// etcd members.
-    Etcd,
-}
-
-impl System {
-    /// Its name in tables and legends.
-    pub fn name(self) -> &'static str {
-        match self {
-            System::Mote => "mote store",
-            System::Etcd => "etcd",
-        }
-    }
-}
-
-/// The request `benchmark` sends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Operation {
-    /// `benchmark put`.
-    Put,
-    /// `benchmark range KEY --consistency s`.
-    Range,
-}
-
-impl Operation {
-    /// Both, in the order they run on a cluster.
-    pub const ALL: [Operation; 2] = [Operation::Put, Operation::Range];
-
-    /// Its name in tables and legends.
-    pub fn name(self) -> &'static str {
-        match self {
-            Operation::Put => "put",
-            Operation::Range => "range (serializable)",
-        }
-    }
-
-    pub(super) fn short(self) -> &'static str {
-        match self {
-            Operation::Put => "put",
-            Operation::Range => "range",
-        }
-    }
-}
-
-/// What to run.
-#[derive(Clone, Debug, Serialize)]
-pub struct StoreBenchConfig {
-    /// The `mote` binary whose `mote store` is measured.
-    pub mote: PathBuf,
-    /// The directory holding etcd's `etcd`, `etcdctl` and `benchmark`.
-    pub etcd_tools: PathBuf,
-    /// Cluster sizes, in the order they run.
-    pub sizes: Vec<usize>,
-    /// Repetitions of the whole sequence.
-    pub runs: usize,
-    /// Requests of each `benchmark` run (`--total`), for put and range alike.
-    pub total: u64,
-    /// gRPC connections of the benchmark client (`--conns`).
-    pub conns: u32,
-    /// Concurrent clients of the benchmark client (`--clients`).
-    pub clients: u32,
-    /// `put --key-size`.
-    pub key_size: u32,
-    /// `put --val-size` (and the size of the value the range reads).
-    pub val_size: u32,
-    /// `put --key-space-size`: with `--sequential-keys`, put `i` writes key `i % this`; the
-    /// tool's default, 1, has every put overwrite the same key (as in etcd's documented
-    /// benchmark command and the issue's).
-    pub key_space_size: u64,
-    /// Where the clusters' temporary data directories go.
-    pub work_dir: PathBuf,
-    /// How long a cluster may take to answer after it is started.
-    pub start_timeout: Duration,
-    /// How long one `benchmark` run may take before it is stopped and counted as failed.
-    pub bench_timeout: Duration,
-}
-
-impl StoreBenchConfig {
-    /// The full experiment: 1, 3 and 5 nodes, 3 repetitions of 50,000 requests, 100 clients on
-    /// 100 connections (3 to 4 minutes on two cores).
-    pub fn full(mote: PathBuf, etcd_tools: PathBuf) -> Self {
-        Self {
-            mote,
-            etcd_tools,
-            sizes: vec![1, 3, 5],
-            runs: 3,
-            total: 50_000,
-            conns: 100,
-            clients: 100,
-            key_size: 8,
-            val_size: 256,
-            key_space_size: 1,
-            work_dir: std::env::temp_dir(),
-            start_timeout: Duration::from_secs(30),
-            bench_timeout: Duration::from_secs(300),
-        }
-    }
-
-    /// A short run of every part (the test command): 1 and 3 nodes, one repetition of 1,000
-    /// requests. Its figures are not the benchmark's.
-    pub fn smoke(mote: PathBuf, etcd_tools: PathBuf) -> Self {
-        Self {
-            sizes: vec![1, 3],
-            runs: 1,
-            total: 1_000,
-            bench_timeout: Duration::from_secs(60),
-            ..Self::full(mote, etcd_tools)
-        }
-    }
-
-    /// Where `scripts/etcd-tools` installs the tools: `${ETCD_TOOLS_DIR:-target/etcd-v3.6.8}/bin`.
-    pub fn default_etcd_tools() -> PathBuf {
-        let dir = std::env::var_os("ETCD_TOOLS_DIR")
-            .map_or_else(|| PathBuf::from("target/etcd-v3.6.8"), PathBuf::from);
-        dir.join("bin")
-    }
-
-    pub(super) fn tool(&self, name: &str) -> PathBuf {
-        self.etcd_tools.join(name)
-    }
-
-    /// The arguments of `benchmark` for `op` against `endpoints` (comma-separated).
-    pub fn benchmark_args(&self, endpoints: &str, op: Operation) -> Vec<String> {
-        let mut args: Vec<String> = vec![
-            "--endpoints".into(),
-            endpoints.into(),
-            "--conns".into(),
-            self.conns.to_string(),
-            "--clients".into(),
-            self.clients.to_string(),
-            // Full precision: without it latencies are printed to 0.1 ms.
-            "--precise".into(),
-        ];
-        match op {
-            Operation::Put => {
-                args.extend(
-                    [
-                        "put",
-                        "--total",
-                        &self.total.to_string(),
-                        "--key-size",
-                        &self.key_size.to_string(),
-                        "--val-size",
-                        &self.val_size.to_string(),
-                        "--sequential-keys",
-                    ]
-                    .map(String::from),
-                );
-                if self.key_space_size != 1 {
-                    args.extend(["--key-space-size".into(), self.key_space_size.to_string()]);
-                }
-            }
-            Operation::Range => args.extend(
-                [
-                    "range",
-                    RANGE_KEY,
-                    "--consistency",
-                    "s",
-                    "--total",
-                    &self.total.to_string(),
-                ]
-                .map(String::from),
-            ),
-        }
-        args
-    }
-}
-
-/// One `benchmark` run of one system at one size.
-#[derive(Clone, Debug, Serialize)]
-pub struct Measurement {
-    /// The repetition, from 0.
-    pub run: usize,
-    /// Whether this system ran first (0) or second (1) at this size in this repetition.
-    pub position: usize,
-    /// The store.
-    pub system: System,
-    /// Its members.
-    pub size: usize,
-    /// The request.
-    pub operation: Operation,
-    /// What `benchmark` reported; `None` if the run (or the cluster) failed.
-    pub summary: Option<BenchSummary>,
-    /// Why it failed.
-    pub error: Option<String>,
-    /// CPU seconds the cluster's processes used during the run.
-    pub server_cpu_s: f64,
-    /// CPU seconds the `benchmark` process used.
-    pub client_cpu_s: f64,
-    /// CPU seconds every other process on the machine used meanwhile (other engineers' builds
-    /// and tests on a shared machine): all busy CPU time minus the two above.
-    pub other_cpu_s: f64,
-    /// The machine's one-minute load average just before the run.
-    pub load_before: f64,
-}
-
-impl Measurement {
-    pub(super) fn throughput(&self) -> Option<f64> {
-        self.summary.as_ref().map(|s| s.requests_per_s)
-    }
-
-    pub(super) fn median_ms(&self) -> Option<f64> {
-        self.summary.as_ref()?.percentile_ms(50.0)
-    }
-}
 
 /// Runs the experiment as `command` and writes its results to `out`: the report (`report.md`,
 /// which it returns), every measurement (`results.json`) and the figure (`figure2.png`; a
@@ -404,15 +191,19 @@ fn measure_cluster(
             if op == Operation::Range {
                 cluster.write_range_key(config)?;
             }
-            let server_before = cluster.cpu_ticks();
-            let client_before = children_cpu_ticks();
-            let machine_before = machine_busy_ticks();
+            let server_before = cluster.cpu_time();
+            let client_before = reaped_children_cpu().unwrap_or_default();
+            let machine_before = machine_busy().unwrap_or_default();
             let summary = run_benchmark(config, &cluster, op)?;
-            let server = cluster.cpu_ticks().saturating_sub(server_before);
-            let client = children_cpu_ticks().saturating_sub(client_before);
-            let machine = machine_busy_ticks().saturating_sub(machine_before);
+            let server = cluster.cpu_time().saturating_sub(server_before);
+            let client = reaped_children_cpu()
+                .unwrap_or_default()
+                .saturating_sub(client_before);
+            let machine = machine_busy()
+                .unwrap_or_default()
+                .saturating_sub(machine_before);
             let other = machine.saturating_sub(server + client);
-            anyhow::Ok((summary, [server, client, other].map(ticks_to_s)))
+            anyhow::Ok((summary, [server, client, other].map(|t| t.as_secs_f64())))
         })();
         out.push(match result {
             Ok((summary, [server_cpu_s, client_cpu_s, other_cpu_s])) => Measurement {
@@ -483,31 +274,4 @@ fn run_benchmark(
         );
     }
     Ok(BenchSummary::parse(&stdout)?)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn benchmark_arguments_follow_the_issue() {
-        let config = StoreBenchConfig::full("mote".into(), "tools".into());
-        assert_eq!(
-            config.benchmark_args("a:1,b:2", Operation::Put).join(" "),
-            "--endpoints a:1,b:2 --conns 100 --clients 100 --precise put --total 50000 --key-size 8 --val-size 256 --sequential-keys"
-        );
-        assert_eq!(
-            config.benchmark_args("a:1", Operation::Range)[7..].join(" "),
-            "range mote-bench-range --consistency s --total 50000"
-        );
-        let distinct = StoreBenchConfig {
-            key_space_size: 20_000,
-            ..config
-        };
-        assert!(
-            distinct
-                .benchmark_args("a:1", Operation::Put)
-                .ends_with(&["--key-space-size".into(), "20000".into()])
-        );
-    }
 }

@@ -1,13 +1,53 @@
-//! What the measurements say: per system, size and operation the medians over repetitions, the
+//! The measurements ([`Measurement`]: one `benchmark` run) and what they say: per system, size and operation the medians over repetitions, the
 //! mote / etcd ratios within each repetition, the floors, every run, the whole report in
 //! Markdown, and the paper's Figure 2 as a PNG.
 
-use super::{BenchSummary, Machine, Measurement, Operation, StoreBenchConfig, System};
+use super::config::{Operation, StoreBenchConfig, System};
+use super::machine::Machine;
+use super::parse::BenchSummary;
 use crate::plot::{ErrorBar, Line, Panel, PlotError, error_bar_png};
 use crate::stats::median;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
+
+/// One `benchmark` run of one system at one size.
+#[derive(Clone, Debug, Serialize)]
+pub struct Measurement {
+    /// The repetition, from 0.
+    pub run: usize,
+    /// Whether this system ran first (0) or second (1) at this size in this repetition.
+    pub position: usize,
+    /// The store.
+    pub system: System,
+    /// Its members.
+    pub size: usize,
+    /// The request.
+    pub operation: Operation,
+    /// What `benchmark` reported; `None` if the run (or the cluster) failed.
+    pub summary: Option<BenchSummary>,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// CPU seconds the cluster's processes used during the run.
+    pub server_cpu_s: f64,
+    /// CPU seconds the `benchmark` process used.
+    pub client_cpu_s: f64,
+    /// CPU seconds every other process on the machine used meanwhile (other engineers' builds
+    /// and tests on a shared machine): all busy CPU time minus the two above.
+    pub other_cpu_s: f64,
+    /// The machine's one-minute load average just before the run.
+    pub load_before: f64,
+}
+
+impl Measurement {
+    pub(super) fn throughput(&self) -> Option<f64> {
+        self.summary.as_ref().map(|s| s.requests_per_s)
+    }
+
+    pub(super) fn median_ms(&self) -> Option<f64> {
+        self.summary.as_ref()?.percentile_ms(50.0)
+    }
+}
 
 /// Everything measured, and what it says.
 #[derive(Clone, Debug, Serialize)]

@@ -13,10 +13,10 @@ use std::collections::BinaryHeap;
 use std::time::Duration;
 
 /// A call, by its index in the run's schedule.
-pub(super) type CallId = usize;
+pub(crate) type CallId = usize;
 
 /// One node's calls and histories.
-pub(super) enum Local {
+pub(crate) enum Local {
     /// Non-preemptive: at most `cores` calls run, the rest wait in the policy's queue.
     Queue {
         /// The real queue, ranking each call once on arrival.
@@ -41,7 +41,7 @@ pub(super) enum Local {
 impl Local {
     /// An idle node with `cores` cores under `policy`, Fair-Choice counting calls over
     /// `fc_window`.
-    pub(super) fn new(policy: Policy, cores: u32, fc_window: Duration) -> Self {
+    pub(crate) fn new(policy: Policy, cores: u32, fc_window: Duration) -> Self {
         match policy.oversubscribes() {
             true => Local::Sharing {
                 sharing: Sharing::new(cores),
@@ -58,7 +58,7 @@ impl Local {
 
     /// Takes a call of `function` that reached this node at `now_ns` and needs `work` of a core
     /// (or, if it `waits`, holds its core that long without computing).
-    pub(super) fn admit(
+    pub(crate) fn admit(
         &mut self,
         now_ns: u64,
         function: FunctionKey,
@@ -95,7 +95,7 @@ impl Local {
 
     /// Ends a call that was [`Admitted::Runs`] after `processing`; returns the call that takes
     /// its core, if one was waiting.
-    pub(super) fn end(&mut self, function: FunctionKey, processing: Duration) -> Option<CallId> {
+    pub(crate) fn end(&mut self, function: FunctionKey, processing: Duration) -> Option<CallId> {
         match self {
             Local::Queue { queue, running, .. } => {
                 queue.complete(function, processing);
@@ -115,7 +115,7 @@ impl Local {
     }
 
     /// When the next sharing call ends, if nothing arrives before.
-    pub(super) fn next_shared_end(&self) -> Option<u64> {
+    pub(crate) fn next_shared_end(&self) -> Option<u64> {
         match self {
             Local::Queue { .. } => None,
             Local::Sharing { sharing, .. } => sharing.next_end(),
@@ -124,7 +124,7 @@ impl Local {
 
     /// Ends the sharing calls whose work is done at `now_ns`; `function` and `landed` say of
     /// each call what it was and when it reached this node, for its processing time.
-    pub(super) fn end_shared(
+    pub(crate) fn end_shared(
         &mut self,
         now_ns: u64,
         function: impl Fn(CallId) -> FunctionKey,
@@ -146,7 +146,7 @@ impl Local {
     }
 
     /// Records a processing time without a call, as the burst experiment's warm-up does.
-    pub(super) fn warm(&mut self, function: FunctionKey, processing: Duration) {
+    pub(crate) fn warm(&mut self, function: FunctionKey, processing: Duration) {
         match self {
             Local::Queue { queue, .. } => {
                 queue.complete(function, processing);
@@ -158,7 +158,7 @@ impl Local {
     }
 
     /// The expected processing time of `function` here (zero before its first call).
-    pub(super) fn expected(&self, function: FunctionKey) -> Duration {
+    pub(crate) fn expected(&self, function: FunctionKey) -> Duration {
         let history = match self {
             Local::Queue { queue, .. } => queue.history(function),
             Local::Sharing { histories, .. } => histories.get(function),
@@ -167,7 +167,7 @@ impl Local {
     }
 
     /// Calls running and calls waiting for a core, as the node reports them.
-    pub(super) fn calls(&self) -> (u32, u32) {
+    pub(crate) fn calls(&self) -> (u32, u32) {
         match self {
             Local::Queue { queue, running, .. } => (*running, queue.len() as u32),
             Local::Sharing {
@@ -179,7 +179,7 @@ impl Local {
 
 /// What became of a call that reached a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Admitted {
+pub(crate) enum Admitted {
     /// This call (the one admitted, or under a queue the first in line) holds a core, or waits
     /// without one, until its work is done.
     Runs(CallId),
@@ -226,7 +226,7 @@ impl Ord for Finish {
 /// service a call present since the start would have received (`service_ns`). A call arriving
 /// when that clock reads `s` with work `w` is done when it reads `s + w`; the heap orders calls
 /// by that, so arrivals and completions cost O(log n) however many calls share the cores.
-pub(super) struct Sharing {
+pub(crate) struct Sharing {
     cores: f64,
     service_ns: f64,
     /// When `service_ns` was last brought up to date.
@@ -249,7 +249,7 @@ impl Sharing {
     }
 
     /// Calls running.
-    pub(super) fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.running.len()
     }
 
@@ -267,7 +267,7 @@ impl Sharing {
     }
 
     /// Starts `call`, which needs `work` of a core, at `now_ns`.
-    pub(super) fn start(&mut self, now_ns: u64, call: CallId, work: Duration) {
+    pub(crate) fn start(&mut self, now_ns: u64, call: CallId, work: Duration) {
         self.advance(now_ns);
         self.running.push(Reverse(Finish {
             service_ns: self.service_ns + work.as_nanos() as f64,
@@ -276,14 +276,14 @@ impl Sharing {
     }
 
     /// When the next running call ends, if nothing arrives before.
-    pub(super) fn next_end(&self) -> Option<u64> {
+    pub(crate) fn next_end(&self) -> Option<u64> {
         let Reverse(first) = self.running.peek()?;
         let left = (first.service_ns - self.service_ns).max(0.0);
         Some(self.at_ns + (left / self.rate()).ceil() as u64)
     }
 
     /// Ends the calls whose work is done at `now_ns`, in the order they finish.
-    pub(super) fn end_due(&mut self, now_ns: u64) -> Vec<CallId> {
+    pub(crate) fn end_due(&mut self, now_ns: u64) -> Vec<CallId> {
         self.advance(now_ns);
         let mut ended = Vec::new();
         while let Some(Reverse(first)) = self.running.peek()

@@ -13,8 +13,9 @@
 //!
 //! The loop is pure: no I/O, no threads, no clock; the same inputs give the same outcome.
 
-use super::SimFunction;
-use super::local::{Admitted, CallId, Local};
+use crate::local::{Admitted, CallId, Local};
+use crate::suite::SimFunction;
+use crate::workload::SplitMix;
 use mote_cluster::{
     Decision, Event, Load, Membership, NodeName, Origin, Placement, PlacementConfig, Report,
 };
@@ -183,21 +184,6 @@ impl Agenda {
     }
 }
 
-/// SplitMix64, for the load balancer's choices (the burst schedule's generator is private to
-/// that module, and this stream must differ from it anyway).
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        ((u128::from(z) * n as u128) >> 64) as usize
-    }
-}
-
 struct SimNode {
     placement: Placement,
     local: Local,
@@ -267,6 +253,7 @@ impl<'a> Sim<'a> {
                 }
             })
             .collect();
+        // The burst's schedule was drawn from `seed`: the load balancer's stream must differ.
         let mut balancer = SplitMix(seed ^ 0xBA1A_9CE5_0FC0_FFEE);
         let calls = plan
             .iter()

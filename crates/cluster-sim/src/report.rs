@@ -1,9 +1,68 @@
-//! The simulation's tables: every cluster at every intensity, and the comparisons the paper
-//! makes (Fair-Choice on fewer nodes against the baseline on more), as ratios.
+//! What the simulation found ([`SimReport`]: a [`SimRow`] per cluster and intensity) and its
+//! tables: every cluster at every intensity, and the comparisons the paper makes (Fair-Choice on
+//! fewer nodes against the baseline on more), as ratios ([`SimRatio`]).
 
-use super::{SimReport, SimRow};
+use crate::distribution::Distribution;
+use crate::workload::PaperLoad;
 use serde::Serialize;
 use std::fmt::Write;
+
+/// The figures of one cluster at one intensity, over every seed's calls.
+#[derive(Clone, Debug, Serialize)]
+pub struct SimRow {
+    /// The set-up it belongs to.
+    pub setup: &'static str,
+    /// Nodes.
+    pub nodes: usize,
+    /// Cores per node.
+    pub cores: u32,
+    /// Every node's policy.
+    pub policy: &'static str,
+    /// The burst's intensity, on the set-up's reference cluster.
+    pub intensity: u32,
+    /// The same burst's intensity on this cluster's cores.
+    pub core_intensity: f64,
+    /// Calls answered, over all seeds.
+    pub calls: usize,
+    /// Response time, seconds.
+    pub response_s: Distribution,
+    /// Response time over the function's idle time.
+    pub stretch: Distribution,
+    /// Share of the calls forwarded to another node than the one the client called.
+    pub forwarded: f64,
+    /// Work (the idle times of the calls it ran) of the busiest node over the mean per node: 1
+    /// is an even spread.
+    pub busiest: f64,
+    /// When the last response left, mean over seeds, seconds.
+    pub last_response_s: f64,
+    /// Calls refused.
+    pub refused: usize,
+}
+
+/// What the simulation found.
+#[derive(Clone, Debug, Serialize)]
+pub struct SimReport {
+    /// The factor on the paper's call counts (our suite's shorter functions, times the load).
+    pub load_scale: f64,
+    /// Which of the paper's loads.
+    pub load: PaperLoad,
+    /// The paper set-up's window, seconds.
+    pub window_s: f64,
+    /// The 100-node window, seconds.
+    pub scale_window_s: f64,
+    /// Seeds.
+    pub seeds: Vec<u64>,
+    /// Forwarding cost, µs.
+    pub forward_us: f64,
+    /// Report interval, ms.
+    pub report_ms: f64,
+    /// Home nodes per function.
+    pub homes: usize,
+    /// Every cluster at every intensity.
+    pub rows: Vec<SimRow>,
+    /// Fair-Choice against the baseline, and one node against several.
+    pub ratios: Vec<SimRatio>,
+}
 
 /// One cluster's figures over another's at one intensity: below 1, the first did better.
 #[derive(Clone, Debug, Serialize)]
@@ -41,7 +100,7 @@ const COMPARISONS: [(Side, Side); 8] = [
 ];
 
 /// The comparisons whose both sides were run, at every intensity.
-pub(super) fn ratios(rows: &[SimRow]) -> Vec<SimRatio> {
+pub(crate) fn ratios(rows: &[SimRow]) -> Vec<SimRatio> {
     let find = |(setup, nodes, policy): Side, intensity: u32| {
         rows.iter().find(|r| {
             (r.setup, r.nodes, r.policy, r.intensity) == (setup, nodes, policy, intensity)

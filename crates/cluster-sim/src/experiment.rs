@@ -1,73 +1,15 @@
-//! `mote bench cluster --simulate`: the call-scheduling paper's cluster experiment (its section
-//! VIII: the same burst on 4, 3 and 2 nodes of 18 cores, baseline against Fair-Choice) and the
-//! same at 100 nodes of 32 cores, as a discrete-event simulation in virtual time.
-//!
-//! The decisions are mote's own code, not models of it: every node places calls with the real
-//! [`mote_cluster::Placement`] over the real [`mote_cluster::Membership`], and the ranking
-//! policies order calls with the real [`mote_sched::CallQueue`], expected times coming from
-//! each node's own history as in a node. What is modelled: a call's processing time is its
-//! function's idle response time as measured on mote ([`SUITE`]); `baseline` is ideal processor
-//! sharing (what Linux gives the real baseline's threads, without its switching costs);
-//! forwarding costs a fixed time; the store carries reports instantly. Not modelled: network
-//! queueing, cold starts and memory, and the variation of processing times under load.
-//!
-//! - `engine`: one run, the event loop ([`ClusterSpec`], [`RunOutcome`]).
-//! - `local`: how one node runs the calls placed on it (queue or processor sharing).
-//! - `report`: the tables.
-//!
-//! This file owns the suite's data, what `mote bench cluster --simulate` asks for
-//! ([`SimOptions`]), the configurations it runs and the aggregation of their calls ([`run`]).
+//! What `mote bench cluster --simulate` asks for ([`SimOptions`]), the set-ups it runs (the
+//! paper's section VIII on 4, 3 and 2 nodes of 18 cores, one node of 72, and 100 nodes of 32),
+//! and the aggregation of their calls into the report's rows ([`run`]).
 
-mod engine;
-mod local;
-mod report;
-
-pub use engine::{CallOutcome, ClusterSpec, RunOutcome, run as run_once};
-pub use report::SimRatio;
-
-use crate::burst::{self, Distribution, PaperLoad};
+use crate::distribution::Distribution;
+use crate::engine::{CallOutcome, ClusterSpec, RunOutcome, run as run_once};
+use crate::report::{self, SimReport, SimRow};
+use crate::suite::{INTENSITIES, SUITE};
+use crate::workload::{self, PaperLoad};
 use mote_sched::Policy;
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-/// A function of the simulated suite.
-#[derive(Clone, Copy, Debug)]
-pub struct SimFunction {
-    /// Its name (placement ranks its homes by it).
-    pub name: &'static str,
-    /// Its idle response time: its processing time in the simulation, and the stretch
-    /// denominator.
-    pub idle: Duration,
-    /// Whether it waits rather than computes (it holds a core under the one-call-per-core
-    /// policies, but no share of one under processor sharing).
-    pub waits: bool,
-}
-
-const fn function(name: &'static str, idle_us: u64, waits: bool) -> SimFunction {
-    SimFunction {
-        name,
-        idle: Duration::from_micros(idle_us),
-        waits,
-    }
-}
-
-/// mote's suite with its idle response times: the table in docs/benchmarks/scheduling.md,
-/// measured by `mote bench burst` on 2026-11-22 (median of 3 calls on an idle node, 2 vCPU AMD
-/// EPYC). Their mean, 0.655 s, sets the load scale as in the burst experiment.
-pub const SUITE: [SimFunction; 8] = [
-    function("graph-pagerank", 8_300, false),
-    function("graph-bfs", 12_100, false),
-    function("dynamic-html", 21_800, false),
-    function("graph-mst", 41_100, false),
-    function("thumbnailer", 83_700, false),
-    function("sleep", 501_300, true),
-    function("compression", 529_100, false),
-    function("dna-visualisation", 4_040_000, false),
-];
-
-/// The intensities `mote bench burst --all` runs.
-pub const INTENSITIES: [u32; 5] = [30, 40, 60, 90, 120];
 
 /// What `mote bench cluster --simulate` runs.
 #[derive(Clone, Debug)]
@@ -141,63 +83,6 @@ fn set_ups(options: &SimOptions) -> Vec<SetUp> {
     ]
 }
 
-/// The figures of one cluster at one intensity, over every seed's calls.
-#[derive(Clone, Debug, Serialize)]
-pub struct SimRow {
-    /// The set-up it belongs to.
-    pub setup: &'static str,
-    /// Nodes.
-    pub nodes: usize,
-    /// Cores per node.
-    pub cores: u32,
-    /// Every node's policy.
-    pub policy: &'static str,
-    /// The burst's intensity, on the set-up's reference cluster.
-    pub intensity: u32,
-    /// The same burst's intensity on this cluster's cores.
-    pub core_intensity: f64,
-    /// Calls answered, over all seeds.
-    pub calls: usize,
-    /// Response time, seconds.
-    pub response_s: Distribution,
-    /// Response time over the function's idle time.
-    pub stretch: Distribution,
-    /// Share of the calls forwarded to another node than the one the client called.
-    pub forwarded: f64,
-    /// Work (the idle times of the calls it ran) of the busiest node over the mean per node: 1
-    /// is an even spread.
-    pub busiest: f64,
-    /// When the last response left, mean over seeds, seconds.
-    pub last_response_s: f64,
-    /// Calls refused.
-    pub refused: usize,
-}
-
-/// What the simulation found.
-#[derive(Clone, Debug, Serialize)]
-pub struct SimReport {
-    /// The factor on the paper's call counts (our suite's shorter functions, times the load).
-    pub load_scale: f64,
-    /// Which of the paper's loads.
-    pub load: PaperLoad,
-    /// The paper set-up's window, seconds.
-    pub window_s: f64,
-    /// The 100-node window, seconds.
-    pub scale_window_s: f64,
-    /// Seeds.
-    pub seeds: Vec<u64>,
-    /// Forwarding cost, µs.
-    pub forward_us: f64,
-    /// Report interval, ms.
-    pub report_ms: f64,
-    /// Home nodes per function.
-    pub homes: usize,
-    /// Every cluster at every intensity.
-    pub rows: Vec<SimRow>,
-    /// Fair-Choice against the baseline, and one node against several.
-    pub ratios: Vec<SimRatio>,
-}
-
 /// Runs every set-up at every intensity and seed; `progress` hears of each cluster as it
 /// finishes.
 pub fn run(options: &SimOptions, progress: &mut dyn FnMut(&str)) -> SimReport {
@@ -205,7 +90,7 @@ pub fn run(options: &SimOptions, progress: &mut dyn FnMut(&str)) -> SimReport {
         .iter()
         .map(|f| (f.name, f.idle.as_secs_f64() * 1e3))
         .collect();
-    let scale = burst::load_scale(&idle_ms) * options.load.factor();
+    let scale = workload::load_scale(&idle_ms) * options.load.factor();
     let intensities = match options.intensities.is_empty() {
         true => INTENSITIES.to_vec(),
         false => options.intensities.clone(),
@@ -218,7 +103,7 @@ pub fn run(options: &SimOptions, progress: &mut dyn FnMut(&str)) -> SimReport {
                 .iter()
                 .map(|&seed| {
                     let weights = [1; SUITE.len()];
-                    let plan = burst::schedule(
+                    let plan = workload::schedule(
                         &weights,
                         scale,
                         setup.reference_cores,
