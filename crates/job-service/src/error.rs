@@ -168,7 +168,7 @@ pub enum RunError {
         /// Its value.
         value: String,
         /// Why.
-        source: ObjectError,
+        source: Box<ObjectError>,
     },
     /// An output prefix holds objects already.
     #[error(
@@ -234,7 +234,7 @@ pub enum RunError {
         /// What was given.
         to: String,
         /// Why.
-        source: ObjectError,
+        source: Box<ObjectError>,
     },
     /// A worker did not take the job.
     #[error("worker {worker} could not start the job: {source}")]

@@ -87,7 +87,7 @@ pub enum InputError {
         /// `BUCKET/PREFIX`.
         value: String,
         /// Why.
-        source: ObjectError,
+        source: Box<ObjectError>,
     },
     /// An object could not be read.
     #[error("cannot read {bucket}/{key}: {source}")]
@@ -97,7 +97,7 @@ pub enum InputError {
         /// Its key.
         key: String,
         /// Why.
-        source: ObjectError,
+        source: Box<ObjectError>,
     },
 }
 
@@ -117,7 +117,7 @@ pub async fn read_shares(
         .await
         .map_err(|source| InputError::List {
             value: value.to_owned(),
-            source,
+            source: Box::new(source),
         })?;
     let total: u64 = listing.iter().map(|(_, s)| s).sum();
     let mut outputs = vec![Vec::new(); tasks.len()];
@@ -140,7 +140,7 @@ pub async fn read_shares(
             .map_err(|source| InputError::Read {
                 bucket: bucket.to_owned(),
                 key: key.clone(),
-                source,
+                source: Box::new(source),
             })?;
         for t in wanted {
             let (lo, hi) = share(total, tasks[t], partitions);

@@ -183,7 +183,7 @@ impl JobService {
                 .map_err(|source| RunError::List {
                     arg: arg.clone(),
                     value: value.to_owned(),
-                    source,
+                    source: Box::new(source),
                 });
             match (output, listed) {
                 (true, Ok(found)) if !found.is_empty() => {
@@ -245,7 +245,7 @@ impl JobService {
         if let Err(source) = written {
             return Err(RunError::SnapshotsNotWritable {
                 to: to.clone(),
-                source,
+                source: Box::new(source),
             });
         }
         let _ = objects.delete(&plan.bucket, &probe).await;
@@ -554,7 +554,7 @@ impl JobService {
                         key,
                         bucket: plan.bucket.clone(),
                         object,
-                        source,
+                        source: Box::new(source),
                     })
             }
         });

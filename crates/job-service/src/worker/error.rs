@@ -118,7 +118,7 @@ pub enum WorkerError {
         /// The argument that names the input.
         arg: String,
         /// Why.
-        source: InputError,
+        source: Box<InputError>,
     },
     /// An output or snapshot object could not be written.
     #[error("cannot write {bucket}/{key}: {source}")]
@@ -128,7 +128,7 @@ pub enum WorkerError {
         /// Its key.
         key: String,
         /// Why.
-        source: ObjectError,
+        source: Box<ObjectError>,
     },
     /// The job service has no worker of the job.
     #[error("this node runs no worker of job {job}: it ended, or was never started here")]
@@ -182,7 +182,7 @@ pub enum WorkerError {
         /// The image's key.
         object: String,
         /// Why.
-        source: ObjectError,
+        source: Box<ObjectError>,
     },
     /// The thread that started, restored or moved partitions of the worker died.
     #[error("{doing} failed: {source}")]

@@ -49,7 +49,10 @@ pub(crate) fn serve_io(
                                     worker.input(generation, task, data);
                                 }
                             }
-                            Err(source) => worker.fail(WorkerError::Load { arg, source }),
+                            Err(source) => worker.fail(WorkerError::Load {
+                                arg,
+                                source: Box::new(source),
+                            }),
                         }
                     }
                     IoRequest::Store {
@@ -73,7 +76,7 @@ pub(crate) fn serve_io(
                             Err(source) => worker.fail(WorkerError::Write {
                                 bucket: bucket.to_owned(),
                                 key,
-                                source,
+                                source: Box::new(source),
                             }),
                         }
                     }
@@ -104,7 +107,7 @@ pub(crate) fn serve_io(
                                     .map_err(|source| WorkerError::Write {
                                         bucket: plan.bucket.clone(),
                                         key: object,
-                                        source,
+                                        source: Box::new(source),
                                     })
                             }
                         });
