@@ -4,7 +4,7 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use mote_access::TokenStoreError;
-use mote_job_service::JobServiceError;
+use mote_job_service::{ErrorKind as JobErrorKind, JobServiceError};
 use mote_node::{DeployError, InvokeError};
 use mote_runtime::CallError;
 use mote_types::{Escaped, LimitsError, NameError};
@@ -83,11 +83,11 @@ impl ApiError {
             },
             Self::PeerFailed(_) => StatusCode::BAD_GATEWAY,
             Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::Job(e) => match e {
-                JobServiceError::NotFound(_) => StatusCode::NOT_FOUND,
-                JobServiceError::BadRequest(_) => StatusCode::BAD_REQUEST,
-                JobServiceError::Conflict(_) => StatusCode::CONFLICT,
-                JobServiceError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Job(e) => match e.kind() {
+                JobErrorKind::NotFound => StatusCode::NOT_FOUND,
+                JobErrorKind::Invalid => StatusCode::BAD_REQUEST,
+                JobErrorKind::Conflict => StatusCode::CONFLICT,
+                JobErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             },
             Self::Deploy(e) => match e {
                 DeployError::Compile(_) | DeployError::MemoryTooSmall { .. } => {

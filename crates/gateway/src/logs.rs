@@ -18,7 +18,8 @@
 //! (`log`, `stdout`, `stderr`, `outcome` for why a call failed), `outcome` (`ok`, `trap`,
 //! `timeout`, `memory_limit`, ...) and `text`.
 
-use crate::{ApiError, Gateway};
+use crate::error::ApiError;
+use crate::state::Gateway;
 use axum::body::Body;
 use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -251,7 +252,7 @@ async fn peers_logs(
 /// longer allows reading.
 fn ends(gw: &Gateway, holder: Option<Holder>) -> impl Future<Output = ()> + Send + 'static + use<> {
     let stopped = gw.node.logs().stopped();
-    let revoked = crate::gate::revocation(&gw.access, holder, Scope::Read);
+    let revoked = crate::access::revocation(&gw.access, holder, Scope::Read);
     async move {
         tokio::select! {
             () = stopped => {}

@@ -1,7 +1,9 @@
 //! `/v1/tokens`: making, listing and revoking tokens (the `admin` scope). A new token is in the
 //! response to its creation and nowhere else; the store keeps only its hash.
 
-use crate::{ApiError, Gateway, json_body};
+use crate::body::json_body;
+use crate::error::ApiError;
+use crate::state::Gateway;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};

@@ -8,11 +8,8 @@
 //! Output partition `k` is the object `PREFIX/part-NNNNN`; the controller refuses to start a job
 //! whose output prefix already holds objects, so a result is never mixed with an older one.
 
-use crate::worker::{IoRequest, Worker};
 use bytes::Bytes;
-use mote_objects::Objects;
-use std::sync::{Arc, Weak};
-use tokio::sync::mpsc;
+use mote_objects::{ObjectError, Objects};
 
 /// The largest input object read.
 const MAX_OBJECT_BYTES: u64 = 8 << 30;
@@ -36,7 +33,7 @@ pub async fn list_all(
     objects: &Objects,
     bucket: &str,
     prefix: &str,
-) -> Result<Vec<(String, u64)>, mote_objects::ObjectError> {
+) -> Result<Vec<(String, u64)>, ObjectError> {
     let mut all = Vec::new();
     let mut after = String::new();
     loop {
@@ -75,19 +72,53 @@ fn share(total: u64, index: u32, partitions: u32) -> (u64, u64) {
     (bound(index), bound(index + 1))
 }
 
+/// A load's input could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// The input is not named `BUCKET/PREFIX`.
+    #[error("`{value}` is not BUCKET/PREFIX")]
+    NotBucketPrefix {
+        /// What was given.
+        value: String,
+    },
+    /// The objects under the prefix could not be listed.
+    #[error("cannot list {value}: {source}")]
+    List {
+        /// `BUCKET/PREFIX`.
+        value: String,
+        /// Why.
+        source: Box<ObjectError>,
+    },
+    /// An object could not be read.
+    #[error("cannot read {bucket}/{key}: {source}")]
+    Read {
+        /// Its bucket.
+        bucket: String,
+        /// Its key.
+        key: String,
+        /// Why.
+        source: Box<ObjectError>,
+    },
+}
+
 /// Reads the inputs of the load tasks `tasks`, each a partition index of `partitions`.
 pub async fn read_shares(
     objects: &Objects,
     value: &str,
     tasks: &[u32],
     partitions: u32,
-) -> Result<Vec<Bytes>, String> {
+) -> Result<Vec<Bytes>, InputError> {
     let Some((bucket, prefix)) = bucket_and_prefix(value) else {
-        return Err(format!("`{value}` is not BUCKET/PREFIX"));
+        return Err(InputError::NotBucketPrefix {
+            value: value.to_owned(),
+        });
     };
     let listing = list_all(objects, bucket, prefix)
         .await
-        .map_err(|e| format!("cannot list {value}: {e}"))?;
+        .map_err(|source| InputError::List {
+            value: value.to_owned(),
+            source: Box::new(source),
+        })?;
     let total: u64 = listing.iter().map(|(_, s)| s).sum();
     let mut outputs = vec![Vec::new(); tasks.len()];
     let mut at = 0u64;
@@ -106,7 +137,11 @@ pub async fn read_shares(
         let object = objects
             .get(bucket, key, MAX_OBJECT_BYTES)
             .await
-            .map_err(|e| format!("cannot read {bucket}/{key}: {e}"))?;
+            .map_err(|source| InputError::Read {
+                bucket: bucket.to_owned(),
+                key: key.clone(),
+                source: Box::new(source),
+            })?;
         for t in wanted {
             let (lo, hi) = share(total, tasks[t], partitions);
             let lines = lines_starting_in(&object, from, lo, hi);
@@ -118,129 +153,6 @@ pub async fn read_shares(
         }
     }
     Ok(outputs.into_iter().map(Bytes::from).collect())
-}
-
-/// Serves a worker's loads and stores until the worker, which owns the requests' sender, is
-/// dropped.
-pub(crate) fn serve_io(
-    worker: Weak<Worker>,
-    mut requests: mpsc::UnboundedReceiver<IoRequest>,
-    objects: Option<Arc<Objects>>,
-) {
-    tokio::spawn(async move {
-        while let Some(request) = requests.recv().await {
-            let Some(worker) = worker.upgrade() else {
-                return;
-            };
-            let objects = objects.clone();
-            tokio::spawn(async move {
-                let Some(objects) = objects else {
-                    if let IoRequest::Snapshot(_) = request {
-                        worker.stored();
-                    }
-                    worker.fail(
-                        "this node has no object storage for the job's input and output".into(),
-                    );
-                    return;
-                };
-                match request {
-                    IoRequest::Load {
-                        generation,
-                        arg,
-                        value,
-                        tasks,
-                        partitions,
-                    } => {
-                        let Some(value) = value else {
-                            worker.fail(missing(&arg));
-                            return;
-                        };
-                        let indices: Vec<u32> = tasks.iter().map(|(_, i)| *i).collect();
-                        match read_shares(&objects, &value, &indices, partitions).await {
-                            Ok(shares) => {
-                                for ((task, _), data) in tasks.into_iter().zip(shares) {
-                                    worker.input(generation, task, data);
-                                }
-                            }
-                            Err(e) => worker.fail(format!("the load of `{arg}`: {e}")),
-                        }
-                    }
-                    IoRequest::Store {
-                        generation,
-                        arg,
-                        value,
-                        index,
-                        bytes,
-                    } => {
-                        let Some(value) = value else {
-                            worker.fail(missing(&arg));
-                            return;
-                        };
-                        let Some((bucket, prefix)) = bucket_and_prefix(&value) else {
-                            worker.fail(format!("`{arg}={value}` is not BUCKET/PREFIX"));
-                            return;
-                        };
-                        let key = output_key(prefix, index);
-                        match objects.put(bucket, &key, Bytes::from(bytes)).await {
-                            Ok(()) => worker.acknowledged(generation),
-                            Err(e) => worker.fail(format!("cannot write {bucket}/{key}: {e}")),
-                        }
-                    }
-                    IoRequest::Snapshot(snapshot) => {
-                        let crate::worker::SnapshotImages {
-                            progress,
-                            iteration,
-                            cursor,
-                            images,
-                            barrier,
-                        } = *snapshot;
-                        let spec = worker.spec();
-                        let Some(plan) = &spec.snapshots else {
-                            worker.stored();
-                            return;
-                        };
-                        let mut keys = Vec::with_capacity(images.len());
-                        let mut bytes = 0;
-                        let stores = images.into_iter().map(|(key, image)| {
-                            let object = plan.object(&spec.id, iteration, key);
-                            keys.push(key);
-                            bytes += image.len() as u64;
-                            let objects = objects.clone();
-                            async move {
-                                objects
-                                    .put(&plan.bucket, &object, Bytes::from(image))
-                                    .await
-                                    .map_err(|e| {
-                                        format!("cannot write {}/{object}: {e}", plan.bucket)
-                                    })
-                            }
-                        });
-                        let stored = futures_util::future::join_all(stores).await;
-                        // A snapshot not stored leaves the job going on: the snapshot stays
-                        // incomplete, and the controller shows why.
-                        let error = stored.into_iter().find_map(Result::err);
-                        worker.stored();
-                        let report = mote_jobs::message::Report::Snapshotted {
-                            progress,
-                            iteration,
-                            keys,
-                            bytes,
-                            write_us: barrier.elapsed().as_micros() as u64,
-                            cursor,
-                            error,
-                        };
-                        worker.report(report);
-                    }
-                }
-            });
-        }
-    });
-}
-
-fn missing(arg: &str) -> String {
-    format!(
-        "the job reads the argument `{arg}`, which was not given: add --arg {arg}=BUCKET/PREFIX"
-    )
 }
 
 #[cfg(test)]

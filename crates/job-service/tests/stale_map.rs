@@ -119,9 +119,9 @@ impl Transport for Wire {
             .lock()
             .unwrap()
             .push((url.to_owned(), m.message.clone()));
-        worker.deliver(m.clone()).map_err(|detail| TransportError {
+        worker.deliver(m.clone()).map_err(|e| TransportError {
             url: url.to_owned(),
-            detail,
+            detail: e.to_string(),
             refused: true,
         })
     }

@@ -3,8 +3,8 @@
 //! each carries is `crate::lease`'s bookkeeping; only the replica that granted a lease expires
 //! it.
 
-use super::mvcc::Write;
-use super::{Applied, Engine};
+use super::index::Write;
+use super::state::{Applied, Engine};
 use crate::error::StoreError;
 use std::collections::BTreeSet;
 

@@ -13,111 +13,46 @@
 //!   watches that start in the past.
 //! - An engine method either makes its whole change or refuses before making any.
 //!
-//! This module holds the engine's state, rebuilds it from disk, and runs the KV requests
-//! (Range, Put, DeleteRange, Txn), each checked as etcd checks it and then applied at the next
-//! revision. The rest is split by concern, each part adding methods to [`Engine`]:
+//! This module rebuilds the engine's state from disk and runs the KV requests (Range, Put,
+//! DeleteRange, Txn), each checked as etcd checks it and then applied at the next revision. The
+//! rest is split by concern, each part adding methods to [`Engine`]:
 //!
+//! - `state`: the engine's fields, and what a change reports.
+//! - `index`: the key index and the records of the history.
 //! - `validate`: what etcd refuses in a request, and its limits.
-//! - `mvcc`: the key index and the history: writing a record, what is visible at a revision,
-//!   compaction, the events a watch replays.
+//! - `mvcc`: writing a record, what is visible at a revision, compaction, the events a watch
+//!   replays.
 //! - `range`: reading a range at a revision as etcd answers it.
 //! - `txn`: transactions: compares, the branches taken, running their operations.
 //! - `leases`: granting, renewing, revoking and expiring leases, deleting their keys.
 //! - `replication`: what a peer pulls, merging what was pulled, the puller's cursor.
 
+mod index;
 mod leases;
 mod mvcc;
 mod range;
 mod replication;
+mod state;
 #[cfg(test)]
 mod testing;
 mod txn;
 mod validate;
 
-pub use mvcc::KeyRange;
+pub use index::KeyRange;
 pub use replication::PullCursor;
+pub use state::{Applied, Compaction, Engine, NEVER_COMPACTED, Restored};
 pub use validate::MAX_TXN_OPS;
 
 use crate::clock::{Clock, Stamp};
 use crate::error::StoreError;
 use crate::lease::Leases;
 use etcd_client::proto::{
-    PbDeleteRequest, PbDeleteResponse, PbEvent, PbPutRequest, PbPutResponse, PbRangeRequest,
+    PbDeleteRequest, PbDeleteResponse, PbPutRequest, PbPutResponse, PbRangeRequest,
     PbRangeResponse, PbResponseHeader, PbTxnRequest, PbTxnResponse,
 };
-use mvcc::{EVENT_DELETE, KeyIndex, Record, Rev};
+use index::{EVENT_DELETE, Record, Rev};
 use std::collections::BTreeMap;
 use validate::{check_put, check_range, check_txn, written};
-
-/// The compaction point before the first compaction. As on etcd it is below 0, so the first
-/// compaction may be to revision 0 (a no-op that succeeds once).
-pub const NEVER_COMPACTED: i64 = -1;
-
-/// A replica's state.
-#[derive(Debug)]
-pub struct Engine {
-    replica: u64,
-    clock: Clock,
-    revision: i64,
-    compacted: i64,
-    keys: BTreeMap<Vec<u8>, KeyIndex>,
-    records: BTreeMap<Rev, Record>,
-    leases: Leases,
-}
-
-/// What a change to the engine did besides its response: the events for watchers, and
-/// everything the disk must record to restore the same state.
-#[derive(Debug, Default)]
-pub struct Applied {
-    /// Events in revision order, each with the key's previous state. All of them share one
-    /// revision, and an event's position is its sub-revision.
-    pub events: Vec<PbEvent>,
-    /// Keys whose stamp changed, with the new stamp (a deletion merged for a key that is
-    /// already gone changes only its stamp).
-    pub stamps: Vec<(Vec<u8>, Stamp)>,
-    /// Leases granted, as (id, TTL in seconds).
-    pub granted: Vec<(i64, i64)>,
-    /// Leases revoked or expired.
-    pub ended: Vec<i64>,
-    /// History compacted: the new compaction point and the records it dropped.
-    pub compaction: Option<Compaction>,
-}
-
-impl Applied {
-    /// Whether nothing changed.
-    pub fn is_empty(&self) -> bool {
-        self.events.is_empty()
-            && self.stamps.is_empty()
-            && self.granted.is_empty()
-            && self.ended.is_empty()
-            && self.compaction.is_none()
-    }
-}
-
-/// What one compaction did.
-#[derive(Debug, Default)]
-pub struct Compaction {
-    /// The revision reads below which now fail.
-    pub revision: i64,
-    /// The records dropped, as (revision, sub-revision).
-    pub dropped: Vec<(i64, u32)>,
-}
-
-/// A replica's state as the disk keeps it, to rebuild an engine from.
-#[derive(Debug, Default)]
-pub struct Restored {
-    /// The current revision.
-    pub revision: i64,
-    /// The compaction point ([`NEVER_COMPACTED`] before the first compaction).
-    pub compacted: i64,
-    /// Every record in history, in revision order, as (revision, sub-revision, the event that
-    /// wrote it).
-    pub records: Vec<(i64, u32, PbEvent)>,
-    /// Every key's stamp, tombstones included.
-    pub stamps: Vec<(Vec<u8>, Stamp)>,
-    /// Every lease, as (id, TTL in seconds).
-    pub leases: Vec<(i64, i64)>,
-}
 
 impl Engine {
     /// An empty replica with id `replica`.

@@ -2,8 +2,8 @@
 //! then every live key in the range counted, filtered by revision, sorted and limited in etcd's
 //! order of steps. Reads change nothing.
 
-use super::Engine;
-use super::mvcc::{KeyRange, kv_of};
+use super::index::{KeyRange, kv_of};
+use super::state::Engine;
 use crate::error::StoreError;
 use etcd_client::proto::{PbKeyValue, PbRangeRequest, PbRangeResponse};
 

@@ -6,8 +6,8 @@
 //! so replicas that have pulled the same changes in any order hold the same keys and values. A
 //! merged batch takes one revision here, like a local write.
 
-use super::mvcc::{KeyIndex, Rev, Write};
-use super::{Applied, Engine};
+use super::index::{KeyIndex, Rev, Write};
+use super::state::{Applied, Engine};
 use crate::clock::{MAX_WALL_MS, Stamp};
 use crate::pb;
 use std::collections::BTreeSet;

@@ -1,6 +1,6 @@
 //! Requests built from strings, for the engine's unit tests.
 
-use super::Engine;
+use super::state::Engine;
 use crate::error::StoreError;
 use etcd_client::proto::{
     PbCompare, PbCompareTarget, PbDeleteRequest, PbPutRequest, PbPutResponse, PbRangeRequest,

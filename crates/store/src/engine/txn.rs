@@ -4,8 +4,8 @@
 //! then they run in order, each range seeing the writes before it, every write at the one
 //! pending revision.
 
-use super::mvcc::{KeyRange, kv_of};
-use super::{Applied, Engine};
+use super::index::{KeyRange, kv_of};
+use super::state::{Applied, Engine};
 use crate::clock::Stamp;
 use crate::error::StoreError;
 use etcd_client::proto::{

@@ -4,8 +4,8 @@
 //! key). A request is checked whole before anything is applied, so a refused request changes
 //! nothing.
 
-use super::Engine;
 use super::range::SORT_DESCEND;
+use super::state::Engine;
 use crate::error::StoreError;
 use etcd_client::proto::{
     PbPutRequest, PbRangeRequest, PbTxnOpRequest, PbTxnRequest, PbTxnRequestOp,

@@ -14,11 +14,16 @@
 //! A snapshot is assembled from what the parts already keep: the node's schedule, per-function
 //! counters ([`mote_node::CallStats`]) and executor activity, the cluster view and the calls
 //! forwarded to each peer, the store replicas' lag, and the jobs. Rates and percentiles are over
-//! a window: [`Samples`] keeps the cumulative counters read in the last [`WINDOW`], and a
+//! a window: `snapshot` keeps the cumulative counters read in the last [`WINDOW`], and a
 //! snapshot differences the newest reading against the oldest, so nothing on the call path knows
 //! about windows.
 
-use crate::ApiError;
+mod snapshot;
+
+pub use snapshot::{ExecutorRow, FunctionRow, NodeRow, Snapshot, StorePanel, WINDOW};
+
+use crate::access::Access;
+use crate::error::ApiError;
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -26,23 +31,16 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures_util::StreamExt;
-use mote_job_service::{JobService, JobStatus};
-use mote_node::{ClassSnapshot, ExecutorSample, LatencyCounts, Node, Outcome};
-use mote_peers::{Forwarded, MemberView, Peers, ReplicaLag, StoreView};
-use serde::Serialize;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use mote_job_service::JobService;
+use mote_node::Node;
+use mote_peers::Peers;
+use snapshot::Samples;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::Duration;
 
-/// How far back rates and percentiles look.
-pub const WINDOW: Duration = Duration::from_secs(10);
 /// How often the event stream sends a snapshot.
 const EVERY: Duration = Duration::from_secs(1);
-/// Readings closer together than this are not both kept (several pages may be open).
-const MIN_SPACING: Duration = Duration::from_millis(500);
-/// The most jobs a snapshot lists, the latest.
-const MAX_JOBS: usize = 20;
 
 /// A file of the page.
 struct Asset {
@@ -55,17 +53,17 @@ const ASSETS: [Asset; 3] = [
     Asset {
         path: "index.html",
         content_type: "text/html; charset=utf-8",
-        body: include_bytes!("../ui/index.html"),
+        body: include_bytes!("../../ui/index.html"),
     },
     Asset {
         path: "app.js",
         content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../ui/app.js"),
+        body: include_bytes!("../../ui/app.js"),
     },
     Asset {
         path: "style.css",
         content_type: "text/css; charset=utf-8",
-        body: include_bytes!("../ui/style.css"),
+        body: include_bytes!("../../ui/style.css"),
     },
 ];
 
@@ -79,18 +77,13 @@ struct Dashboard {
     peers: Arc<Peers>,
     jobs: Arc<JobService>,
     samples: Arc<Samples>,
-    access: Arc<crate::Access>,
+    access: Arc<Access>,
 }
 
 impl Dashboard {
     /// The dashboard's state over `node`, a member of `peers` running `jobs`, guarded by
     /// `access`.
-    fn new(
-        node: Arc<Node>,
-        peers: Arc<Peers>,
-        jobs: Arc<JobService>,
-        access: Arc<crate::Access>,
-    ) -> Self {
+    fn new(node: Arc<Node>, peers: Arc<Peers>, jobs: Arc<JobService>, access: Arc<Access>) -> Self {
         let samples = Arc::new(Samples::default());
         // A first reading now, so that the first snapshot has a window to rate over.
         samples.read(&node);
@@ -101,6 +94,10 @@ impl Dashboard {
             samples,
             access,
         }
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        Snapshot::take(&self.node, &self.peers, &self.jobs, &self.samples)
     }
 }
 
@@ -117,7 +114,7 @@ pub(crate) fn own_router(
     node: Arc<Node>,
     peers: Arc<Peers>,
     jobs: Arc<JobService>,
-    access: Arc<crate::Access>,
+    access: Arc<Access>,
 ) -> Router {
     data_routes()
         .route("/ui", get(page))
@@ -134,7 +131,7 @@ pub(crate) fn api_router(
     node: Arc<Node>,
     peers: Arc<Peers>,
     jobs: Arc<JobService>,
-    access: Arc<crate::Access>,
+    access: Arc<Access>,
     at: Option<DashboardAt>,
 ) -> Router {
     let elsewhere = Router::new()
@@ -320,7 +317,7 @@ async fn events(
     holder: Option<axum::extract::Extension<mote_access::Holder>>,
 ) -> impl IntoResponse {
     // The stream ends within moments of its token's revocation, not at the next reconnect.
-    let revoked = crate::gate::revocation(
+    let revoked = crate::access::revocation(
         &d.access,
         holder.map(|axum::extract::Extension(h)| h),
         mote_access::Scope::Read,
@@ -345,321 +342,10 @@ async fn events(
     )
 }
 
-impl Dashboard {
-    fn snapshot(&self) -> Snapshot {
-        let (now, base) = self.samples.read(&self.node);
-        let schedule = self.node.schedule();
-        let view = self.peers.view();
-        let jobs = self.jobs.list();
-        let window = now.at.saturating_duration_since(base.at);
-        let secs = window.as_secs_f64();
-        let rate = |n: u64| match secs > 0.0 {
-            true => n as f64 / secs,
-            false => 0.0,
-        };
-        let expected: HashMap<&str, f64> = schedule
-            .functions
-            .iter()
-            .map(|f| (f.name.as_str(), f.expected_ms))
-            .collect();
-        let functions: Vec<FunctionRow> = now
-            .functions
-            .iter()
-            .map(|(name, f)| {
-                let then = base.functions.get(name).filter(|b| b.key == f.key);
-                let calls = f.calls();
-                let in_window = calls - then.map_or(0, |b| b.calls().min(calls));
-                let latency = match then {
-                    Some(b) => f.latency.since(&b.latency),
-                    None => f.latency.clone(),
-                };
-                let ms = |d: Duration| d.as_secs_f64() * 1e3;
-                FunctionRow {
-                    name: name.clone(),
-                    kind: f.kind,
-                    calls,
-                    calls_per_s: rate(in_window),
-                    p50_ms: latency.quantile(0.5).map(ms),
-                    p99_ms: latency.quantile(0.99).map(ms),
-                    stretch: latency.mean_stretch(),
-                    expected_ms: expected.get(name.as_str()).copied().unwrap_or(0.0),
-                    outcomes: Outcome::ALL
-                        .iter()
-                        .zip(f.outcomes)
-                        .filter(|(_, n)| *n > 0)
-                        .map(|(o, n)| (o.as_str(), n))
-                        .collect(),
-                    quarantined: f.quarantined,
-                    resident: f.resident,
-                }
-            })
-            .collect();
-        let executors: Vec<ExecutorRow> = now
-            .executors
-            .iter()
-            .map(|e| {
-                let then = base.executors.get(e.index);
-                let busy = e.busy_ns - then.map_or(0, |b| b.busy_ns.min(e.busy_ns));
-                let calls = e.calls - then.map_or(0, |b| b.calls.min(e.calls));
-                ExecutorRow {
-                    index: e.index,
-                    running: e.running,
-                    calls: e.calls,
-                    calls_per_s: rate(calls),
-                    busy_share: match window.is_zero() {
-                        true => 0.0,
-                        false => (busy as f64 / window.as_nanos() as f64).min(1.0),
-                    },
-                }
-            })
-            .collect();
-        let forwarded = self.peers.forwarded();
-        let ran_here: u64 = now.functions.values().map(FunctionReading::calls).sum();
-        let nodes = view
-            .nodes
-            .into_iter()
-            .map(|member| {
-                let sent = forwarded.iter().find(|f| f.peer == member.name).cloned();
-                NodeRow {
-                    ran_here: member.me.then_some(ran_here),
-                    forwarded: sent,
-                    member,
-                }
-            })
-            .collect();
-        let skip = jobs.len().saturating_sub(MAX_JOBS);
-        Snapshot {
-            node: view.node,
-            at_ms: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64),
-            window_s: secs,
-            policy: schedule.policy,
-            cores: schedule.cores,
-            executor_threads: schedule.executor_threads,
-            queue_length: schedule.queue_length,
-            microtasks: schedule.microtasks,
-            calls_per_s: functions.iter().map(|f| f.calls_per_s).sum(),
-            busy_cores: executors.iter().map(|e| e.busy_share).sum(),
-            functions,
-            executors,
-            classes: schedule.classes,
-            store: StorePanel {
-                state: view.store,
-                replicas: self.peers.store_replicas(),
-            },
-            nodes,
-            jobs: jobs.into_iter().skip(skip).collect(),
-        }
-    }
-}
-
-/// What `GET /v1/dashboard` answers and each server-sent event carries.
-#[derive(Debug, Serialize)]
-pub struct Snapshot {
-    /// The node answering.
-    pub node: String,
-    /// When the snapshot was taken, in ms since the Unix epoch.
-    pub at_ms: u64,
-    /// The window rates and percentiles are over, in seconds.
-    pub window_s: f64,
-    /// The scheduling policy.
-    pub policy: &'static str,
-    /// Executor cores.
-    pub cores: usize,
-    /// Executor threads (more than cores only under `baseline`).
-    pub executor_threads: usize,
-    /// Calls waiting for an executor.
-    pub queue_length: usize,
-    /// `on` or `off`.
-    pub microtasks: &'static str,
-    /// Calls per second over the window, every function's.
-    pub calls_per_s: f64,
-    /// Executor cores busy on average over the window.
-    pub busy_cores: f64,
-    /// Every deployed function, by name.
-    pub functions: Vec<FunctionRow>,
-    /// Every executor thread.
-    pub executors: Vec<ExecutorRow>,
-    /// The microtask share classes.
-    pub classes: Vec<ClassSnapshot>,
-    /// The state store.
-    pub store: StorePanel,
-    /// The cluster's nodes, this one included.
-    pub nodes: Vec<NodeRow>,
-    /// The latest jobs this node controls.
-    pub jobs: Vec<JobStatus>,
-}
-
-/// One function's row.
-#[derive(Debug, Serialize)]
-pub struct FunctionRow {
-    name: String,
-    kind: &'static str,
-    /// Calls since it was deployed (or this node started), every outcome.
-    calls: u64,
-    calls_per_s: f64,
-    /// Response time (arrival to end) percentiles over the window.
-    p50_ms: Option<f64>,
-    p99_ms: Option<f64>,
-    /// Mean response time over processing time of the window's calls.
-    stretch: Option<f64>,
-    /// Mean of its last 10 processing times: what the policies rank by.
-    expected_ms: f64,
-    /// Calls by outcome, the ones that happened.
-    outcomes: BTreeMap<&'static str, u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    quarantined: Option<u32>,
-    resident: bool,
-}
-
-/// One executor thread's row.
-#[derive(Debug, Serialize)]
-pub struct ExecutorRow {
-    index: usize,
-    running: bool,
-    calls: u64,
-    calls_per_s: f64,
-    /// Share of the window it spent running calls.
-    busy_share: f64,
-}
-
-/// The state store this node uses, and in the edge set-up the replicas its own pulls from.
-#[derive(Debug, Serialize)]
-pub struct StorePanel {
-    #[serde(flatten)]
-    state: StoreView,
-    replicas: Vec<ReplicaLag>,
-}
-
-/// One node of the cluster, with where calls ran.
-#[derive(Debug, Serialize)]
-pub struct NodeRow {
-    #[serde(flatten)]
-    member: MemberView,
-    /// For this node: the calls it ran.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    ran_here: Option<u64>,
-    /// For a peer: the calls this node sent it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    forwarded: Option<Forwarded>,
-}
-
-/// One function's cumulative counters at one moment.
-#[derive(Clone, Debug)]
-struct FunctionReading {
-    /// The deployment: a redeploy starts its counters over.
-    key: u64,
-    kind: &'static str,
-    outcomes: [u64; Outcome::ALL.len()],
-    latency: LatencyCounts,
-    quarantined: Option<u32>,
-    resident: bool,
-}
-
-impl FunctionReading {
-    fn calls(&self) -> u64 {
-        self.outcomes.iter().sum()
-    }
-}
-
-/// The node's cumulative counters at one moment.
-#[derive(Clone, Debug)]
-struct Reading {
-    at: Instant,
-    functions: BTreeMap<String, FunctionReading>,
-    executors: Vec<ExecutorSample>,
-}
-
-impl Reading {
-    fn of(node: &Node) -> Self {
-        let functions = node
-            .functions()
-            .iter()
-            .map(|f| {
-                let reading = FunctionReading {
-                    key: f.key(),
-                    kind: f.record().kind.as_str(),
-                    outcomes: f.outcomes(),
-                    latency: f.call_stats().counts(),
-                    quarantined: f.quarantined(),
-                    resident: f.is_resident(),
-                };
-                (f.name().to_string(), reading)
-            })
-            .collect();
-        Self {
-            at: Instant::now(),
-            functions,
-            executors: node.executors_activity(),
-        }
-    }
-}
-
-/// The readings of the last [`WINDOW`], oldest first.
-#[derive(Default)]
-struct Samples {
-    recent: Mutex<VecDeque<Arc<Reading>>>,
-}
-
-impl Samples {
-    /// Reads the node's counters now; returns that reading and the oldest kept within the
-    /// window (the reading itself if there is none yet).
-    fn read(&self, node: &Node) -> (Arc<Reading>, Arc<Reading>) {
-        let now = Arc::new(Reading::of(node));
-        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-        remember(&mut recent, now.clone());
-        let base = recent.front().cloned().unwrap_or_else(|| now.clone());
-        (now, base)
-    }
-}
-
-/// Keeps `reading` unless the last kept one is too recent, and forgets those older than the
-/// window.
-fn remember(recent: &mut VecDeque<Arc<Reading>>, reading: Arc<Reading>) {
-    let at = reading.at;
-    let spaced = recent
-        .back()
-        .is_none_or(|last| at.saturating_duration_since(last.at) >= MIN_SPACING);
-    if spaced {
-        recent.push_back(reading);
-    }
-    while recent
-        .front()
-        .is_some_and(|first| at.saturating_duration_since(first.at) > WINDOW)
-    {
-        recent.pop_front();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    fn reading(at: Instant) -> Arc<Reading> {
-        Arc::new(Reading {
-            at,
-            functions: BTreeMap::new(),
-            executors: Vec::new(),
-        })
-    }
-
-    #[test]
-    fn readings_are_kept_spaced_and_within_the_window() {
-        let start = Instant::now();
-        let mut recent = VecDeque::new();
-        remember(&mut recent, reading(start));
-        // Too close to the last one: not kept.
-        remember(&mut recent, reading(start + Duration::from_millis(100)));
-        assert_eq!(recent.len(), 1);
-        for s in 1..=12 {
-            remember(&mut recent, reading(start + Duration::from_secs(s)));
-        }
-        // Readings at 2..=12 s are within 10 s of the last.
-        assert_eq!(recent.len(), 11);
-        assert_eq!(recent[0].at, start + Duration::from_secs(2));
-    }
 
     #[test]
     fn every_asset_has_a_content_type_and_the_page_loads_only_its_own() {

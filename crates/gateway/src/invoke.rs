@@ -1,0 +1,210 @@
+//! Calls: `POST /v1/invoke/{name}` runs a function here or on the peer placement chooses;
+//! `ANY /v1/invoke/{name}[/{path}]` and any path under a component's route are served by a
+//! `wasi:http` component, on this node. Every response names the node that ran it.
+
+use crate::body::read_body;
+use crate::error::ApiError;
+use crate::logs::MOTE_CALL_ID;
+use crate::state::Gateway;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use mote_cluster::{NodeName, Origin};
+use mote_node::CallId;
+use mote_peers::{FORWARDED_BY, ForwardError, Route};
+use mote_types::GuestKind;
+
+/// The header that names the node that ran a call.
+pub const MOTE_NODE: &str = "mote-node";
+
+pub(crate) async fn invoke(
+    State(gw): State<Gateway>,
+    Path(name): Path<String>,
+    request: axum::extract::Request,
+) -> Response {
+    if gw.node.kind(&name) == Some(GuestKind::WasiHttp) {
+        return serve_component(&gw, &name, "/", request).await;
+    }
+    if request.method() != axum::http::Method::POST {
+        return ran_here(
+            &gw,
+            ApiError::MethodNotAllowed(format!(
+                "`{name}` is not a wasi:http component; invoke it with POST /v1/invoke/{name} and the input as the body"
+            ))
+            .into_response(),
+        );
+    }
+    let (parts, body) = request.into_parts();
+    match invoke_routed(&gw, &name, &parts.headers, body).await {
+        Ok(response) => response,
+        Err(e) => ran_here(&gw, e.into_response()),
+    }
+}
+
+/// `ANY /v1/invoke/{name}/{path}`: a request to a component, which sees `/{path}` as the
+/// client sent it (still percent-encoded, as the extracted `path` would not be).
+pub(crate) async fn invoke_path(
+    State(gw): State<Gateway>,
+    Path((name, _)): Path<(String, String)>,
+    request: axum::extract::Request,
+) -> Response {
+    let error = match gw.node.kind(&name) {
+        Some(GuestKind::WasiHttp) => None,
+        Some(_) => Some(ApiError::NoRoute),
+        None => Some(ApiError::FunctionNotFound(name.clone())),
+    };
+    if let Some(error) = error {
+        return ran_here(&gw, error.into_response());
+    }
+    // `/v1/invoke/{name}{path}`: everything from the slash after the name on.
+    let raw = request.uri().path();
+    let path = raw
+        .strip_prefix("/v1/invoke/")
+        .and_then(|rest| rest.find('/').map(|i| &rest[i..]))
+        .unwrap_or("/")
+        .to_owned();
+    serve_component(&gw, &name, &path, request).await
+}
+
+/// Serves `request` with the component `name`, which sees `path` and the request's query.
+/// Components run on the node that received the request: their bodies stream, which the
+/// forwarding between nodes (whole bodies) does not do.
+async fn serve_component(
+    gw: &Gateway,
+    name: &str,
+    path: &str,
+    request: axum::extract::Request,
+) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let path_and_query = match parts.uri.query() {
+        Some(query) => format!("{path}?{query}"),
+        None => path.to_owned(),
+    };
+    parts.uri = match axum::http::Uri::builder()
+        .path_and_query(path_and_query)
+        .build()
+    {
+        Ok(uri) => uri,
+        Err(e) => {
+            let error = ApiError::BadRequest(format!("the request's path is not valid: {e}"));
+            return ran_here(gw, error.into_response());
+        }
+    };
+    // wasi:http gives the guest an authority; an HTTP/1.0 client may not send one.
+    if !parts.headers.contains_key(header::HOST) {
+        parts
+            .headers
+            .insert(header::HOST, HeaderValue::from_static("localhost"));
+    }
+    let request = axum::http::Request::from_parts(parts, body);
+    match gw.node.serve_http(name, request).await {
+        Ok(response) => {
+            let call = response.extensions().get::<CallId>().copied();
+            let mut response = response.map(Body::new);
+            name_call(gw, &mut response, call);
+            ran_here(gw, response)
+        }
+        Err(e) => ran_here(gw, ApiError::from(e).into_response()),
+    }
+}
+
+/// Runs a call here or on the peer placement chooses; a peer that cannot be reached is left
+/// out and the next choice taken.
+async fn invoke_routed(
+    gw: &Gateway,
+    name: &str,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let input = read_body(headers, body, gw.config.max_body_bytes, "request body").await?;
+    let origin = match headers.contains_key(FORWARDED_BY) {
+        true => Origin::Peer,
+        false => Origin::Client,
+    };
+    let mut unreachable: Vec<NodeName> = Vec::new();
+    loop {
+        match gw.peers.route(name, origin, &unreachable) {
+            Route::Here => break,
+            Route::Refuse => return Err(ApiError::NoNodeTakes(unreachable_names(&unreachable))),
+            Route::Peer(peer, url) => {
+                if !gw.peers.knows(name) {
+                    return Err(ApiError::FunctionNotFound(name.to_owned()));
+                }
+                let content_type = headers.get(header::CONTENT_TYPE);
+                match gw
+                    .peers
+                    .forward(&peer, &url, name, input.clone(), content_type)
+                    .await
+                {
+                    Ok(response) => return Ok(response.map(Body::new)),
+                    Err(e @ ForwardError::Unreachable { .. }) => {
+                        tracing::warn!(error = %e, "a peer is unreachable; placing the call again without it");
+                        unreachable.push(peer);
+                    }
+                    Err(e @ ForwardError::Lost { .. }) => return Err(ApiError::PeerFailed(e)),
+                }
+            }
+        }
+    }
+    let reply = gw.node.invoke_traced(name, input).await?;
+    let mut response = match reply.result {
+        Ok(output) => {
+            ([(header::CONTENT_TYPE, "application/octet-stream")], output).into_response()
+        }
+        Err(e) => ApiError::from(e).into_response(),
+    };
+    name_call(gw, &mut response, reply.call);
+    Ok(ran_here(gw, response))
+}
+
+fn unreachable_names(nodes: &[NodeName]) -> String {
+    match nodes.is_empty() {
+        true => "none was unreachable".into(),
+        false => {
+            let names: Vec<&str> = nodes.iter().map(NodeName::as_str).collect();
+            format!("unreachable: {}", names.join(", "))
+        }
+    }
+}
+
+/// Names the call a response answers, as its function's log entries name it.
+fn name_call(gw: &Gateway, response: &mut Response, call: Option<CallId>) {
+    // The rendered id's buffer becomes the header's without a copy.
+    if let Some(call) = call
+        && let Ok(id) = HeaderValue::from_maybe_shared(Bytes::from(call.render(gw.peers.name())))
+    {
+        response.headers_mut().insert(MOTE_CALL_ID, id);
+    }
+}
+
+/// Names this node in a response to a call it answered itself.
+fn ran_here(gw: &Gateway, mut response: Response) -> Response {
+    response.headers_mut().insert(MOTE_NODE, gw.name.clone());
+    response
+}
+
+/// Any path the API does not own: the component mounted on the most specific matching route
+/// serves it, or it is a 404.
+pub(crate) async fn not_found(
+    State(gw): State<Gateway>,
+    request: axum::extract::Request,
+) -> Response {
+    let path = request.uri().path();
+    let routed = match mote_access::owned(path) {
+        true => None,
+        false => gw.node.route(path),
+    };
+    let Some(function) = routed else {
+        return ApiError::NoRoute.into_response();
+    };
+    let route = function
+        .http()
+        .route
+        .as_ref()
+        .expect("only routed functions are in the route table");
+    let inner = route.strip(path).to_owned();
+    let name = function.name().clone();
+    serve_component(&gw, &name, &inner, request).await
+}

@@ -1,0 +1,140 @@
+//! What a controller keeps under its lock ([`Inner`]: the status it shows, the workers'
+//! progress, the map, snapshots and moves under way) and what a report or a look at the job
+//! leads to ([`Action`]), done once the lock is released.
+
+use super::status::{JobState, JobStatus, MigrationStatus, SnapshotStatus};
+use mote_jobs::message::{Progress, WorkerMessage};
+use mote_jobs::{Cursor, Entry, PartitionKey, PartitionMap, WorkerId};
+use std::collections::{BTreeMap, HashSet};
+use std::time::Instant;
+
+/// Snapshots and moves a status lists; older ones are only counted.
+pub(super) const LISTED: usize = 16;
+
+/// A move under way.
+pub(super) struct Moving {
+    pub(super) keys: HashSet<PartitionKey>,
+    pub(super) started: Instant,
+    pub(super) record: usize,
+}
+
+/// What each worker had done at the start of the current window.
+#[derive(Clone, Default)]
+pub(super) struct Sample {
+    pub(super) wall_us: u64,
+    pub(super) task_us: u64,
+    pub(super) busy_us: u64,
+    pub(super) tasks: u64,
+}
+
+pub(super) struct Partial {
+    pub(super) keys: HashSet<PartitionKey>,
+    pub(super) cursor: Option<Cursor>,
+    pub(super) record: usize,
+}
+
+pub(super) struct Inner {
+    pub(super) status: JobStatus,
+    pub(super) progress: Vec<Progress>,
+    pub(super) heard: Vec<Instant>,
+    pub(super) started: Instant,
+    pub(super) ended: Option<Instant>,
+    /// (when, tasks) a second or so ago, for the rate.
+    pub(super) sample: (Instant, u64),
+    pub(super) map: PartitionMap,
+    pub(super) generation: u32,
+    pub(super) live: Vec<bool>,
+    /// Per worker: the rate sample for the status, and the start of the rebalance window.
+    pub(super) rates: Vec<Sample>,
+    pub(super) window: Vec<Sample>,
+    pub(super) window_at: Instant,
+    pub(super) moving: Vec<Moving>,
+    /// When the last move ended, or a restore: the next rebalance waits a window after it.
+    pub(super) settled: Instant,
+    pub(super) snapshots: BTreeMap<u64, Partial>,
+    pub(super) complete: Option<(u64, Cursor)>,
+    pub(super) restoring: bool,
+    /// Gone workers whose nodes are live again, taking partitions at the next snapshot.
+    pub(super) joining: Vec<WorkerId>,
+    pub(super) keys: usize,
+    /// The worker found markedly slower in the last window: a second window in a row moves
+    /// partitions, so that a passing hiccup (a load stage, another process's burst) does not.
+    pub(super) slower: Option<usize>,
+}
+
+impl Inner {
+    /// A snapshot's entry in the status, by its number among all taken, if still listed.
+    pub(super) fn snapshot(&mut self, record: usize) -> Option<&mut SnapshotStatus> {
+        let at = record.checked_sub(self.status.older_snapshots)?;
+        self.status.snapshots.get_mut(at)
+    }
+
+    /// A move's entry in the status, by its number among all made, if still listed.
+    pub(super) fn migration(&mut self, record: usize) -> Option<&mut MigrationStatus> {
+        let at = record.checked_sub(self.status.older_migrations)?;
+        self.status.migrations.get_mut(at)
+    }
+
+    pub(super) fn since_start_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    pub(super) fn refresh_holdings(&mut self) {
+        let workers = self.status.workers.len();
+        let counts = self.map.counts(workers);
+        for (w, status) in self.status.workers.iter_mut().enumerate() {
+            status.partitions = counts[w];
+            status.holds = holdings(&self.map, WorkerId(w as u16));
+        }
+    }
+}
+
+/// `g0: 0-4, 9, g1: 0`: the indices `worker` holds, per group, in ranges.
+fn holdings(map: &PartitionMap, worker: WorkerId) -> String {
+    let mut out = Vec::new();
+    for g in 0..map.groups() {
+        let held: Vec<u32> = map.held_by(worker, mote_jobs::GroupId(g as u16)).collect();
+        if held.is_empty() {
+            continue;
+        }
+        let mut ranges = Vec::new();
+        let mut start = held[0];
+        let mut prev = held[0];
+        for &i in &held[1..] {
+            if i != prev + 1 {
+                ranges.push(range(start, prev));
+                start = i;
+            }
+            prev = i;
+        }
+        ranges.push(range(start, prev));
+        out.push(format!("g{g}: {}", ranges.join(", ")));
+    }
+    out.join("; ")
+}
+
+fn range(a: u32, b: u32) -> String {
+    if a == b {
+        a.to_string()
+    } else {
+        format!("{a}-{b}")
+    }
+}
+
+/// A partition's new entry, and why it moves.
+pub(super) type Move = (PartitionKey, Entry, String);
+
+/// The moves from one worker to another: (source URL, destination URL), the new entries.
+pub(super) type MoveBatch = ((String, String), Vec<(PartitionKey, Entry)>);
+
+/// What a report or a look at the job leads to, done after the lock is released.
+pub(super) enum Action {
+    None,
+    End(JobState, Option<String>),
+    Broadcast(WorkerMessage),
+    Recover(Vec<WorkerId>, String),
+    Join(Vec<WorkerId>, Vec<u64>),
+    Delete(Vec<u64>),
+    /// ((source URL, destination URL), new entries), in generation.
+    Move(Vec<MoveBatch>, u32),
+}

@@ -1,0 +1,167 @@
+//! A job's status as the API shows it (`GET /v1/jobs/{id}`): [`JobStatus`] and its parts.
+
+use serde::{Deserialize, Serialize};
+
+/// Where a job is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    /// Its workers are running it.
+    Running,
+    /// Every worker ran the whole program.
+    Succeeded,
+    /// A task failed or a worker was lost.
+    Failed,
+    /// A user cancelled it.
+    Cancelled,
+}
+
+/// One worker as the controller sees it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WorkerStatus {
+    /// The node's name.
+    pub name: String,
+    /// Its URL.
+    pub url: String,
+    /// Its cores.
+    pub cores: u32,
+    /// Whether it takes part (false once it is gone).
+    pub live: bool,
+    /// Partitions it holds, of every group.
+    pub partitions: usize,
+    /// Which: per group, index ranges (`g0: 0-9, g1: 0`).
+    pub holds: String,
+    /// Tasks it ran.
+    pub tasks: u64,
+    /// Tasks per second over the last second or so.
+    pub tasks_per_s: f64,
+    /// Share of its executors' time spent waiting for work over the last second or so.
+    pub idle_share: f64,
+    /// Share of its executors' busy time spent outside guest code.
+    pub scheduling_share: f64,
+    /// Whether it ran the whole program.
+    pub done: bool,
+}
+
+/// A move of partitions between workers.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MigrationStatus {
+    /// When it started, in ms since the job ran.
+    pub at_ms: u64,
+    /// The source.
+    pub from: String,
+    /// The destination.
+    pub to: String,
+    /// Partitions moved (every group's at each index moved).
+    pub partitions: usize,
+    /// Bytes of their images.
+    pub bytes: u64,
+    /// Time until the last one arrived, in ms; none while moving.
+    pub ms: Option<u64>,
+    /// Why.
+    pub reason: String,
+}
+
+/// Where a snapshot is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SnapshotState {
+    /// Workers are storing it.
+    Storing,
+    /// Every partition is stored: a restore may use it.
+    Complete,
+    /// It will not complete (a partition was not stored, or a restore overtook it).
+    Incomplete,
+    /// A newer one completed, or the job ended: its objects were deleted.
+    Deleted,
+}
+
+/// One snapshot.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SnapshotStatus {
+    /// The iteration it was taken at.
+    pub iteration: u64,
+    /// Where it is.
+    pub state: SnapshotState,
+    /// Partitions stored.
+    pub stored: usize,
+    /// Partitions the job has.
+    pub of: usize,
+    /// Bytes stored.
+    pub bytes: u64,
+    /// The longest time a worker took from the barrier to its last image stored, in ms.
+    pub write_ms: f64,
+    /// Why it is incomplete.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One rollback to a snapshot.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RestoreStatus {
+    /// When it was decided, in ms since the job ran.
+    pub at_ms: u64,
+    /// Why.
+    pub reason: String,
+    /// The snapshot's iteration.
+    pub iteration: u64,
+    /// The generation it began.
+    pub generation: u32,
+    /// Time until every worker ran again from the snapshot, in ms.
+    pub ms: Option<u64>,
+}
+
+/// A job's status, as `GET /v1/jobs/{id}` shows it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct JobStatus {
+    /// Its id.
+    pub id: String,
+    /// The job function.
+    pub function: String,
+    /// Where it is.
+    pub state: JobState,
+    /// Why it failed, naming the stage, the partition and the cause.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The job's partition count.
+    pub partitions: u32,
+    /// Iterations of the program's top-level loops every worker has reached.
+    pub iteration: u64,
+    /// Tasks run so far, on every worker.
+    pub tasks: u64,
+    /// Tasks per second over the last second (over the whole run once it ended).
+    pub tasks_per_s: f64,
+    /// Time from when every worker ran until it ended, in ms.
+    pub elapsed_ms: u64,
+    /// When it started, in ms since the Unix epoch.
+    pub started_ms: u64,
+    /// Time the executors spent in guest tasks, in µs, on every worker.
+    pub task_us: u64,
+    /// Time the executors spent scheduling (declaring, spawning, settling), in µs.
+    pub scheduling_us: u64,
+    /// Restores so far, each beginning a generation.
+    pub generation: u32,
+    /// Whether the controller moves partitions off slow workers.
+    pub rebalance: bool,
+    /// Where snapshots go (`BUCKET/PREFIX`), when they are on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot_to: Option<String>,
+    /// Snapshot every this many iterations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot_every: Option<u64>,
+    /// Snapshot objects that could not be deleted when the job ended, and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshots_left: Option<String>,
+    /// The workers, by worker id.
+    pub workers: Vec<WorkerStatus>,
+    /// The latest moves of partitions, oldest first.
+    pub migrations: Vec<MigrationStatus>,
+    /// Moves older than those listed.
+    pub older_migrations: usize,
+    /// The latest snapshots, oldest first.
+    pub snapshots: Vec<SnapshotStatus>,
+    /// Snapshots older than those listed.
+    pub older_snapshots: usize,
+    /// Rollbacks, oldest first.
+    pub restores: Vec<RestoreStatus>,
+}

@@ -1,0 +1,589 @@
+//! [`JobService`]: this node's jobs, as the gateway reaches them. It starts a job with this
+//! node as its controller (the request's checks, the driver run once to learn the program, the
+//! workers started and run), answers for the jobs it controls, and keeps this node's workers of
+//! any job (prepared, run, given messages and restores, stopped).
+
+use crate::controller::{Controller, ControllerSetup, JobState, JobStatus};
+use crate::env::WorkerEnv;
+use crate::error::{CodeError, JobServiceError, RunError};
+use crate::input;
+use crate::request::{ClusterNodes, NodeInfo, RunRequest, WorkerChoice, snapshot_plan};
+use crate::transport::HttpTransport;
+use crate::worker::{JobCode, Worker, WorkerError};
+use mote_jobs::message::{Envelope, JobSpec, Report, SnapshotPlan, WorkerMessage};
+use mote_jobs::{Op, PartitionKey, PartitionMap, Program, StageKind, WorkerId};
+use mote_node::Node;
+use mote_node::confine::ExecutorFilter;
+use mote_objects::Objects;
+use mote_runtime::{JobContext, JobEngine, JobModule};
+use mote_types::{FunctionRecord, GuestKind};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Ended jobs kept for `mote job ls` and `status`.
+const KEEP_ENDED: usize = 100;
+
+/// The longest a stopping worker waits for its snapshot images to be stored.
+const STORE_DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The largest partition image a restore reads.
+const MAX_IMAGE_BYTES: u64 = 8 << 30;
+
+/// This node's jobs: the controllers it runs and its workers of any job.
+pub struct JobService {
+    node: Arc<Node>,
+    env: WorkerEnv,
+    cluster: Arc<dyn ClusterNodes>,
+    workers: Mutex<HashMap<String, Arc<Worker>>>,
+    jobs: Mutex<Vec<Arc<Controller>>>,
+    next: AtomicU64,
+}
+
+impl JobService {
+    /// The job side of `node`, whose workers use `cores` threads (confined by `confine` when
+    /// given), read and write `objects`, and reach the other workers with `access`.
+    pub fn new(
+        node: Arc<Node>,
+        objects: Option<Arc<Objects>>,
+        cluster: Arc<dyn ClusterNodes>,
+        cores: usize,
+        confine: Option<Arc<ExecutorFilter>>,
+        access: &mote_tls::PeerAccess,
+    ) -> Result<Arc<Self>, mote_runtime::RuntimeError> {
+        Ok(Arc::new(Self {
+            node,
+            env: WorkerEnv {
+                engine: Arc::new(JobEngine::new()?),
+                cores,
+                transport: Arc::new(HttpTransport::new(access)),
+                objects,
+                confine,
+            },
+            cluster,
+            workers: Mutex::new(HashMap::new()),
+            jobs: Mutex::new(Vec::new()),
+            next: AtomicU64::new(1),
+        }))
+    }
+
+    fn record(&self, function: &str) -> Result<FunctionRecord, CodeError> {
+        let record = self
+            .node
+            .get(function)
+            .ok_or_else(|| CodeError::NotDeployed {
+                function: function.to_owned(),
+            })?;
+        if record.kind != GuestKind::Job {
+            return Err(CodeError::NotAJob {
+                function: function.to_owned(),
+                kind: record.kind,
+            });
+        }
+        Ok(record)
+    }
+
+    /// The module's bytes: this node's copy, or fetched and checked from where the node
+    /// fetches modules for cold loads (its peers, then object storage).
+    async fn module_bytes(&self, sha256: &str) -> Result<Vec<u8>, CodeError> {
+        let (node, sha256) = (self.node.clone(), sha256.to_owned());
+        tokio::task::spawn_blocking(move || node.module_or_fetch(&sha256))
+            .await
+            .map_err(|source| CodeError::Panicked {
+                doing: "fetching the module",
+                source,
+            })?
+            .map_err(CodeError::Fetch)
+    }
+
+    async fn compile(
+        &self,
+        record: &FunctionRecord,
+        wasm: Vec<u8>,
+        args: Vec<(String, String)>,
+        partitions: u32,
+    ) -> Result<(Arc<JobModule>, JobContext, Program), CodeError> {
+        let engine = self.env.engine.clone();
+        let ctx = JobContext {
+            function: Arc::from(record.name.as_str()),
+            args: Arc::from(args),
+            partitions,
+            limits: record.limits,
+        };
+        let sha256 = record.sha256.clone();
+        tokio::task::spawn_blocking(move || {
+            let module = engine.module(&sha256, &wasm).map_err(CodeError::Compile)?;
+            let program = engine.program(&module, &ctx).map_err(CodeError::Driver)?;
+            Ok((module, ctx, program))
+        })
+        .await
+        .map_err(|source| CodeError::Panicked {
+            doing: "the driver's thread",
+            source,
+        })?
+    }
+
+    fn choose(&self, choice: Option<&WorkerChoice>) -> Result<Vec<NodeInfo>, RunError> {
+        let nodes = self.cluster.nodes();
+        let live = || nodes.iter().map(|n| n.name.clone()).collect();
+        match choice {
+            None => Ok(nodes),
+            Some(WorkerChoice::Count(0)) => Err(RunError::NoWorkers),
+            Some(WorkerChoice::Count(n)) if *n > nodes.len() => Err(RunError::TooFewNodes {
+                asked: *n,
+                live: live(),
+            }),
+            Some(WorkerChoice::Count(n)) => Ok(nodes.into_iter().take(*n).collect()),
+            Some(WorkerChoice::List(names)) => names
+                .iter()
+                .map(|want| {
+                    nodes
+                        .iter()
+                        .find(|n| {
+                            n.name == *want
+                                || n.url.trim_end_matches('/') == want.trim_end_matches('/')
+                        })
+                        .cloned()
+                        .ok_or_else(|| RunError::UnknownWorker {
+                            name: want.clone(),
+                            live: live(),
+                        })
+                })
+                .collect(),
+        }
+    }
+
+    /// Checks the arguments the program's loads and stores name, and that no output prefix
+    /// holds objects already.
+    async fn check_io(&self, program: &Program, args: &[(String, String)]) -> Result<(), RunError> {
+        for stage in &program.stages {
+            let (arg, output) = match &stage.kind {
+                StageKind::Load { arg } => (arg, false),
+                StageKind::Store { arg } => (arg, true),
+                _ => continue,
+            };
+            let Some(value) = mote_jobs::arg(args, arg) else {
+                if output {
+                    // A job may store only when asked to (its output argument is optional).
+                    continue;
+                }
+                return Err(RunError::InputMissing { arg: arg.clone() });
+            };
+            let Some((bucket, prefix)) = input::bucket_and_prefix(value) else {
+                return Err(RunError::NotBucketPrefix {
+                    arg: arg.clone(),
+                    value: value.to_owned(),
+                });
+            };
+            let Some(objects) = &self.env.objects else {
+                return Err(RunError::NoObjectStorage);
+            };
+            let listed = input::list_all(objects, bucket, prefix)
+                .await
+                .map_err(|source| RunError::List {
+                    arg: arg.clone(),
+                    value: value.to_owned(),
+                    source: Box::new(source),
+                });
+            match (output, listed) {
+                (true, Ok(found)) if !found.is_empty() => {
+                    return Err(RunError::OutputNotEmpty {
+                        arg: arg.clone(),
+                        value: value.to_owned(),
+                        count: found.len(),
+                        bucket: bucket.to_owned(),
+                        first: found[0].0.clone(),
+                    });
+                }
+                (true, Ok(_)) => {}
+                (false, Ok(found)) if found.is_empty() => {
+                    return Err(RunError::InputEmpty {
+                        arg: arg.clone(),
+                        value: value.to_owned(),
+                    });
+                }
+                (_, Err(e)) => return Err(e),
+                (false, Ok(_)) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The snapshot plan `--snapshot-every` and `--snapshot-to` ask for, once it is known to
+    /// work: the program has a top-level loop to snapshot at, and the place can be written.
+    async fn check_snapshots(
+        &self,
+        program: &Program,
+        request: &RunRequest,
+    ) -> Result<Option<SnapshotPlan>, RunError> {
+        let (every, to) = match (request.snapshot_every, &request.snapshot_to) {
+            (None, None) => return Ok(None),
+            (Some(0), _) => return Err(RunError::SnapshotEveryZero),
+            (Some(every), Some(to)) => (every, to),
+            (Some(_), None) => return Err(RunError::SnapshotsNowhere),
+            (None, Some(_)) => return Err(RunError::SnapshotsNever),
+        };
+        let top_level_loop = program.ops.iter().enumerate().any(|(n, op)| {
+            matches!(op, Op::Repeat { .. } | Op::While { .. }) && program.depth[n] == 0
+        });
+        if !top_level_loop {
+            return Err(RunError::SnapshotsNeedLoop {
+                every,
+                function: request.function.clone(),
+            });
+        }
+        let Some(plan) = snapshot_plan(every, to) else {
+            return Err(RunError::SnapshotsNotBucketPrefix { to: to.clone() });
+        };
+        let Some(objects) = &self.env.objects else {
+            return Err(RunError::NoSnapshotStorage);
+        };
+        let probe = format!("{}.mote-probe", plan.prefix);
+        let written = objects
+            .put(&plan.bucket, &probe, bytes::Bytes::from_static(b"probe"))
+            .await;
+        if let Err(source) = written {
+            return Err(RunError::SnapshotsNotWritable {
+                to: to.clone(),
+                source: Box::new(source),
+            });
+        }
+        let _ = objects.delete(&plan.bucket, &probe).await;
+        Ok(Some(plan))
+    }
+
+    /// Starts a job with this node as its controller.
+    pub async fn run(&self, request: RunRequest) -> Result<JobStatus, JobServiceError> {
+        let record = self.record(&request.function)?;
+        let ppc = request.partitions_per_core.unwrap_or(10);
+        if !(1..=1000).contains(&ppc) {
+            return Err(RunError::PartitionsPerCore(ppc).into());
+        }
+        let nodes = self.choose(request.workers.as_ref())?;
+        let cores: Vec<u32> = nodes.iter().map(|n| n.cores.max(1)).collect();
+        let partitions = ppc.saturating_mul(cores.iter().sum());
+        let me = self
+            .cluster
+            .nodes()
+            .first()
+            .map(|n| n.url.clone())
+            .unwrap_or_default();
+        let peers: Vec<String> = nodes.iter().map(|n| n.url.clone()).collect();
+        let wasm = self.module_bytes(&record.sha256).await?;
+        let (_, _, program) = self
+            .compile(&record, wasm, request.args.clone(), partitions)
+            .await?;
+        self.check_io(&program, &request.args).await?;
+        let snapshots = self.check_snapshots(&program, &request).await?;
+        let map = PartitionMap::assign(program.groups.sizes(), &cores);
+        let id = format!(
+            "{}-{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64 % 1_000_000_000),
+            self.next.fetch_add(1, Ordering::Relaxed)
+        );
+        let workers: Vec<(String, String, u32)> = nodes
+            .iter()
+            .map(|n| (n.name.clone(), n.url.clone(), n.cores))
+            .collect();
+        let template = JobSpec {
+            id: id.clone(),
+            function: record.name.to_string(),
+            sha256: record.sha256.clone(),
+            args: request.args.clone(),
+            partitions,
+            workers: peers.clone(),
+            me: WorkerId(0),
+            map: map.clone(),
+            controller: me.clone(),
+            generation: 0,
+            live: vec![true; nodes.len()],
+            snapshots,
+        };
+        let controller = Controller::new(
+            partitions,
+            &workers,
+            &map,
+            self.env.transport.clone(),
+            ControllerSetup {
+                spec: template.clone(),
+                rebalance: request.rebalance.unwrap_or(true),
+                objects: self.env.objects.clone(),
+                cluster: self.cluster.clone(),
+            },
+        );
+        {
+            let mut jobs = self.jobs.lock().expect("never poisoned");
+            jobs.push(controller.clone());
+            let ended = jobs.iter().filter(|j| j.ended()).count();
+            if ended > KEEP_ENDED
+                && let Some(oldest) = jobs.iter().position(|j| j.ended())
+            {
+                jobs.remove(oldest);
+            }
+        }
+        let starts = nodes.iter().enumerate().map(|(w, node)| {
+            let spec = JobSpec {
+                me: WorkerId(w as u16),
+                ..template.clone()
+            };
+            let transport = self.env.transport.clone();
+            let url = node.url.clone();
+            let name = node.name.clone();
+            async move {
+                transport
+                    .start(&url, &spec)
+                    .await
+                    .map_err(|source| RunError::WorkerStart {
+                        worker: name,
+                        source,
+                    })
+            }
+        });
+        // Each node compiles the module and instantiates its partitions as it starts: start
+        // them all at once rather than add their start times up.
+        let started = futures_util::future::join_all(starts).await;
+        if let Some(error) = started.into_iter().find_map(Result::err) {
+            controller
+                .end(JobState::Failed, Some(error.to_string()))
+                .await;
+            return Err(error.into());
+        }
+        controller.running();
+        let runs = nodes.iter().map(|node| {
+            let transport = self.env.transport.clone();
+            let (url, name, id) = (node.url.clone(), node.name.clone(), id.clone());
+            async move {
+                transport
+                    .run(&url, &id)
+                    .await
+                    .map_err(|source| RunError::WorkerRun {
+                        worker: name,
+                        source,
+                    })
+            }
+        });
+        let ran = futures_util::future::join_all(runs).await;
+        // A worker that ran first may already have failed the job, which stops the others
+        // before their `run` arrives: the job's own status then says what happened.
+        if let Some(error) = ran.into_iter().find_map(Result::err)
+            && !controller.ending()
+        {
+            controller
+                .end(JobState::Failed, Some(error.to_string()))
+                .await;
+            return Err(error.into());
+        }
+        controller.watch();
+        Ok(controller.status())
+    }
+
+    fn controller(&self, id: &str) -> Result<Arc<Controller>, JobServiceError> {
+        self.jobs
+            .lock()
+            .expect("never poisoned")
+            .iter()
+            .find(|j| j.id() == id)
+            .cloned()
+            .ok_or_else(|| JobServiceError::NoSuchJob { id: id.to_owned() })
+    }
+
+    /// Every job this node started, oldest first.
+    pub fn list(&self) -> Vec<JobStatus> {
+        let jobs: Vec<Arc<Controller>> = self.jobs.lock().expect("never poisoned").clone();
+        jobs.iter().map(|j| j.status()).collect()
+    }
+
+    /// One job's status.
+    pub fn status(&self, id: &str) -> Result<JobStatus, JobServiceError> {
+        Ok(self.controller(id)?.status())
+    }
+
+    /// Cancels a job; a job that already ended is left as it ended.
+    pub async fn cancel(&self, id: &str) -> Result<JobStatus, JobServiceError> {
+        let controller = self.controller(id)?;
+        controller
+            .end(JobState::Cancelled, Some("cancelled by a user".into()))
+            .await;
+        Ok(controller.status())
+    }
+
+    /// A controller's report from one of its workers.
+    pub async fn report(&self, id: &str, report: Report) -> Result<(), JobServiceError> {
+        self.controller(id)?.report(report).await;
+        Ok(())
+    }
+
+    /// Prepares this node's worker of a job, at its controller's request: its copy of the
+    /// program and the instances of its partitions.
+    pub async fn start_worker(&self, spec: JobSpec) -> Result<(), JobServiceError> {
+        // Workers that stopped themselves (their controller vanished) leave now.
+        self.workers
+            .lock()
+            .expect("never poisoned")
+            .retain(|_, w| !w.stopped());
+        if self
+            .workers
+            .lock()
+            .expect("never poisoned")
+            .contains_key(&spec.id)
+        {
+            return Err(WorkerError::AlreadyRunning { job: spec.id }.into());
+        }
+        let record = self.record(&spec.function)?;
+        if record.sha256 != spec.sha256 {
+            return Err(WorkerError::Redeployed {
+                function: spec.function,
+                here: record.sha256,
+                controller: spec.sha256,
+            }
+            .into());
+        }
+        let wasm = self.module_bytes(&spec.sha256).await?;
+        let (module, ctx, program) = self
+            .compile(&record, wasm, spec.args.clone(), spec.partitions)
+            .await?;
+        if program.groups.sizes().len() != spec.map.groups() {
+            return Err(WorkerError::GroupsDiffer {
+                here: program.groups.sizes().len(),
+                controller: spec.map.groups(),
+            }
+            .into());
+        }
+        let env = self.env.clone();
+        let id = spec.id.clone();
+        let handle = tokio::runtime::Handle::current();
+        let code = JobCode {
+            program: Arc::new(program),
+            module,
+            ctx,
+        };
+        let worker = tokio::task::spawn_blocking(move || {
+            let _runtime = handle.enter();
+            Worker::prepare(spec, code, &env)
+        })
+        .await
+        .map_err(|source| WorkerError::Panicked {
+            doing: "the worker's start",
+            source,
+        })??;
+        self.workers
+            .lock()
+            .expect("never poisoned")
+            .insert(id, worker);
+        Ok(())
+    }
+
+    /// Runs this node's prepared worker of `id`, once every worker of the job is prepared.
+    pub fn run_worker(&self, id: &str) -> Result<(), JobServiceError> {
+        let worker = self
+            .workers
+            .lock()
+            .expect("never poisoned")
+            .get(id)
+            .cloned();
+        match worker {
+            Some(w) => Ok(w.run()?),
+            None => Err(WorkerError::NoWorker { job: id.to_owned() }.into()),
+        }
+    }
+
+    /// A message for this node's worker of `id`, from another worker or the controller. A
+    /// restore loads this worker's partitions from the snapshot first; messages that make
+    /// instances run off the async threads.
+    pub async fn deliver(&self, id: &str, envelope: Envelope) -> Result<(), JobServiceError> {
+        let worker = self
+            .workers
+            .lock()
+            .expect("never poisoned")
+            .get(id)
+            .cloned()
+            .ok_or_else(|| WorkerError::NoWorker { job: id.to_owned() })?;
+        match envelope.message {
+            WorkerMessage::Restore(restore) => {
+                let images = self.snapshot_images(&worker, &restore).await?;
+                tokio::task::spawn_blocking(move || worker.restore(restore, images))
+                    .await
+                    .map_err(|source| WorkerError::Panicked {
+                        doing: "the restore",
+                        source,
+                    })??;
+            }
+            WorkerMessage::Arrive { .. } | WorkerMessage::Transfer(_) => {
+                tokio::task::spawn_blocking(move || worker.deliver(envelope))
+                    .await
+                    .map_err(|source| WorkerError::Panicked {
+                        doing: "the move",
+                        source,
+                    })??;
+            }
+            _ => worker.deliver(envelope)?,
+        }
+        Ok(())
+    }
+
+    /// The images of the partitions `restore` gives this node's worker, from the snapshot.
+    async fn snapshot_images(
+        &self,
+        worker: &Worker,
+        restore: &mote_jobs::message::Restore,
+    ) -> Result<Vec<(PartitionKey, Vec<u8>)>, WorkerError> {
+        let spec = worker.spec();
+        let (Some(plan), Some(objects)) = (&spec.snapshots, &self.env.objects) else {
+            return Err(WorkerError::RestoreWithoutSnapshots);
+        };
+        let mut keys = Vec::new();
+        for g in 0..restore.map.groups() {
+            let group = mote_jobs::GroupId(g as u16);
+            keys.extend(
+                restore
+                    .map
+                    .held_by(spec.me, group)
+                    .map(|index| PartitionKey { group, index }),
+            );
+        }
+        let reads = keys.into_iter().map(|key| {
+            let object = plan.object(&spec.id, restore.iteration, key);
+            async move {
+                objects
+                    .get(&plan.bucket, &object, MAX_IMAGE_BYTES)
+                    .await
+                    .map(|b| (key, b.to_vec()))
+                    .map_err(|source| WorkerError::SnapshotRead {
+                        key,
+                        bucket: plan.bucket.clone(),
+                        object,
+                        source: Box::new(source),
+                    })
+            }
+        });
+        futures_util::future::join_all(reads)
+            .await
+            .into_iter()
+            .collect()
+    }
+
+    /// Stops this node's worker of `id` (the job ended); its partitions are dropped.
+    /// It answers once the snapshot images the worker was storing are stored, so that the
+    /// controller, which deletes the job's snapshots next, finds them all.
+    pub async fn stop_worker(&self, id: &str) -> Result<(), JobServiceError> {
+        let worker = self.workers.lock().expect("never poisoned").remove(id);
+        match worker {
+            Some(w) => {
+                w.stop();
+                let deadline = std::time::Instant::now() + STORE_DRAIN;
+                while w.storing() && std::time::Instant::now() < deadline {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+                Ok(())
+            }
+            None => Err(WorkerError::NoWorker { job: id.to_owned() }.into()),
+        }
+    }
+
+    /// Workers running on this node.
+    pub fn running_workers(&self) -> usize {
+        self.workers.lock().expect("never poisoned").len()
+    }
+}

@@ -1,0 +1,140 @@
+//! A worker's start on a node: its partitions' instances, its outbox over the node's transport
+//! and its I/O task ([`Worker::prepare`]), then its executor threads once every worker of the
+//! job is prepared ([`Worker::run`]).
+
+use super::io::serve_io;
+use super::{JobCode, Local, Outbox, Worker, WorkerError, zeros};
+use crate::env::WorkerEnv;
+use crate::transport::{Outgoing, Transport, drain_outbox, report_progress};
+use mote_jobs::message::{Envelope, JobSpec, Report};
+use mote_jobs::{Cursor, GroupId, PartitionKey, TaskGraph, WorkerId};
+use mote_runtime::JobInstance;
+use parking_lot::{Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+use tokio::sync::mpsc;
+
+/// A worker's [`Outbox`] on a node: a queue that [`drain_outbox`] empties over `transport`.
+struct Mail {
+    queue: mpsc::UnboundedSender<Outgoing>,
+    transport: Arc<dyn Transport>,
+}
+
+impl Outbox for Mail {
+    fn to_worker(&self, to: String, peer: WorkerId, envelope: Envelope) {
+        let _ = self.queue.send(Outgoing::Worker { to, peer, envelope });
+    }
+
+    fn to_controller(&self, spec: &JobSpec, report: Report) {
+        let _ = self.queue.send(Outgoing::report(spec, report));
+    }
+
+    fn report_progress(&self, worker: Weak<Worker>) {
+        report_progress(worker, self.transport.clone());
+    }
+}
+
+impl Worker {
+    /// Instantiates the partitions `spec` gives this worker and starts its I/O tasks (on the
+    /// current Tokio runtime); it takes messages from now on, and runs tasks after
+    /// [`Worker::run`].
+    pub fn prepare(
+        spec: JobSpec,
+        code: JobCode,
+        env: &WorkerEnv,
+    ) -> Result<Arc<Self>, WorkerError> {
+        let JobCode {
+            program,
+            module,
+            ctx,
+        } = code;
+        let engine = env.engine.clone();
+        let me = spec.me;
+        let graph = TaskGraph::new(&program, &spec.map, me);
+        let mut instances = Vec::with_capacity(program.groups.sizes().len());
+        let partition_ns = zeros(&program);
+        for (g, &size) in program.groups.sizes().iter().enumerate() {
+            let mut row: Vec<Option<JobInstance>> = (0..size).map(|_| None).collect();
+            for &index in graph.held(GroupId(g as u16)) {
+                let key = PartitionKey {
+                    group: GroupId(g as u16),
+                    index,
+                };
+                let instance =
+                    engine
+                        .instance(&module, &ctx)
+                        .map_err(|source| WorkerError::Instance {
+                            worker: me,
+                            key,
+                            source,
+                        })?;
+                row[index as usize] = Some(instance);
+            }
+            instances.push(row);
+        }
+        let mut cursor = Cursor::new();
+        cursor.resume(spec.snapshots.as_ref().map(|s| s.every));
+        let (outbox, outbox_rx) = mpsc::unbounded_channel();
+        let (io, io_rx) = mpsc::unbounded_channel();
+        let worker = Arc::new(Self {
+            spec: spec.clone(),
+            program,
+            engine,
+            module,
+            ctx,
+            local: Mutex::new(Local::new(
+                &spec,
+                spec.generation,
+                cursor,
+                graph,
+                spec.map.clone(),
+                instances,
+                partition_ns,
+            )),
+            wake: Condvar::new(),
+            stopped: AtomicBool::new(false),
+            running: AtomicBool::new(false),
+            ready: AtomicUsize::new(0),
+            cores: env.cores,
+            confine: env.confine.clone(),
+            outbox: Box::new(Mail {
+                queue: outbox,
+                transport: env.transport.clone(),
+            }),
+            io,
+            started: Mutex::new(Instant::now()),
+            storing: AtomicUsize::new(0),
+        });
+        drain_outbox(Arc::downgrade(&worker), outbox_rx, env.transport.clone());
+        serve_io(Arc::downgrade(&worker), io_rx, env.objects.clone());
+        Ok(worker)
+    }
+
+    /// Starts the executor threads, once every worker of the job is prepared: a worker that
+    /// ran before the others were would send them pieces they could not take yet.
+    pub fn run(self: &Arc<Self>) -> Result<(), WorkerError> {
+        if self.running.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        *self.started.lock() = Instant::now();
+        self.outbox.report_progress(Arc::downgrade(self));
+        for n in 0..self.cores.max(1) {
+            let w = self.clone();
+            let confine = self.confine.clone();
+            std::thread::Builder::new()
+                .name(format!("mote-job-{n}"))
+                .spawn(move || {
+                    if let Some(filter) = confine
+                        && let Err(e) = filter.confine_this_thread()
+                    {
+                        w.fail(WorkerError::Confine(e));
+                        return;
+                    }
+                    w.execute();
+                })
+                .map_err(WorkerError::Threads)?;
+        }
+        Ok(())
+    }
+}
