@@ -5,7 +5,8 @@
 //! ([`mote_tls::PeerAccess::secret_header_for`]).
 
 use crate::error::{Failure, Peer, WireError, chain};
-use crate::request::{FORWARDED_BY, PeerRequest};
+use crate::request::PeerRequest;
+use crate::route::FORWARDED_BY;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;

@@ -21,5 +21,5 @@ pub mod route;
 
 pub use client::WireClient;
 pub use error::{Failure, Peer, WireError};
-pub use request::{FORWARDED_BY, PeerRequest, StorePeer};
-pub use route::{LogsFrom, Route};
+pub use request::{PeerRequest, StorePeer};
+pub use route::{FORWARDED_BY, LogsFrom, Route};

@@ -11,11 +11,7 @@ use mote_jobs::message::{Envelope, JobSpec, Report, encode_envelope};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// The header a forwarded call (and a peer's read of logs) carries, naming the node that sent
-/// it: the peer runs the call whatever its load, so a call is forwarded once at most.
-pub const FORWARDED_BY: &str = "mote-forwarded-by";
-
-/// A store replica introducing itself to a node (`POST` [`crate::route::STORE_PEERS`], JSON):
+/// A store replica introducing itself to a node (`POST` [`STORE_PEERS`](crate::route::STORE_PEERS), JSON):
 /// the node's replica starts pulling from it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StorePeer {
@@ -138,7 +134,7 @@ impl<'a> PeerRequest<'a> {
     }
 
     /// The same request, failed if its answer takes longer than `timeout` (its head for
-    /// [`crate::WireClient::send`], the whole of it for [`crate::WireClient::fetch`]).
+    /// `WireClient::send`, the whole of it for `WireClient::fetch`).
     pub fn within(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self

@@ -13,11 +13,11 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use std::fmt;
 
 /// A call forwarded to the peer placement chose (the public invoke route, with
-/// [`crate::FORWARDED_BY`]).
+/// [`FORWARDED_BY`]).
 pub const INVOKE: &str = "/v1/invoke/{name}";
 /// A module's bytes by their sha256, for a peer that adopted its record.
 pub const MODULE: &str = "/v1/internal/modules/{sha256}";
-/// A joining node's store replica introducing itself ([`crate::StorePeer`]), in the edge set-up.
+/// A joining node's store replica introducing itself (a `StorePeer`, JSON), in the edge set-up.
 pub const STORE_PEERS: &str = "/v1/internal/store-peers";
 /// A function's log entries on one node, for the node that merges the cluster's.
 pub const LOGS: &str = "/v1/internal/logs/{name}";
@@ -31,6 +31,10 @@ pub const JOB_RUN: &str = "/v1/internal/jobs/{id}/run";
 pub const JOB_MESSAGES: &str = "/v1/internal/jobs/{id}/messages";
 /// A worker's report, for its job's controller.
 pub const JOB_REPORTS: &str = "/v1/internal/jobs/{id}/reports";
+
+/// The header a forwarded call (and a peer's read of logs) carries, naming the node that sent
+/// it: the peer runs the call whatever its load, so a call is forwarded once at most.
+pub const FORWARDED_BY: &str = "mote-forwarded-by";
 
 /// What a path segment escapes: all but RFC 3986's unreserved characters.
 const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
