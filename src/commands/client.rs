@@ -108,7 +108,7 @@ impl Server {
         let mut config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(timeout)
-            .tls_config(trust.ureq());
+            .tls_config(ureq_trust(&trust));
         if let Credential::Admin(_) = credential {
             // The node is this machine's: the admin token goes to it directly, never to a
             // proxy named in the environment.
@@ -553,4 +553,20 @@ pub(crate) fn request(
         bail!("{message}");
     }
     Ok(body)
+}
+
+/// `trust` for a ureq agent: the web PKI roots alone as ureq knows them, or every certificate
+/// `trust` holds.
+fn ureq_trust(trust: &mote_tls::Trust) -> ureq::tls::TlsConfig {
+    let roots = match trust.own_certificates().is_empty() {
+        true => ureq::tls::RootCerts::WebPki,
+        false => {
+            let certs = trust
+                .certificates()
+                .map(|c| ureq::tls::Certificate::from_der(c.as_ref()).to_owned())
+                .collect();
+            ureq::tls::RootCerts::Specific(std::sync::Arc::new(certs))
+        }
+    };
+    ureq::tls::TlsConfig::builder().root_certs(roots).build()
 }

@@ -1,29 +1,24 @@
-//! How workers and controllers reach each other: the node's internal HTTP service (the one the
-//! cluster forwards calls and fetches modules over), behind [`Transport`] so tests can wire
-//! workers together in one process.
+//! How workers and controllers reach each other: the node's internal HTTP service, over the
+//! wire every node-to-node request takes (`mote_wire`: the routes, their encodings and the
+//! client), behind [`Transport`] so tests can wire workers together in one process.
 //!
 //! Worker messages travel in their wire form (`mote_jobs::message`: postcard); specs and reports
-//! are JSON. A message that cannot be delivered is retried with backoff
+//! are JSON; [`mote_wire::PeerRequest`] encodes each. A message that cannot be delivered is retried with backoff
 //! before the controller is told the peer is unreachable: signals are a reliable broadcast, and
 //! a piece lost is a gather that never runs, so the controller restores the job without that
 //! peer or fails it.
 
 use crate::worker::Worker;
 use async_trait::async_trait;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use mote_jobs::WorkerId;
-use mote_jobs::message::{Envelope, JobSpec, Report, encode_envelope};
+use mote_jobs::message::{Envelope, JobSpec, Report};
+use mote_wire::{Failure, PeerRequest};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// The internal routes, under a job's id.
-pub const INTERNAL_JOBS: &str = "/v1/internal/jobs";
+pub use mote_wire::route::JOBS as INTERNAL_JOBS;
 
 /// Attempts to deliver one message before the controller is told the peer is unreachable:
 /// with the backoff below, about 0.6 s of failures. The peers are a cluster's nodes, so a peer
@@ -182,110 +177,80 @@ where
     }
 }
 
-/// [`Transport`] over HTTP/1.1 (https when a worker's URL says so) with kept-alive
-/// connections; every request carries the cluster secret when the node has one (and goes only
-/// over https when the node serves TLS).
+/// How long a connection to a worker may take to open before the attempt counts as failed.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a worker may take to answer a request (a slow answer is not a dead peer: a spec
+/// takes its worker's set-up).
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The most of an answer a job request reads: answers are a status and at most an error's text.
+const ANSWER_BYTES: u64 = 1 << 20;
+
+/// [`Transport`] over the wire between nodes ([`mote_wire::WireClient`]): HTTP/1.1, https when
+/// a worker's URL says so, kept-alive connections, and the cluster secret on every request
+/// when the node has one (over https only when the node serves TLS).
 pub struct HttpTransport {
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
-    access: mote_tls::PeerAccess,
+    wire: mote_wire::WireClient,
 }
 
 impl HttpTransport {
     /// A client with its own connection pool, reaching the workers with `access`.
     pub fn new(access: &mote_tls::PeerAccess) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(Duration::from_secs(2)));
         Self {
-            client: Client::builder(TokioExecutor::new())
-                .build(access.trust.https_connector(connector)),
-            access: access.clone(),
+            wire: mote_wire::WireClient::new(access, CONNECT_TIMEOUT),
         }
     }
 
-    async fn request(
-        &self,
-        method: hyper::Method,
-        url: String,
-        content_type: &str,
-        body: Vec<u8>,
-    ) -> Result<Bytes, TransportError> {
-        let error = |detail: String, refused| TransportError {
-            url: url.clone(),
-            detail,
-            refused,
-        };
-        let mut request = hyper::Request::builder()
-            .method(method)
-            .uri(&url)
-            .header(hyper::header::CONTENT_TYPE, content_type)
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|e| error(e.to_string(), true))?;
-        if let Some(secret) = self
-            .access
-            .secret_header_for(&url)
-            .map_err(|e| error(e.to_string(), true))?
+    async fn request(&self, url: &str, request: PeerRequest<'_>) -> Result<(), TransportError> {
+        let to = mote_wire::Peer::at(url);
+        match self
+            .wire
+            .fetch(&to, request.within(ANSWER_TIMEOUT), ANSWER_BYTES)
+            .await
         {
-            request
-                .headers_mut()
-                .insert(mote_types::CLUSTER_SECRET_HEADER, secret);
+            Ok(_) => Ok(()),
+            Err(e) => Err(TransportError::from(e)),
         }
-        let response = tokio::time::timeout(Duration::from_secs(30), self.client.request(request))
-            .await
-            .map_err(|_| error("no answer in 30 s".into(), false))?
-            .map_err(|e| error(format!("{e}"), false))?;
-        let status = response.status();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| error(format!("reading the answer: {e}"), false))?
-            .to_bytes();
-        if !status.is_success() {
-            let text = String::from_utf8_lossy(&body).trim().to_owned();
-            return Err(error(format!("{status}: {text}"), status.is_client_error()));
+    }
+}
+
+impl From<mote_wire::WireError> for TransportError {
+    fn from(e: mote_wire::WireError) -> Self {
+        // Retrying cannot help a request that could never be sent, nor one the peer refused as
+        // a client error.
+        let refused = match &e.failure {
+            Failure::BadUrl(_) | Failure::PlainSecret(_) => true,
+            Failure::Status { status, .. } => status.is_client_error(),
+            _ => false,
+        };
+        Self {
+            url: e.peer.url().to_owned(),
+            detail: e.failure.to_string(),
+            refused,
         }
-        Ok(body)
     }
 }
 
 #[async_trait]
 impl Transport for HttpTransport {
     async fn start(&self, url: &str, spec: &JobSpec) -> Result<(), TransportError> {
-        let body = serde_json::to_vec(spec).expect("a spec serializes");
-        let url = format!("{url}{INTERNAL_JOBS}/{}", spec.id);
-        self.request(hyper::Method::PUT, url, "application/json", body)
-            .await
-            .map(drop)
+        self.request(url, PeerRequest::job_start(spec)).await
     }
 
     async fn run(&self, url: &str, job: &str) -> Result<(), TransportError> {
-        let url = format!("{url}{INTERNAL_JOBS}/{job}/run");
-        self.request(hyper::Method::POST, url, "text/plain", Vec::new())
-            .await
-            .map(drop)
+        self.request(url, PeerRequest::job_run(job)).await
     }
 
     async fn stop(&self, url: &str, job: &str) -> Result<(), TransportError> {
-        let url = format!("{url}{INTERNAL_JOBS}/{job}");
-        self.request(hyper::Method::DELETE, url, "text/plain", Vec::new())
-            .await
-            .map(drop)
+        self.request(url, PeerRequest::job_stop(job)).await
     }
 
     async fn message(&self, url: &str, job: &str, m: &Envelope) -> Result<(), TransportError> {
-        let body = encode_envelope(m);
-        let url = format!("{url}{INTERNAL_JOBS}/{job}/messages");
-        self.request(hyper::Method::POST, url, "application/octet-stream", body)
-            .await
-            .map(drop)
+        self.request(url, PeerRequest::job_message(job, m)).await
     }
 
     async fn report(&self, url: &str, job: &str, r: &Report) -> Result<(), TransportError> {
-        let body = serde_json::to_vec(r).expect("a report serializes");
-        let url = format!("{url}{INTERNAL_JOBS}/{job}/reports");
-        self.request(hyper::Method::POST, url, "application/json", body)
-            .await
-            .map(drop)
+        self.request(url, PeerRequest::job_report(job, r)).await
     }
 }

@@ -1,31 +1,23 @@
-//! Calls sent to the peer that placement chose: one HTTP/1.1 client per node, its connections
-//! kept alive and reused, the response's body streamed back as it arrives.
+//! Calls sent to the peer that placement chose, over the wire between nodes
+//! ([`mote_wire::WireClient`]: one kept-alive connection pool per node), the response's body
+//! streamed back as it arrives.
 //!
-//! A forwarded request carries `mote-forwarded-by: NAME` so that the peer runs it whatever its
-//! load: a call is forwarded once at most. Peers are reached over https when their URL says so,
-//! and every request carries the cluster secret when the node has one; a node that serves TLS
-//! sends nothing to a peer with a plain `http://` URL (the secret would travel in clear).
+//! A forwarded request carries [`FORWARDED_BY`] so that the peer runs it whatever its load: a
+//! call is forwarded once at most. The wire reaches peers over https when their URL says so,
+//! and adds the cluster secret when the node has one; a node that serves TLS sends nothing to a
+//! peer with a plain `http://` URL (the secret would travel in clear).
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::header::{CONTENT_TYPE, HeaderValue};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
-use mote_types::CLUSTER_SECRET_HEADER;
+use mote_wire::{Failure, WireError};
 use std::time::Duration;
 
-/// The header a forwarded call carries, naming the node that forwarded it.
-pub const FORWARDED_BY: &str = "mote-forwarded-by";
+pub use mote_wire::FORWARDED_BY;
 
 /// How long a connection to a peer may take to open before the peer counts as unreachable for
 /// this call and the next choice is tried. Peers are on the same network; a second is many
 /// round trips.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Why a forwarded call got no response.
+/// Why a forwarded call (or a read of a peer's logs) got no response.
 #[derive(Debug, thiserror::Error)]
 pub enum ForwardError {
     /// The peer could not be reached: the call was not sent, so another node may run it.
@@ -52,142 +44,125 @@ pub enum ForwardError {
     },
 }
 
-/// The client that sends calls to peers.
-#[derive(Clone)]
-pub struct Forwarder {
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
-    me: HeaderValue,
-    access: mote_tls::PeerAccess,
-}
-
-impl Forwarder {
-    /// A client for the node called `me`, reaching its peers with `access`.
-    pub fn new(me: &str, access: &mote_tls::PeerAccess) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build(access.trust.https_connector(connector));
-        Self {
-            client,
-            me: HeaderValue::from_str(me).expect("node names are header-safe"),
-            access: access.clone(),
-        }
-    }
-
-    /// `request` to the peer at `url` with the cluster secret, if the node has one; refused if
-    /// the secret would travel in clear.
-    fn signed<B>(
-        &self,
-        url: &str,
-        mut request: hyper::Request<B>,
-    ) -> Result<hyper::Request<B>, mote_types::PlainSecret> {
-        if let Some(secret) = self.access.secret_header_for(url)? {
-            request.headers_mut().insert(CLUSTER_SECRET_HEADER, secret);
-        }
-        Ok(request)
-    }
-
-    /// Sends a call of `function` with `input` to the node `node` at `url`; the response comes
-    /// back with its status, headers (the peer's `mote-node` among them) and streamed body.
-    pub async fn invoke(
-        &self,
-        node: &str,
-        url: &str,
-        function: &str,
-        input: Bytes,
-        content_type: Option<&HeaderValue>,
-    ) -> Result<hyper::Response<Incoming>, ForwardError> {
-        let target = format!("{}/v1/invoke/{function}", url.trim_end_matches('/'));
-        let mut request = hyper::Request::post(&target)
-            .header(FORWARDED_BY, self.me.clone())
-            .body(Full::new(input))
-            .map_err(|e| ForwardError::Unreachable {
-                node: node.to_owned(),
-                url: url.to_owned(),
-                detail: format!("not a URL mote can send to: {e}"),
-            })?;
-        if let Some(content_type) = content_type {
-            request
-                .headers_mut()
-                .insert(CONTENT_TYPE, content_type.clone());
-        }
-        let request = self
-            .signed(url, request)
-            .map_err(|e| ForwardError::Unreachable {
-                node: node.to_owned(),
-                url: url.to_owned(),
-                detail: e.to_string(),
-            })?;
-        self.client.request(request).await.map_err(|e| {
-            let detail = error_chain(&e);
-            let (node, url) = (node.to_owned(), url.to_owned());
-            match e.is_connect() {
-                true => ForwardError::Unreachable { node, url, detail },
-                false => ForwardError::Lost { node, url, detail },
-            }
-        })
-    }
-
-    /// Sends `GET path_and_query` to the node `node` at `url`: a read of the peer's own state
-    /// (its functions' logs), whose response streams back as it arrives.
-    pub async fn get(
-        &self,
-        node: &str,
-        url: &str,
-        path_and_query: &str,
-    ) -> Result<hyper::Response<Incoming>, ForwardError> {
-        let target = format!("{}{path_and_query}", url.trim_end_matches('/'));
-        let unreachable = |detail: String| ForwardError::Unreachable {
-            node: node.to_owned(),
-            url: url.to_owned(),
-            detail,
+impl From<WireError> for ForwardError {
+    fn from(e: WireError) -> Self {
+        let node = e.peer.name().unwrap_or_default().to_owned();
+        let url = e.peer.url().to_owned();
+        // A peer that gave no answer in time is passed over like one that cannot be reached:
+        // only reads (of logs) have a time, and a read has no effect to repeat.
+        let unreachable = e.not_sent() || matches!(e.failure, Failure::TimedOut(_));
+        let detail = match e.failure {
+            Failure::BadUrl(detail) => format!("not a URL mote can send to: {detail}"),
+            Failure::PlainSecret(refused) => refused.to_string(),
+            Failure::Unreachable(detail) | Failure::Lost(detail) => detail,
+            Failure::TimedOut(limit) => format!("no answer within {} ms", limit.as_millis()),
+            other => other.to_string(),
         };
-        let request = hyper::Request::get(&target)
-            .header(FORWARDED_BY, self.me.clone())
-            .body(Full::new(Bytes::new()))
-            .map_err(|e| unreachable(format!("not a URL mote can send to: {e}")))?;
-        let request = self
-            .signed(url, request)
-            .map_err(|e| unreachable(e.to_string()))?;
-        self.client
-            .request(request)
-            .await
-            .map_err(|e| unreachable(error_chain(&e)))
-    }
-
-    /// Tells the node at `api` that this node's store replica serves its peers at
-    /// `store_peer`, so that its replica pulls from this one (the edge set-up's join).
-    pub async fn introduce(&self, api: &str, me: &str, store_peer: &str) -> Result<(), String> {
-        let target = format!("{}{}", api.trim_end_matches('/'), crate::STORE_PEERS_PATH);
-        let body = serde_json::json!({ "name": me, "url": store_peer }).to_string();
-        let request = hyper::Request::post(&target)
-            .header(CONTENT_TYPE, "application/json")
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|e| e.to_string())?;
-        let request = self.signed(api, request).map_err(|e| e.to_string())?;
-        let response = self
-            .client
-            .request(request)
-            .await
-            .map_err(|e| error_chain(&e))?;
-        match response.status().is_success() {
-            true => Ok(()),
-            false => Err(format!("it answered {}", response.status())),
+        match unreachable {
+            true => Self::Unreachable { node, url, detail },
+            false => Self::Lost { node, url, detail },
         }
     }
 }
 
-/// An error and its causes on one line: hyper's top-level messages ("client error (Connect)")
-/// say little alone.
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mote_wire::{Peer, PeerRequest, WireClient};
+    use tokio::io::AsyncReadExt;
+
+    fn wire() -> WireClient {
+        WireClient::new(&mote_tls::PeerAccess::default(), CONNECT_TIMEOUT)
     }
-    text
+
+    fn call<'a>(me: &'a hyper::header::HeaderValue) -> PeerRequest<'a> {
+        PeerRequest::invoke("f", bytes::Bytes::from_static(b"in"), None, me)
+    }
+
+    /// The gateway places a call elsewhere only when it surely did not run: a peer that cannot
+    /// be reached, or (for reads) did not answer in time, is `Unreachable`; one that took the
+    /// request and dropped the connection is `Lost`.
+    #[tokio::test]
+    async fn a_call_not_sent_is_unreachable_and_one_dropped_is_lost() {
+        let me = hyper::header::HeaderValue::from_static("n1");
+        let dead = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let url = format!("http://{dead}");
+        let e = ForwardError::from(
+            wire()
+                .send(&Peer::named("n2", &url), call(&me))
+                .await
+                .unwrap_err(),
+        );
+        assert!(
+            matches!(&e, ForwardError::Unreachable { node, .. } if node == "n2"),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with(&format!("node `n2` at {url} cannot be reached: ")),
+            "{e}"
+        );
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut tcp, _) = listener.accept().await.unwrap();
+            let mut head = [0u8; 64];
+            let _ = tcp.read(&mut head).await;
+            drop(tcp);
+        });
+        let e = ForwardError::from(
+            wire()
+                .send(&Peer::named("n3", &url), call(&me))
+                .await
+                .unwrap_err(),
+        );
+        assert!(
+            matches!(&e, ForwardError::Lost { node, .. } if node == "n3"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("may have run there"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_read_without_an_answer_in_time_is_unreachable() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let held = tokio::spawn(async move { listener.accept().await });
+        let me = hyper::header::HeaderValue::from_static("n1");
+        let path = "/v1/internal/logs/f?tail=1";
+        let request = PeerRequest::logs(path, &me).within(Duration::from_millis(50));
+        let e = ForwardError::from(
+            wire()
+                .send(&Peer::named("n2", &url), request)
+                .await
+                .unwrap_err(),
+        );
+        assert!(
+            matches!(&e, ForwardError::Unreachable { detail, .. } if detail == "no answer within 50 ms"),
+            "{e}"
+        );
+        drop(held);
+    }
+
+    #[tokio::test]
+    async fn a_plain_peer_of_a_tls_node_is_unreachable_with_the_fix() {
+        let access = mote_tls::PeerAccess {
+            trust: mote_tls::Trust::default(),
+            secret: Some(mote_types::ClusterSecret::new("sixteen-characters-or-more").unwrap()),
+            serves_tls: true,
+        };
+        let wire = WireClient::new(&access, CONNECT_TIMEOUT);
+        let me = hyper::header::HeaderValue::from_static("n1");
+        let e = wire
+            .send(&Peer::named("n2", "http://127.0.0.1:9"), call(&me))
+            .await
+            .unwrap_err();
+        let e = ForwardError::from(e);
+        assert!(matches!(&e, ForwardError::Unreachable { .. }), "{e}");
+        assert!(e.to_string().contains("https://"), "{e}");
+    }
 }

@@ -2,8 +2,8 @@
 //! and its key, from PEM files or generated self-signed on first start) and what it trusts when
 //! it connects ([`Trust`]: the web PKI roots and its own certificate, or the certificates an
 //! operator names), turned into the configurations each transport wants: rustls for the API's
-//! listener and hyper's client, tonic's for the store's gRPC ports and clients, ureq's for the
-//! blocking clients. [`PeerAccess`] bundles the trust with the cluster secret a node shows its
+//! listener and hyper's client, tonic's for the store's gRPC ports and clients; a client built
+//! on another TLS stack takes [`Trust::certificates`]. [`PeerAccess`] bundles the trust with the cluster secret a node shows its
 //! peers. Every provider is ring's; nothing here relies on a process-wide default.
 
 use mote_types::ClusterSecret;
@@ -316,22 +316,20 @@ impl Trust {
         config
     }
 
-    /// The same trust for a ureq agent.
-    pub fn ureq(&self) -> ureq::tls::TlsConfig {
-        let roots = match self.extra.is_empty() {
-            true => ureq::tls::RootCerts::WebPki,
-            false => {
-                let web_pki = webpki_root_certs::TLS_SERVER_ROOT_CERTS
-                    .iter()
-                    .filter(|_| self.web_pki);
-                let certs = web_pki
-                    .chain(&self.extra)
-                    .map(|c| ureq::tls::Certificate::from_der(c.as_ref()).to_owned())
-                    .collect();
-                ureq::tls::RootCerts::Specific(Arc::new(certs))
-            }
-        };
-        ureq::tls::TlsConfig::builder().root_certs(roots).build()
+    /// The certificates this trust adds to the web PKI roots, or trusts in their place
+    /// (`--tls-ca`): empty for the web PKI roots alone.
+    pub fn own_certificates(&self) -> &[CertificateDer<'static>] {
+        &self.extra
+    }
+
+    /// Every certificate trusted: the web PKI roots unless `--tls-ca` replaced them, then
+    /// [`Trust::own_certificates`]. For clients whose TLS is configured apart from rustls's
+    /// (the CLI's blocking client).
+    pub fn certificates(&self) -> impl Iterator<Item = &CertificateDer<'static>> {
+        let web_pki = webpki_root_certs::TLS_SERVER_ROOT_CERTS
+            .iter()
+            .filter(|_| self.web_pki);
+        web_pki.chain(&self.extra)
     }
 }
 
