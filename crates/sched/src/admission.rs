@@ -170,21 +170,33 @@ impl<T> ClassAdmission<T> {
             && committed + u32::from(SHARE_LEVELS[class]) <= self.budget
     }
 
-    /// Splits the cores again from the work in each class and admits what now fits.
+    /// Splits the cores again from the work in each class and admits what now fits. A
+    /// microtask whose call was cancelled while it waited was counted in the split but takes
+    /// no room: if admission reached one, the cores are split again without it, or a class
+    /// left with no core could wait while nothing runs.
     fn rebalance(&mut self, admit: &mut impl FnMut(Ranked<T>) -> bool) {
-        if let Some(split) = &mut self.split {
-            let microtasks: [u64; CLASSES] =
-                std::array::from_fn(|c| u64::from(self.running[c]) + self.waiting[c].len() as u64);
-            self.cores = split.split(microtasks);
-        }
-        for c in 0..CLASSES {
-            while self.has_room(c) {
-                let Some(taken) = self.waiting[c].pop_ranked() else {
-                    break;
-                };
-                if admit(taken) {
-                    self.running[c] += 1;
+        loop {
+            if let Some(split) = &mut self.split {
+                let microtasks: [u64; CLASSES] = std::array::from_fn(|c| {
+                    u64::from(self.running[c]) + self.waiting[c].len() as u64
+                });
+                self.cores = split.split(microtasks);
+            }
+            let mut cancelled = false;
+            for c in 0..CLASSES {
+                while self.has_room(c) {
+                    let Some(taken) = self.waiting[c].pop_ranked() else {
+                        break;
+                    };
+                    match admit(taken) {
+                        true => self.running[c] += 1,
+                        false => cancelled = true,
+                    }
                 }
+            }
+            // Each pass that meets a cancelled microtask drops it, so this ends.
+            if !cancelled || self.split.is_none() {
+                return;
             }
         }
     }
@@ -211,7 +223,7 @@ mod tests {
         let now = Instant::now();
         let light = 3;
         for id in 0..15 {
-            assert!(a.arrive(light, 1, now, id, |_| true).is_some());
+            a.arrive(light, 1, now, id, |_| true);
         }
         // 15 microtasks of 100‰ hold both cores.
         assert_eq!((a.cores(light), a.running(light)), (2, 15));
@@ -231,6 +243,36 @@ mod tests {
         a.leave(light, 1, Duration::from_millis(1), &mut admit);
         assert_eq!(admitted, [99]);
         assert_eq!((a.running(0), a.running(light)), (1, 10));
+    }
+
+    /// Found by `every_waiting_microtask_is_admitted_as_the_running_ones_leave` when the
+    /// admission moved here from the node: on one core, a microtask waiting for the half-core
+    /// class was cancelled; the split still counted it and gave that class the core, admission
+    /// then dropped it, and the microtask waiting for the whole-core class was left with no
+    /// core while nothing ran, until some other microtask arrived.
+    #[test]
+    fn a_cancelled_microtask_does_not_keep_the_cores_from_the_others() {
+        let mut a = ClassAdmission::new(1, Some(SplitMode::Dynamic), || queue(false)).unwrap();
+        let now = Instant::now();
+        let cancelled = 2;
+        let mut admitted = Vec::new();
+        let mut admit = |r: Ranked<u32>| {
+            let live = r.call != cancelled;
+            if live {
+                admitted.push(r.call);
+            }
+            live
+        };
+        assert!(a.arrive(0, 1, now, 0, &mut admit).is_some());
+        assert!(a.arrive(0, 1, now, 1, &mut admit).is_none());
+        assert!(a.arrive(1, 1, now, cancelled, &mut admit).is_none());
+        a.leave(0, 1, Duration::from_millis(1), &mut admit);
+        assert_eq!(
+            admitted,
+            [1],
+            "the whole-core microtask waits while nothing runs"
+        );
+        assert_eq!((a.cores(0), a.running(0), a.waiting(1)), (1, 1, 0));
     }
 
     /// One step of a node's microtasks.
