@@ -3,11 +3,11 @@
 //! [`Function`]: compiled, or loaded from its cached artefact.
 
 use crate::artifact::ArtifactCache;
+use crate::component::{self, ProxyState};
 use crate::error::{CompileError, RuntimeError};
 use crate::function::Code;
 use crate::function::Function;
 use crate::host;
-use crate::proxy::{self, ProxyState};
 use crate::state::CallState;
 use crate::ticker::{EpochTicker, TickerPeriods};
 use mote_types::abi;
@@ -95,7 +95,7 @@ impl Runtime {
         host::add_blocking(&mut linker).map_err(engine_error)?;
         let mut microtask_linker = Linker::new(&engine);
         host::add_async(&mut microtask_linker).map_err(engine_error)?;
-        let proxy_linker = proxy::linker(&engine).map_err(engine_error)?;
+        let proxy_linker = component::linker(&engine).map_err(engine_error)?;
         let artifacts = ArtifactCache::open(&config.artifact_dir, &engine)?;
         let ticker = config
             .epoch_interruption
@@ -140,7 +140,7 @@ impl Runtime {
         if check_header(wasm)? == Layer::Component {
             let component = match self.artifacts.load_component(&self.engine, &sha256) {
                 Some(component) => component,
-                None => proxy::compile(&self.engine, wasm)?,
+                None => component::compile(&self.engine, wasm)?,
             };
             return Ok(Arc::new(Function::link_component(
                 &self.proxy_linker,
@@ -161,7 +161,7 @@ impl Runtime {
             Layer::Module => self.link(self.compile_module(wasm)?, sha256),
             Layer::Component => Function::link_component(
                 &self.proxy_linker,
-                proxy::compile(&self.engine, wasm)?,
+                component::compile(&self.engine, wasm)?,
                 sha256,
             ),
         }

@@ -10,7 +10,7 @@
 //! The entry points were checked at deploy (`Function::link` -> `detect`) to have exactly the
 //! types the ABI requires, so calls here type them without wasmtime's per-call check.
 
-use crate::error::CallError;
+use crate::error::{CallError, explain, quote_tail};
 use crate::function::{Code, Entry, Function};
 use crate::guest_log::{GuestLog, LogStream};
 use crate::state::CallState;
@@ -20,8 +20,7 @@ use std::future::Future;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 use wasmtime::{
-    Extern, Instance, InstancePre, Memory, ModuleExport, Store, Trap, TypedFunc, WasmBacktrace,
-    WasmParams, WasmResults,
+    Extern, Instance, InstancePre, Memory, ModuleExport, Store, TypedFunc, WasmParams, WasmResults,
 };
 use wasmtime_wasi::I32Exit;
 
@@ -331,73 +330,4 @@ fn wasi_command_output(
 /// that fired, a memory limit that was hit, then the trap itself.
 fn classify(e: wasmtime::Error, state: &CallState, limits: Limits, stderr: &[u8]) -> CallError {
     explain(e, state.timed_out, state.limiter.denied, limits, stderr)
-}
-
-/// What a call's wasmtime error means, given whether its deadline fired (`timed_out`) and the
-/// memory size its limiter refused (`denied`), if any; the end of its `stderr` is quoted in a
-/// trap's message.
-pub(crate) fn explain(
-    e: wasmtime::Error,
-    timed_out: bool,
-    denied: Option<usize>,
-    limits: Limits,
-    stderr: &[u8],
-) -> CallError {
-    if timed_out {
-        return CallError::Timeout {
-            timeout_us: limits.timeout_us,
-        };
-    }
-    if let Some(desired) = denied {
-        return CallError::MemoryLimit {
-            memory_mb: limits.memory_mb,
-            detail: format!(
-                "it asked for {} MiB, then failed with: {}",
-                desired.div_ceil(1 << 20),
-                e.root_cause()
-            ),
-        };
-    }
-    let mut message = format!("function {}", trap_message(&e));
-    message.push_str(&quote_tail(stderr));
-    CallError::Trap { message }
-}
-
-/// What trapped or failed, and the top of the wasm backtrace when there is one: "trapped:
-/// unreachable (wasm backtrace: f <- g)".
-pub(crate) fn trap_message(e: &wasmtime::Error) -> String {
-    let mut message = match e.downcast_ref::<Trap>() {
-        Some(trap) => format!("trapped: {trap}"),
-        None => format!("failed: {}", e.root_cause()),
-    };
-    if let Some(bt) = e.downcast_ref::<WasmBacktrace>() {
-        let frames: Vec<String> = bt
-            .frames()
-            .iter()
-            .take(4)
-            .map(|f| match f.func_name() {
-                Some(n) => n.to_owned(),
-                None => format!("func[{}]", f.func_index()),
-            })
-            .collect();
-        if !frames.is_empty() {
-            message.push_str(&format!(" (wasm backtrace: {})", frames.join(" <- ")));
-        }
-    }
-    message
-}
-
-/// The last line or so of a guest's stderr, formatted to append to an error message.
-pub(crate) fn quote_tail(stderr: &[u8]) -> String {
-    const TAIL: usize = 512;
-    let text = String::from_utf8_lossy(stderr);
-    let text = text.trim_end();
-    if text.is_empty() {
-        return String::new();
-    }
-    let start = text.len().saturating_sub(TAIL);
-    let start = (start..=text.len())
-        .find(|&i| text.is_char_boundary(i))
-        .unwrap_or(0);
-    format!("; stderr: {}", &text[start..])
 }

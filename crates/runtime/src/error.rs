@@ -1,8 +1,17 @@
-//! Typed errors of the runtime. Every message names the thing that failed and, where there is
-//! one, what the user can do about it; the gateway maps each variant to one HTTP status.
+//! Typed errors of the runtime, and how a guest's failure becomes one. Every message names the
+//! thing that failed and, where there is one, what the user can do about it; the gateway maps
+//! each variant to one HTTP status.
+//!
+//! A guest that fails hands back a `wasmtime::Error`. What it means depends on what the call's
+//! store saw meanwhile, so [`explain`] (calls and components) and [`explain_job`] (job tasks)
+//! take those facts, not the store: a deadline that fired explains the failure first, then a
+//! memory limit the limiter refused, and only then the trap itself, with the top of its wasm
+//! backtrace and the end of what the guest wrote to stderr.
 
-use mote_types::ShowBudget;
+use mote_jobs::ProgramError;
+use mote_types::{Limits, ShowBudget};
 use std::path::PathBuf;
+use wasmtime::{Trap, WasmBacktrace};
 
 /// The runtime could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -158,4 +167,216 @@ pub enum CallError {
     /// No instance could be created (the instance pool is exhausted or the OS refused memory).
     #[error("cannot instantiate function: {0}")]
     Instantiate(String),
+}
+
+/// A job task or driver failed.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    /// The module could not be compiled or linked for jobs.
+    #[error(transparent)]
+    Compile(#[from] CompileError),
+    /// The driver declared an invalid program.
+    #[error("the driver's program is invalid: {0}")]
+    Program(#[from] ProgramError),
+    /// No instance could be created.
+    #[error("cannot instantiate the job module: {0}")]
+    Instantiate(String),
+    /// A partition's image does not fit this module.
+    #[error("the partition's image cannot be restored: {0}")]
+    Image(String),
+    /// The guest trapped.
+    #[error("{0}")]
+    Trap(String),
+    /// A task ran past the function's budget.
+    #[error("the task exceeded the function's budget of {} and was stopped; redeploy with a larger timeout_ms if its partitions need longer", ShowBudget(*timeout_us))]
+    Timeout {
+        /// The budget, in µs.
+        timeout_us: u64,
+    },
+    /// An instance grew past the function's memory limit.
+    #[error(
+        "the partitions of one index outgrew the function's memory limit of {memory_mb} MiB (they asked for {asked_mb} MiB); use more partitions or redeploy with a larger memory_mb"
+    )]
+    MemoryLimit {
+        /// The limit.
+        memory_mb: u32,
+        /// What was asked for.
+        asked_mb: usize,
+    },
+}
+
+/// What a call's wasmtime error means, given whether its deadline fired (`timed_out`) and the
+/// memory size its limiter refused (`denied`), if any; the end of its `stderr` is quoted in a
+/// trap's message.
+pub(crate) fn explain(
+    e: wasmtime::Error,
+    timed_out: bool,
+    denied: Option<usize>,
+    limits: Limits,
+    stderr: &[u8],
+) -> CallError {
+    if timed_out {
+        return CallError::Timeout {
+            timeout_us: limits.timeout_us,
+        };
+    }
+    if let Some(desired) = denied {
+        return CallError::MemoryLimit {
+            memory_mb: limits.memory_mb,
+            detail: format!(
+                "it asked for {} MiB, then failed with: {}",
+                desired.div_ceil(1 << 20),
+                e.root_cause()
+            ),
+        };
+    }
+    let mut message = format!("function {}", trap_message(&e));
+    message.push_str(&quote_tail(stderr));
+    CallError::Trap { message }
+}
+
+/// What a job task's or driver's wasmtime error means, in the same order as a call's: a budget
+/// that ran out (`timed_out`), a memory limit its limiter refused (`denied`), then the trap,
+/// which quotes the guest's last `mote.log` line (the SDK logs a panic's message there).
+pub(crate) fn explain_job(
+    e: wasmtime::Error,
+    timed_out: bool,
+    denied: Option<usize>,
+    limits: Limits,
+    last_log: Option<&str>,
+) -> JobError {
+    if timed_out {
+        return JobError::Timeout {
+            timeout_us: limits.timeout_us,
+        };
+    }
+    if let Some(desired) = denied {
+        return JobError::MemoryLimit {
+            memory_mb: limits.memory_mb,
+            asked_mb: desired.div_ceil(1 << 20),
+        };
+    }
+    let mut message = trap_message(&e);
+    if let Some(line) = last_log {
+        message.push_str(&format!("; its last log line: {line}"));
+    }
+    JobError::Trap(message)
+}
+
+/// What trapped or failed, and the top of the wasm backtrace when there is one: "trapped:
+/// unreachable (wasm backtrace: f <- g)".
+fn trap_message(e: &wasmtime::Error) -> String {
+    let mut message = match e.downcast_ref::<Trap>() {
+        Some(trap) => format!("trapped: {trap}"),
+        None => format!("failed: {}", e.root_cause()),
+    };
+    if let Some(bt) = e.downcast_ref::<WasmBacktrace>() {
+        let frames: Vec<String> = bt
+            .frames()
+            .iter()
+            .take(4)
+            .map(|f| match f.func_name() {
+                Some(n) => n.to_owned(),
+                None => format!("func[{}]", f.func_index()),
+            })
+            .collect();
+        if !frames.is_empty() {
+            message.push_str(&format!(" (wasm backtrace: {})", frames.join(" <- ")));
+        }
+    }
+    message
+}
+
+/// The last line or so of a guest's stderr, formatted to append to an error message.
+pub(crate) fn quote_tail(stderr: &[u8]) -> String {
+    const TAIL: usize = 512;
+    let text = String::from_utf8_lossy(stderr);
+    let text = text.trim_end();
+    if text.is_empty() {
+        return String::new();
+    }
+    let start = text.len().saturating_sub(TAIL);
+    let start = (start..=text.len())
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
+    format!("; stderr: {}", &text[start..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: Limits = Limits {
+        timeout_us: 2_500,
+        memory_mb: 4,
+    };
+
+    fn unreachable() -> wasmtime::Error {
+        wasmtime::Error::from(Trap::UnreachableCodeReached)
+    }
+
+    #[test]
+    fn a_deadline_that_fired_explains_a_failure_before_memory_or_the_trap() {
+        let e = explain(unreachable(), true, Some(8 << 20), LIMITS, b"boom");
+        assert!(matches!(e, CallError::Timeout { timeout_us: 2_500 }), "{e}");
+        let e = explain_job(unreachable(), true, Some(8 << 20), LIMITS, Some("boom"));
+        assert!(matches!(e, JobError::Timeout { timeout_us: 2_500 }), "{e}");
+    }
+
+    #[test]
+    fn a_refused_memory_explains_a_failure_before_the_trap() {
+        let e = explain(unreachable(), false, Some((5 << 20) + 1), LIMITS, b"");
+        match &e {
+            CallError::MemoryLimit { memory_mb, detail } => {
+                assert_eq!(*memory_mb, 4);
+                assert!(detail.starts_with("it asked for 6 MiB"), "{detail}");
+            }
+            _ => panic!("expected a memory limit, got {e}"),
+        }
+        let e = explain_job(unreachable(), false, Some((5 << 20) + 1), LIMITS, None);
+        assert!(
+            matches!(
+                e,
+                JobError::MemoryLimit {
+                    memory_mb: 4,
+                    asked_mb: 6
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_trap_is_named_with_the_end_of_stderr_or_the_last_log_line() {
+        let e = explain(
+            unreachable(),
+            false,
+            None,
+            LIMITS,
+            b"panicked at src/lib.rs\n\n",
+        );
+        assert_eq!(
+            e.to_string(),
+            "function trapped: wasm trap: wasm `unreachable` instruction executed; stderr: panicked at src/lib.rs"
+        );
+        let e = explain(wasmtime::format_err!("no room"), false, None, LIMITS, b"");
+        assert_eq!(e.to_string(), "function failed: no room");
+        let e = explain_job(unreachable(), false, None, LIMITS, Some("index 9 of 4"));
+        assert_eq!(
+            e.to_string(),
+            "trapped: wasm trap: wasm `unreachable` instruction executed; its last log line: index 9 of 4"
+        );
+    }
+
+    #[test]
+    fn the_quoted_stderr_is_its_end_cut_on_a_character() {
+        assert_eq!(quote_tail(b""), "");
+        assert_eq!(quote_tail(b" \n"), "");
+        // 200 three-byte characters: the last 512 bytes would start inside one.
+        let long = "€".repeat(200);
+        assert_eq!(
+            quote_tail(long.as_bytes()),
+            format!("; stderr: {}", "€".repeat(170))
+        );
+    }
 }

@@ -3,9 +3,9 @@
 //! `wasi:http` component). Everything that can be decided at deploy time is decided here, so
 //! the call path only instantiates and calls.
 
+use crate::component::{self, ProxyCode, ProxyState};
 use crate::error::CompileError;
 use crate::host::PROVIDED_MODULES;
-use crate::proxy::{self, ProxyCode, ProxyState};
 use crate::state::CallState;
 use mote_types::{GuestKind, abi};
 use wasmtime::component::Component;
@@ -127,7 +127,7 @@ impl Function {
         component: Component,
         sha256: String,
     ) -> Result<Self, CompileError> {
-        let code = proxy::link(linker, &component)?;
+        let code = component::link(linker, &component)?;
         let image = component.image_range();
         Ok(Self {
             sha256,

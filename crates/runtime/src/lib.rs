@@ -18,19 +18,32 @@
 //!   go through the node's [`PhaseGate`] and whose object I/O runs on the node's [`HostIo`].
 //!   Every other function keeps the blocking path and pays nothing for this.
 //! - A `wasi:http` proxy component ([`Function::is_proxy`]) serves one HTTP request per call
-//!   with [`Runtime::serve_http`] (`proxy`): a fresh component instance from the same pool, the
-//!   request's body and the response's streaming while the guest runs, its outbound requests
-//!   sent through the node's [`Egress`] (`outbound`): resolved once, each address checked
-//!   against the function's grants and the node's ceiling, connected to only if it passed.
+//!   with [`Runtime::serve_http`] (`serve`): a fresh component instance from the same pool, the
+//!   request's body and the response's streaming while the guest runs. `component` links it and
+//!   holds what the request keeps in its `Store`; its outbound requests are sent through the
+//!   node's [`Egress`] (`outbound`): resolved once, each address checked against the function's
+//!   grants and the node's ceiling, connected to only if it passed.
 //! - A job module (a Canary job's driver and tasks) runs on a [`JobEngine`] of its own, in
-//!   instances that live as long as the partitions they hold (`job`).
+//!   instances that live as long as the partitions they hold (`job`: the engine and instance
+//!   images; their `Store` data is `state::job`'s, their `mote_job` imports `host::job`'s).
 //! - Every call hands back what its guest logged ([`GuestLog`]: `mote.log` lines, stderr)
 //!   with its result, for the node to keep in the function's log (`guest_log`).
 //! - `state` is what a call keeps in its `Store`; `host` registers the host functions guests may
-//!   import; `gate` is what the node provides to microtask calls and to calls it may preempt.
+//!   import; `gate` is what the node provides to microtask calls and to calls it may preempt;
+//!   `error` holds the typed errors and how a guest's failure becomes one.
 //!
-//! Modules depend one way: `outbound` <- `gate`, `guest_log` <- `state` <- `host` <- `proxy` <- `function` <- `entry` <-
-//! `engine` (with `artifact`, `ticker`) <- `call`.
+//! Modules depend one way; each uses only those on the lines above it (`#[cfg(test)]` modules
+//! aside, which may drive a module through [`Runtime`]):
+//! - `error`, `guest_log`, `outbound`, `ticker`: nothing
+//! - `artifact` -> error; `gate` -> outbound
+//! - `state` -> gate, guest_log (`state::job` -> state)
+//! - `host` -> state, gate, guest_log; `component` -> error, gate, outbound, state
+//! - `function` -> component, error, host, state
+//! - `entry` -> error, function, guest_log, state
+//! - `engine` -> artifact, component, error, function, host, state, ticker
+//! - `call` -> engine, entry, error, function, gate, guest_log, state
+//! - `serve` -> call, component, engine, entry, error, function, gate, guest_log
+//! - `job` -> error, host, state, ticker (`job::image` -> `job::engine`)
 //!
 //! Per call the guest gets: a linear memory capped by `memory_mb` (enforced by a
 //! `ResourceLimiter`), a wall-clock deadline (epoch interruption plus a clock check in the epoch
@@ -40,6 +53,7 @@
 
 mod artifact;
 mod call;
+mod component;
 mod engine;
 mod entry;
 mod error;
@@ -49,7 +63,7 @@ mod guest_log;
 mod host;
 mod job;
 mod outbound;
-mod proxy;
+mod serve;
 mod state;
 mod ticker;
 
@@ -57,11 +71,12 @@ pub use artifact::ArtifactCache;
 pub use call::Call;
 pub use engine::{Runtime, RuntimeConfig};
 pub use entry::CallOutput;
-pub use error::{CallError, CompileError, RuntimeError};
+pub use error::{CallError, CompileError, JobError, RuntimeError};
 pub use function::Function;
 pub use gate::{GateFuture, HostIo, PhaseGate, Preemption, Resumed, preempt_calls_on_this_thread};
 pub use guest_log::{GuestLog, LogLine, LogStream, MAX_LINE_BYTES, MAX_LINES, cut_line};
-pub use job::{JobContext, JobEngine, JobError, JobInstance, JobModule, TaskOutput};
+pub use job::{JobEngine, JobInstance, JobModule, TaskOutput};
 pub use outbound::Egress;
-pub use proxy::{BodyError, ProxyAnswer, ProxyCall, ProxyResponse, ResponseBody};
+pub use serve::{BodyError, ProxyAnswer, ProxyCall, ProxyResponse, ResponseBody};
+pub use state::JobContext;
 pub use ticker::{EpochTicker, TickerPeriods};

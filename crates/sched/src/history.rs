@@ -1,8 +1,10 @@
 //! What the scheduler remembers about each function.
 
-use crate::FunctionKey;
 use rustc_hash::FxHashMap;
 use std::time::Duration;
+
+/// Identifies a function (one deployment of it) to the scheduler.
+pub type FunctionKey = u64;
 
 /// How many recent processing times the estimate averages, as in the paper.
 pub const HISTORY_LEN: usize = 10;

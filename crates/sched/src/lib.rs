@@ -19,17 +19,24 @@
 //! - [`ShareClass`] and [`CoreSplit`] are the microtask paper's classes and core split: a phase
 //!   of a call declares its share of a core, phases queue by share level, and cores are split
 //!   across the levels from the work waiting in each (or statically, for experiments).
+//!   [`ClassAdmission`] admits microtasks to the classes: a policy-ordered [`CallQueue`] per
+//!   class, as many running in each as its cores hold, never more shares than the node's cores.
+//!
+//! Modules depend one way: `history` <- `policy` <- `preempt` <- `queue`; `split`;
+//! `admission` (on `queue`, `preempt`, `split`).
 
+mod admission;
 mod history;
 mod policy;
 pub mod preempt;
 mod queue;
 mod split;
 
-pub use history::{FunctionHistory, HISTORY_LEN, Histories};
+pub use admission::ClassAdmission;
+pub use history::{FunctionHistory, FunctionKey, HISTORY_LEN, Histories};
 pub use policy::{Eect, FairChoice, Fifo, Policy, PriorityPolicy, Rect, Sept, UnknownPolicy};
 pub use preempt::{DEFAULT_AGING, RankBasis, remaining_ns, should_yield};
-pub use queue::{CallQueue, FunctionKey, Ranked};
+pub use queue::{CallQueue, Ranked};
 pub use split::{
     CLASSES, CoreSplit, InvalidShare, SHARE_LEVELS, ShareClass, SplitMismatch, SplitMode,
     UnknownSplit,

@@ -7,13 +7,10 @@
 //! queued (a sequence number breaks ties); push and pop are O(log n) on a binary heap, so tens
 //! of thousands of waiting calls cost microseconds per operation.
 
-use crate::{FunctionHistory, Histories, Policy, PriorityPolicy, RankBasis};
+use crate::{FunctionHistory, FunctionKey, Histories, Policy, PriorityPolicy, RankBasis};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
-
-/// Identifies a function (one deployment of it) to the scheduler.
-pub type FunctionKey = u64;
 
 struct Waiting<T> {
     priority: u64,

@@ -18,10 +18,12 @@ use crate::error::InvokeError;
 use crate::ledger::{Ledger, Reply};
 use crate::metrics::{NodeMetrics, Outcome};
 use crate::pending::{Next, Pending, Refused};
+mod call;
 mod preempt;
 
 use crate::registry::Deployed;
 use bytes::Bytes;
+use call::Call;
 use mote_runtime::{Call as RuntimeCall, CallError, CallOutput, Function, GuestLog, Runtime};
 use mote_sched::Policy;
 pub use preempt::PreemptConfig;
@@ -80,16 +82,6 @@ impl ExecutorsConfig {
     pub fn preemption(&self) -> Option<PreemptConfig> {
         self.preempt.filter(|_| !self.policy.arrival_order())
     }
-}
-
-/// A call waiting in the queue.
-pub(crate) struct Call {
-    function: Arc<Deployed>,
-    /// The function's code, held by the call so an eviction cannot unmap it before it runs.
-    code: Arc<Function>,
-    input: Bytes,
-    reply: oneshot::Sender<Reply>,
-    arrival: Instant,
 }
 
 struct Shared {

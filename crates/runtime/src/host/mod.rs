@@ -3,15 +3,15 @@
 //! calls are futures. Both provide `mote.log` and WASI preview1 (without files, sockets or
 //! environment); only the asynchronous one provides `mote.phase`, `mote.sleep_us` and the object
 //! storage calls, since those may wait. On the blocking one a sleep may give the core up
-//! (`sleep`).
+//! (`sleep`). The job engine's linker has a third set: `mote_job` (`job`), `mote.log` and WASI
+//! preview1.
 
+mod job;
 mod log;
 mod microtask;
 mod sleep;
 
-pub(crate) use log::trace_line;
-
-use crate::state::CallState;
+use crate::state::{CallState, JobState};
 use mote_types::abi;
 use wasmtime::Linker;
 
@@ -31,5 +31,12 @@ pub(crate) fn add_async(linker: &mut Linker<CallState>) -> wasmtime::Result<()> 
     log::add_log(linker)?;
     microtask::add_microtask_functions(linker)?;
     wasmtime_wasi::p1::add_to_linker_async(linker, CallState::wasi_ctx)?;
+    Ok(())
+}
+
+/// Registers the host functions of job instances, on the job engine's linker.
+pub(crate) fn add_job(linker: &mut Linker<JobState>) -> wasmtime::Result<()> {
+    job::add_job_functions(linker)?;
+    wasmtime_wasi::p1::add_to_linker_sync(linker, JobState::wasi_ctx)?;
     Ok(())
 }

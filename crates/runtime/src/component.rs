@@ -1,36 +1,26 @@
-//! `wasi:http` proxy components: what `wasmtime serve`, Spin and others run. One request is one
-//! call: a fresh component instance from the pool, the request handed to its
-//! `wasi:http/incoming-handler`, its response handed back as soon as the guest sets it, with the
-//! body streaming both ways while the guest runs.
-//!
-//! The call is a future. Waits on a request body, a response body's room or an outbound
-//! response suspend the guest's fiber, so the node can give its core to others meanwhile; the
-//! function's budget covers the whole request, waits included (the epoch callback stops
-//! compute, a timer stops waits). Outbound requests go through the node's [`Egress`]
+//! `wasi:http` proxy components made ready to serve: what `wasmtime serve`, Spin and others run.
+//! The export check and linking ([`link`]: a component must export
+//! `wasi:http/incoming-handler@0.2`; an import mote does not provide is named), the linker
+//! with WASI 0.2 and `wasi:http` ([`linker`]), and what a request keeps in its `Store`
+//! ([`ProxyState`]), including how its outbound requests leave: through the node's [`Egress`]
 //! (`outbound`: resolve, check every address against the function's grants and the node's
 //! ceiling, connect to one that passed), with connect and response timeouts bounded by the
-//! budget, and run on the node's I/O runtime, because the threads that poll guests are
-//! confined by seccomp and hold no sockets.
+//! budget, on the node's I/O runtime, because the threads that poll guests are confined by
+//! seccomp and hold no sockets. Serving a request is `serve`'s.
 
-use crate::error::{CallError, CompileError};
+use crate::error::CompileError;
 use crate::gate::HostIo;
-use crate::guest_log::{GuestLog, LogStream};
 use crate::outbound::{Egress, Waits};
 use crate::state::{CallLimiter, Deadline};
-use bytes::Bytes;
-use http_body_util::BodyExt;
-use http_body_util::combinators::UnsyncBoxBody;
 use mote_types::{HttpSettings, Limits};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
+use wasmtime::Engine;
 use wasmtime::component::{Component, Linker, ResourceTable};
-use wasmtime::{Engine, Store};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
-use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
 use wasmtime_wasi_http::{
     RequestOptions, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView,
 };
@@ -56,36 +46,6 @@ pub(crate) struct ProxyCode {
     pub(crate) pre: ProxyPre<ProxyState>,
 }
 
-/// A response as the guest set it: the head, and a body that streams while the guest writes it.
-pub type ProxyResponse = http::Response<ResponseBody>;
-
-/// The body of a [`ProxyResponse`]. It ends with an error if the guest stopped before finishing
-/// it (a trap, its budget).
-pub type ResponseBody = UnsyncBoxBody<Bytes, BodyError>;
-
-/// Why a response body ended early.
-#[derive(Debug, thiserror::Error)]
-#[error("the function's response body failed: {0}")]
-pub struct BodyError(String);
-
-/// What a guest answered for its response: the response, or the error code it set instead.
-pub type ProxyAnswer = Result<ProxyResponse, String>;
-
-/// One request to run: the function, its name, its limits, when it began, and the hosts its
-/// outbound requests may reach.
-pub struct ProxyCall<'a> {
-    /// The compiled component.
-    pub function: &'a crate::Function,
-    /// The name it is deployed as, for its log lines.
-    pub name: &'a Arc<str>,
-    /// What it may consume; the budget covers the whole request.
-    pub limits: Limits,
-    /// When the request began: the budget runs from here.
-    pub started: Instant,
-    /// Its route and allowed outbound hosts.
-    pub http: Arc<HttpSettings>,
-}
-
 /// What a proxy call keeps in its `Store`.
 pub(crate) struct ProxyState {
     wasi: WasiCtx,
@@ -95,7 +55,40 @@ pub(crate) struct ProxyState {
     pub(crate) limiter: CallLimiter,
     pub(crate) deadline: Instant,
     pub(crate) timed_out: bool,
-    stderr: MemoryOutputPipe,
+    pub(crate) stderr: MemoryOutputPipe,
+}
+
+impl ProxyState {
+    /// The state of a request to `function`, with `limits`, that must end by `deadline`; its
+    /// outbound requests may reach what `http` allows, through `io`.
+    pub(crate) fn new(
+        function: &Arc<str>,
+        http: &Arc<HttpSettings>,
+        limits: Limits,
+        deadline: Instant,
+        io: &HostIo,
+    ) -> Self {
+        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+        Self {
+            wasi: WasiCtx::builder().stderr(stderr.clone()).build(),
+            http: WasiHttpCtx::new(),
+            table: ResourceTable::new(),
+            outbound: Outbound {
+                function: function.clone(),
+                http: http.clone(),
+                egress: io.egress.clone(),
+                io: io.io.clone(),
+                deadline,
+            },
+            limiter: CallLimiter {
+                memory_limit: limits.memory_bytes(),
+                denied: None,
+            },
+            deadline,
+            timed_out: false,
+            stderr,
+        }
+    }
 }
 
 impl Deadline for ProxyState {
@@ -245,158 +238,29 @@ fn missing_import(msg: &str) -> Option<&str> {
     rest.split('`').nth(1)
 }
 
-impl crate::Runtime {
-    /// Serves one request with `call`'s component in a fresh instance. The response goes to
-    /// `respond` as soon as the guest sets it, so its body streams while the guest writes; the
-    /// future resolves when the guest returns (or fails), with what the ledger settles and what
-    /// the guest wrote to stderr. It must be polled on a Tokio runtime with its timer; dropping
-    /// it stops the guest.
-    pub async fn serve_http<B>(
-        &self,
-        call: ProxyCall<'_>,
-        request: http::Request<B>,
-        respond: oneshot::Sender<ProxyAnswer>,
-        io: &HostIo,
-    ) -> (Result<crate::CallOutput, CallError>, GuestLog)
-    where
-        B: http_body::Body<Data = Bytes> + Send + 'static,
-        B::Error: std::error::Error + Send + Sync + 'static,
-    {
-        let Some(code) = call.function.proxy() else {
-            return (Err(CallError::NotProxy), GuestLog::default());
-        };
-        let deadline = call.started + call.limits.timeout();
-        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
-        let state = ProxyState {
-            wasi: WasiCtx::builder().stderr(stderr.clone()).build(),
-            http: WasiHttpCtx::new(),
-            table: ResourceTable::new(),
-            outbound: Outbound {
-                function: call.name.clone(),
-                http: call.http.clone(),
-                egress: io.egress.clone(),
-                io: io.io.clone(),
-                deadline,
-            },
-            limiter: CallLimiter {
-                memory_limit: call.limits.memory_bytes(),
-                denied: None,
-            },
-            deadline,
-            timed_out: false,
-            stderr,
-        };
-        let mut store = Store::new(&self.engine, state);
-        store.limiter(|s| &mut s.limiter);
-        // The call is a future on threads many calls share: it yields at every tick.
-        self.arm_deadline(&mut store, call.limits, true);
-        let request = request.map(|body| {
-            body.map_err(|e| {
-                wasmtime_wasi_http::Error::InternalError(Some(format!(
-                    "reading the request body: {e}"
-                )))
-            })
-        });
-        let setup: wasmtime::Result<_> = (|| {
-            let mut http = store.data_mut().http();
-            let request = http.new_incoming_request(Scheme::Http, request)?;
-            let out = http.new_response_outparam_from_callback(move |answer| {
-                let answer = answer
-                    .map(|response| {
-                        response
-                            .map(|body| body.map_err(|e| BodyError(e.to_string())).boxed_unsync())
-                    })
-                    .map_err(|code| describe(&code));
-                let _ = respond.send(answer);
-            })?;
-            Ok((request, out))
-        })();
-        let (request, out) = match setup {
-            Ok(setup) => setup,
-            Err(e) => {
-                let error = CallError::BadRequest(format!("{e:#}"));
-                return (Err(error), GuestLog::default());
-            }
-        };
-        let run = async {
-            let proxy = match code.pre.instantiate_async(&mut store).await {
-                Ok(proxy) => proxy,
-                Err(e) if store.data().limiter.denied.is_some() => return Err(e),
-                Err(e) => return Ok(Err(CallError::Instantiate(format!("{e:#}")))),
-            };
-            let entered = Instant::now();
-            proxy
-                .wasi_http_incoming_handler()
-                .call_handle(&mut store, request, out)
-                .await?;
-            Ok(Ok(entered))
-        };
-        let result = tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), run).await;
-        let output = match result {
-            Ok(Ok(Ok(entered))) => Ok(crate::CallOutput {
-                body: Vec::new(),
-                entered,
-            }),
-            Ok(Ok(Err(known))) => Err(known),
-            Ok(Err(e)) => {
-                let state = store.data();
-                let stderr = state.stderr.contents();
-                Err(crate::entry::explain(
-                    e,
-                    state.timed_out,
-                    state.limiter.denied,
-                    call.limits,
-                    &stderr,
-                ))
-            }
-            // Waiting past the deadline: the guest holds no thread, so no epoch tick stops it.
-            Err(_) => Err(CallError::Timeout {
-                timeout_us: call.limits.timeout_us,
-            }),
-        };
-        let mut log = GuestLog::default();
-        log.push_output(
-            call.name,
-            LogStream::Stderr,
-            &store.data().stderr.contents(),
-        );
-        (output, log)
-    }
-}
-
-/// An error code a guest answered with, as the client reads it.
-fn describe(code: &ErrorCode) -> String {
-    format!("{code:?}")
-}
-
 #[cfg(test)]
 mod tests {
-    use crate::{CompileError, Runtime, RuntimeConfig};
+    use super::*;
 
-    fn runtime() -> (Runtime, tempfile::TempDir) {
-        let dir = tempfile::tempdir().unwrap();
-        (
-            Runtime::new(RuntimeConfig::new(dir.path(), 1)).unwrap(),
-            dir,
-        )
-    }
-
-    fn compile(rt: &Runtime, wat: &str) -> CompileError {
-        rt.compile(&wat::parse_str(wat).unwrap()).unwrap_err()
+    /// Compiles and links `wat`, a component, on an engine of its own.
+    fn link_wat(wat: &str) -> Result<ProxyCode, CompileError> {
+        let engine = Engine::default();
+        let component = compile(&engine, &wat::parse_str(wat).unwrap())?;
+        link(&linker(&engine).unwrap(), &component)
     }
 
     #[test]
     fn a_component_that_is_not_a_proxy_is_named_by_its_exports() {
-        let (rt, _dir) = runtime();
-        let e = compile(&rt, "(component)");
+        let e = link_wat("(component)").err().unwrap();
         assert!(
             matches!(&e, CompileError::NotProxy { exports, p3: false } if exports.is_empty()),
             "{e}"
         );
-        let e = compile(
-            &rt,
+        let e = link_wat(
             r#"(component (instance $h) (export "wasi:http/handler@0.3.0" (instance $h)))"#,
-        );
+        )
+        .err()
+        .unwrap();
         assert!(
             e.to_string().contains("WASIp3") && e.to_string().contains("spin-sdk 5.x"),
             "{e}"
@@ -405,14 +269,14 @@ mod tests {
 
     #[test]
     fn an_import_mote_does_not_provide_is_named() {
-        let (rt, _dir) = runtime();
-        let e = compile(
-            &rt,
+        let e = link_wat(
             r#"(component
                  (import "wasi:keyvalue/store@0.2.0" (instance (export "get" (func))))
                  (instance $h)
                  (export "wasi:http/incoming-handler@0.2.0" (instance $h)))"#,
-        );
+        )
+        .err()
+        .unwrap();
         assert!(
             matches!(&e, CompileError::UnknownComponentImport { name } if name == "wasi:keyvalue/store@0.2.0"),
             "{e}"
@@ -423,7 +287,7 @@ mod tests {
     #[test]
     fn wasmtime_s_missing_import_message_is_parsed() {
         let msg = "component imports instance `wasi:x/y@1.0.0`, but a matching implementation was not found in the linker";
-        assert_eq!(super::missing_import(msg), Some("wasi:x/y@1.0.0"));
-        assert_eq!(super::missing_import("something else"), None);
+        assert_eq!(missing_import(msg), Some("wasi:x/y@1.0.0"));
+        assert_eq!(missing_import("something else"), None);
     }
 }

@@ -1,7 +1,13 @@
 //! The state one call keeps inside its wasmtime `Store`: its limits and deadline, its name and
 //! log, its standard I/O when it uses WASI, and its gate when it declares microtasks.
 //! Host functions read and write it through `Caller::data`; the entry path reads it afterwards
-//! to tell a timeout or a memory limit from an ordinary trap.
+//! to tell a timeout or a memory limit from an ordinary trap. A job instance's is `job`'s
+//! ([`JobState`]), with the same [`CallLimiter`].
+
+mod job;
+
+pub use job::JobContext;
+pub(crate) use job::{JobState, Mode, TaskIo};
 
 use crate::gate::{GateFuture, MicrotaskState};
 use crate::guest_log::GuestLog;

@@ -1,0 +1,19 @@
+//! A call waiting in the executors' queue, before an executor takes it.
+
+use crate::ledger::Reply;
+use crate::registry::Deployed;
+use bytes::Bytes;
+use mote_runtime::Function;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::oneshot;
+
+/// A call waiting in the queue.
+pub(crate) struct Call {
+    pub(super) function: Arc<Deployed>,
+    /// The function's code, held by the call so an eviction cannot unmap it before it runs.
+    pub(super) code: Arc<Function>,
+    pub(super) input: Bytes,
+    pub(super) reply: oneshot::Sender<Reply>,
+    pub(super) arrival: Instant,
+}

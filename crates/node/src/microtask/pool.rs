@@ -1,0 +1,261 @@
+//! The threads that run calls of functions with phases, one per core (a Tokio runtime with its
+//! timer and no I/O driver, confined by seccomp like the executors), and the object I/O threads
+//! beside them. Many calls share a thread: each runs until it waits, and yields at every epoch
+//! tick. Instance slots bound how many calls are alive at once; a call waits for a slot, then
+//! for a whole core from the [`ClassGate`], before it starts.
+
+use super::config::{MicrotaskConfig, MicrotaskMode};
+use super::gate::{CallGate, ClassGate, ClassSnapshot};
+use crate::confine::ExecutorFilter;
+use crate::error::{DeployError, InvokeError};
+use crate::executor::ExecutorsConfig;
+use crate::ledger::{Ledger, Reply};
+use crate::metrics::Outcome;
+use crate::registry::Deployed;
+use bytes::Bytes;
+use mote_runtime::{Call, Egress, Function, HostIo, Runtime};
+use mote_sched::FunctionKey;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+use tokio::sync::{Semaphore, oneshot};
+
+/// What the threads' calls share: the gate, the runtime, host I/O, the ledger and the bounds.
+pub(super) struct Shared {
+    gate: Arc<ClassGate>,
+    pub(super) runtime: Arc<Runtime>,
+    pub(super) host: HostIo,
+    pub(super) ledger: Arc<Ledger>,
+    alive: Semaphore,
+    /// Calls submitted and not yet answered.
+    submitted: AtomicUsize,
+    max_waiting: usize,
+}
+
+/// The nice value of the object I/O threads: 10 gives them about a tenth of the CPU weight of a
+/// thread running a guest, so they take what granted phases leave without being starved.
+const OBJECT_IO_NICE: i32 = 10;
+
+/// The threads that run calls of functions with phases, and the gate in front of them.
+pub struct Microtasks {
+    shared: Arc<Shared>,
+    threads: Option<tokio::runtime::Runtime>,
+    object_io: Option<tokio::runtime::Runtime>,
+}
+
+impl Microtasks {
+    /// Starts one thread per core for guests and as many for object I/O (and components'
+    /// outbound requests, through `egress`).
+    pub(crate) fn start(
+        runtime: Arc<Runtime>,
+        ledger: Arc<Ledger>,
+        executors: &ExecutorsConfig,
+        config: MicrotaskConfig,
+        egress: Arc<Egress>,
+    ) -> Result<Self, DeployError> {
+        let gate = Arc::new(
+            ClassGate::new(executors, config.mode)
+                .map_err(|e| DeployError::Config(format!("--core-split: {e}")))?,
+        );
+        let filter = match executors.seccomp {
+            true => Some(Arc::new(ExecutorFilter::new()?)),
+            false => None,
+        };
+        let threads = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(executors.cores)
+            .thread_name("mote-microtask")
+            .enable_time()
+            .on_thread_start(move || {
+                if let Some(filter) = &filter
+                    && let Err(e) = filter.confine_this_thread()
+                {
+                    // The executors were confined by the same filter a moment earlier, so
+                    // this does not happen; if it does, guest code must not run unconfined.
+                    tracing::error!(error = %e, "cannot confine a microtask thread");
+                    std::process::abort();
+                }
+            })
+            .build()
+            .map_err(|e| {
+                DeployError::Internal(format!("cannot start the microtask threads: {e}"))
+            })?;
+        let object_io = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(executors.cores)
+            .thread_name("mote-object-io")
+            .enable_all()
+            .on_thread_start(|| lower_this_thread(OBJECT_IO_NICE))
+            .build()
+            .map_err(|e| {
+                DeployError::Internal(format!("cannot start the object I/O threads: {e}"))
+            })?;
+        let shared = Arc::new(Shared {
+            gate,
+            runtime,
+            host: HostIo::new(config.objects, egress, object_io.handle().clone()),
+            ledger,
+            alive: Semaphore::new(config.max_alive),
+            submitted: AtomicUsize::new(0),
+            max_waiting: executors.max_queue,
+        });
+        Ok(Self {
+            shared,
+            threads: Some(threads),
+            object_io: Some(object_io),
+        })
+    }
+
+    /// Queues a call of `function`, running `code`, that arrived at `arrival`.
+    pub(crate) fn submit(
+        &self,
+        function: Arc<Deployed>,
+        code: Arc<Function>,
+        input: Bytes,
+        arrival: Instant,
+    ) -> Result<oneshot::Receiver<Reply>, InvokeError> {
+        let (reply, rx) = oneshot::channel();
+        self.enqueue(function, move |shared, function| async move {
+            shared.run(function, code, input, reply, arrival).await;
+        })?;
+        Ok(rx)
+    }
+
+    /// Admits a call of `function` within the bound on waiting calls and spawns what `call`
+    /// makes of it on the threads.
+    pub(super) fn enqueue<F>(
+        &self,
+        function: Arc<Deployed>,
+        call: impl FnOnce(Arc<Shared>, Arc<Deployed>) -> F,
+    ) -> Result<(), InvokeError>
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        function.admit()?;
+        let waiting = self.shared.submitted.fetch_add(1, Ordering::Relaxed);
+        if waiting >= self.shared.max_waiting {
+            self.shared.submitted.fetch_sub(1, Ordering::Relaxed);
+            function.count(Outcome::Rejected);
+            return Err(InvokeError::QueueFull {
+                waiting,
+                limit: self.shared.max_waiting,
+            });
+        }
+        let shared = self.shared.clone();
+        let call = call(shared.clone(), function);
+        let threads = self.threads.as_ref().expect("running until dropped");
+        threads.spawn(async move {
+            call.await;
+            shared.submitted.fetch_sub(1, Ordering::Relaxed);
+        });
+        Ok(())
+    }
+
+    /// Drops what the classes know about a function that was replaced or removed.
+    pub(crate) fn forget(&self, function: FunctionKey) {
+        self.shared.gate.forget(function);
+    }
+
+    /// `on` or `off`.
+    pub fn mode(&self) -> MicrotaskMode {
+        self.shared.gate.mode
+    }
+
+    /// Each share class's cores, room and queue.
+    pub fn classes(&self) -> Vec<ClassSnapshot> {
+        self.shared.gate.snapshot()
+    }
+}
+
+impl Drop for Microtasks {
+    fn drop(&mut self) {
+        // Calls still running are cancelled: their futures, instances and gates are dropped
+        // on the threads as they stop. Not waited for: a node may be dropped on a thread of
+        // an async runtime, which must not block.
+        if let Some(threads) = self.threads.take() {
+            threads.shutdown_background();
+        }
+        if let Some(object_io) = self.object_io.take() {
+            object_io.shutdown_background();
+        }
+    }
+}
+
+/// Sets the calling thread's nice value (on Linux, nice is per thread).
+fn lower_this_thread(nice: i32) {
+    // SAFETY: gettid and setpriority take and return plain integers and touch no memory.
+    let failed = unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, nice) != 0
+    };
+    if failed {
+        // Only raising priority needs privileges, so this does not happen; object I/O still
+        // works at normal priority, it just competes with granted phases.
+        tracing::warn!(
+            error = %std::io::Error::last_os_error(),
+            "cannot lower the priority of an object I/O thread"
+        );
+    }
+}
+
+impl Shared {
+    /// Waits for an instance slot and then a whole core for a call of `function`: `Err(None)`
+    /// if its caller left meanwhile (or the node stopped), `Err(Some(..))` if the function was
+    /// quarantined meanwhile.
+    pub(super) async fn admit<R>(
+        &self,
+        function: &Deployed,
+        arrival: Instant,
+        reply: &mut oneshot::Sender<R>,
+    ) -> Result<(tokio::sync::SemaphorePermit<'_>, CallGate), Option<InvokeError>> {
+        let Ok(slot) = self.alive.acquire().await else {
+            return Err(None);
+        };
+        let mut gate = CallGate::new(self.gate.clone(), function.key(), arrival);
+        tokio::select! {
+            () = gate.acquire() => {}
+            () = reply.closed() => {
+                function.count(Outcome::Cancelled);
+                return Err(None);
+            }
+        }
+        function.admit().map_err(Some)?;
+        Ok((slot, gate))
+    }
+
+    async fn run(
+        &self,
+        function: Arc<Deployed>,
+        code: Arc<Function>,
+        input: Bytes,
+        mut reply: oneshot::Sender<Reply>,
+        arrival: Instant,
+    ) {
+        let (_slot, gate) = match self.admit(&function, arrival, &mut reply).await {
+            Ok(admitted) => admitted,
+            Err(Some(e)) => {
+                let _ = reply.send(Reply::unstarted(Err(e)));
+                return;
+            }
+            Err(None) => return,
+        };
+        let started = Instant::now();
+        let call = Call {
+            function: &code,
+            name: function.name(),
+            limits: function.record().limits,
+            started,
+            input: &input,
+        };
+        let call = self
+            .runtime
+            .call_microtask(call, Box::new(gate), self.host.clone());
+        let (result, log) = tokio::select! {
+            result = call => result,
+            () = reply.closed() => {
+                // The caller went away: stop the call rather than let it hold its share.
+                function.count(Outcome::Cancelled);
+                return;
+            }
+        };
+        let _ = reply.send(self.ledger.settle(&function, result, log, arrival, started));
+    }
+}

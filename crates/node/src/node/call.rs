@@ -1,0 +1,207 @@
+//! The call path: [`Node::invoke`] (async), [`Node::submit`] (for callers that may block) and
+//! [`Node::serve_http`] (requests to components): a lock-free lookup, the function's resident
+//! code or a cold load, then the executors or the microtask threads; the caller holds a
+//! [`PendingCall`] until the reply.
+
+use super::Node;
+use crate::error::InvokeError;
+use crate::ledger::Reply;
+use crate::registry::Deployed;
+use crate::resident::Code;
+use bytes::Bytes;
+use mote_runtime::{CallError, Function, ProxyResponse};
+use mote_types::GuestKind;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot::{self, error::TryRecvError};
+
+/// A call that has been queued; [`PendingCall::wait`] or `.await` gives its reply.
+#[derive(Debug)]
+pub struct PendingCall {
+    reply: oneshot::Receiver<Reply>,
+    cold_start: Option<Duration>,
+    /// Code this call's cold start evicted: unmapped when the call is done, not while it starts.
+    evicted: Vec<Arc<Function>>,
+}
+
+impl PendingCall {
+    /// Waits for the reply on this thread, for a synchronous caller that owns a core (a
+    /// benchmark, a dispatcher thread): polls for up to `spin`, then blocks. Polling saves the
+    /// futex wake-up that dominates a microsecond call.
+    pub fn wait(self, spin: Duration) -> Result<Reply, InvokeError> {
+        let Self {
+            mut reply,
+            cold_start,
+            evicted: _evicted,
+        } = self;
+        let until = Instant::now() + spin;
+        let reply = loop {
+            match reply.try_recv() {
+                Ok(reply) => break reply,
+                Err(TryRecvError::Closed) => return Err(dropped()),
+                Err(TryRecvError::Empty) if Instant::now() < until => std::hint::spin_loop(),
+                Err(TryRecvError::Empty) => break reply.blocking_recv().map_err(|_| dropped())?,
+            }
+        };
+        Ok(Self::complete(cold_start, reply))
+    }
+
+    /// The executor's reply with what only the submitting side knows: the cold start.
+    fn complete(cold_start: Option<Duration>, reply: Reply) -> Reply {
+        Reply {
+            cold_start,
+            ..reply
+        }
+    }
+}
+
+impl std::future::Future for PendingCall {
+    type Output = Result<Reply, InvokeError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let cold_start = self.cold_start;
+        std::pin::Pin::new(&mut self.reply).poll(cx).map(|r| {
+            r.map(|reply| Self::complete(cold_start, reply))
+                .map_err(|_| dropped())
+        })
+    }
+}
+
+impl Node {
+    /// Runs `name` with `input` as the request body and returns the response body.
+    pub async fn invoke(&self, name: &str, input: Bytes) -> Result<Vec<u8>, InvokeError> {
+        self.invoke_traced(name, input).await?.result
+    }
+
+    /// Like [`Node::invoke`], and also says how long the call waited and ran. If the function is
+    /// not resident its code is loaded first on the blocking pool of the async runtime this is
+    /// polled on (a cold start), never on the caller's own thread.
+    pub async fn invoke_traced(&self, name: &str, input: Bytes) -> Result<Reply, InvokeError> {
+        let arrival = Instant::now();
+        let function = self.lookup(name)?;
+        let code = match self.registry.warm(&function, arrival) {
+            Some(code) => Code {
+                function: code,
+                cold_start: None,
+            },
+            None => self.registry.load_aside(&function, arrival).await?,
+        };
+        self.queue(function, code, input, arrival)?.await
+    }
+
+    /// Serves `request` with `name`, a `wasi:http` component: resolves to the response as soon
+    /// as the guest sets it (its body streams while the guest runs) or to why there is none. A
+    /// component that is not resident is loaded first on the blocking pool (a cold start).
+    pub async fn serve_http<B>(
+        &self,
+        name: &str,
+        request: http::Request<B>,
+    ) -> Result<ProxyResponse, InvokeError>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: std::error::Error + Send + Sync + 'static,
+    {
+        let arrival = Instant::now();
+        let function = self.lookup(name)?;
+        let code = match self.registry.warm(&function, arrival) {
+            Some(code) => code,
+            None => {
+                let code = self.registry.load_aside(&function, arrival).await?.function;
+                drop(self.registry.sweep(&function));
+                code
+            }
+        };
+        if !code.is_proxy() {
+            return Err(InvokeError::Call(CallError::NotProxy));
+        }
+        let reply = self
+            .microtasks
+            .submit_http(function, code, request, arrival)?;
+        reply.await.map_err(|_| InvokeError::ShuttingDown)?
+    }
+
+    /// The kind of the function deployed as `name`, if there is one; a lookup without locks.
+    pub fn kind(&self, name: &str) -> Option<GuestKind> {
+        self.registry.kind(name)
+    }
+
+    /// Whether `name` is deployed and may be called without a token; a lookup without locks.
+    pub fn is_public(&self, name: &str) -> bool {
+        self.registry.is_public(name)
+    }
+
+    /// The component mounted on the most specific route that serves `path`, if any.
+    pub fn route(&self, path: &str) -> Option<Arc<Deployed>> {
+        self.registry.route(path)
+    }
+
+    /// Queues a call of `name` with `input` as the request body, for a caller that may block:
+    /// if the function is not resident its code is loaded first, on this thread (a cold start;
+    /// a compile if its artefact is gone). Async callers use [`Node::invoke`].
+    pub fn submit(&self, name: &str, input: Bytes) -> Result<PendingCall, InvokeError> {
+        let arrival = Instant::now();
+        let function = self.lookup(name)?;
+        let code = match self.registry.warm(&function, arrival) {
+            Some(code) => Code {
+                function: code,
+                cold_start: None,
+            },
+            None => self.registry.load_here(&function, arrival)?,
+        };
+        self.queue(function, code, input, arrival)
+    }
+
+    #[inline]
+    fn lookup(&self, name: &str) -> Result<Arc<Deployed>, InvokeError> {
+        self.registry
+            .get(name)
+            .ok_or_else(|| InvokeError::NotFound(name.to_owned()))
+    }
+
+    /// Hands a call of `function` running `code` to the path its kind takes.
+    #[inline]
+    fn queue(
+        &self,
+        function: Arc<Deployed>,
+        code: Code,
+        input: Bytes,
+        arrival: Instant,
+    ) -> Result<PendingCall, InvokeError> {
+        // Only a cold load can push the resident set over budget; a warm call skips the clone.
+        let loaded = code.cold_start.is_some().then(|| function.clone());
+        let reply = match code.function.is_microtask() {
+            true => self
+                .microtasks
+                .submit(function, code.function, input, arrival)?,
+            false => self
+                .executors
+                .submit(function, code.function, input, arrival)?,
+        };
+        let evicted = match loaded {
+            Some(loaded) => self.registry.sweep(&loaded),
+            None => Vec::new(),
+        };
+        Ok(PendingCall {
+            reply,
+            cold_start: code.cold_start,
+            evicted,
+        })
+    }
+
+    /// Runs a call for a synchronous caller: [`Node::submit`], then [`PendingCall::wait`].
+    pub fn invoke_blocking(
+        &self,
+        name: &str,
+        input: Bytes,
+        spin: Duration,
+    ) -> Result<Reply, InvokeError> {
+        self.submit(name, input)?.wait(spin)
+    }
+}
+
+fn dropped() -> InvokeError {
+    InvokeError::Internal("the executor dropped the call".into())
+}

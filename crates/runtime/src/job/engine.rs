@@ -1,0 +1,241 @@
+//! The job engine: its own wasmtime engine (no pooling allocator: an instance lives as long as
+//! its partitions, not a call) and epoch ticker, the job modules compiled for it, and the
+//! instances that hold a job's partitions ([`JobInstance`]), each task a call into one under
+//! the function's budget.
+
+use crate::error::{CompileError, JobError, RuntimeError, explain_job};
+use crate::host;
+use crate::state::{CallLimiter, JobContext, JobState, Mode, TaskIo};
+use crate::ticker::{EpochTicker, TickerPeriods};
+use mote_jobs::{Input, Program, ProgramBuilder};
+use mote_types::abi;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use wasmtime::{
+    Config, Engine, InstancePre, Linker, Memory, Module, Store, Trap, TypedFunc, UpdateDeadline,
+};
+
+/// The engine, linker and compiled modules of the jobs a node runs.
+pub struct JobEngine {
+    engine: Engine,
+    linker: Linker<JobState>,
+    modules: Mutex<HashMap<String, Arc<JobModule>>>,
+    ticker: EpochTicker,
+}
+
+impl JobEngine {
+    /// Builds the engine and starts its epoch ticker.
+    pub fn new() -> Result<Self, RuntimeError> {
+        let engine_error = |e: wasmtime::Error| RuntimeError::Engine(format!("{e:#}"));
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config).map_err(engine_error)?;
+        let mut linker = Linker::new(&engine);
+        host::add_job(&mut linker).map_err(engine_error)?;
+        let ticker = EpochTicker::start(
+            engine.clone(),
+            TickerPeriods {
+                coarse: Duration::from_millis(1),
+                fine: Duration::from_micros(50),
+            },
+        );
+        Ok(Self {
+            engine,
+            linker,
+            modules: Mutex::new(HashMap::new()),
+            ticker,
+        })
+    }
+
+    /// The job module with these bytes' `sha256`, compiled on first use.
+    pub fn module(&self, sha256: &str, wasm: &[u8]) -> Result<Arc<JobModule>, CompileError> {
+        if let Some(m) = self.modules.lock().expect("never poisoned").get(sha256) {
+            return Ok(m.clone());
+        }
+        let module = Module::from_binary(&self.engine, wasm)
+            .map_err(|e| CompileError::Invalid(format!("{e:#}")))?;
+        let pre = self
+            .linker
+            .instantiate_pre(&module)
+            .map_err(|e| CompileError::Link(format!("{e:#}")))?;
+        let m = Arc::new(JobModule { pre });
+        self.modules
+            .lock()
+            .expect("never poisoned")
+            .insert(sha256.to_owned(), m.clone());
+        Ok(m)
+    }
+
+    fn store(&self, ctx: &JobContext, mode: Mode) -> Store<JobState> {
+        let state = JobState {
+            limiter: CallLimiter {
+                memory_limit: ctx.limits.memory_bytes(),
+                denied: None,
+            },
+            deadline: Instant::now(),
+            timed_out: false,
+            ctx: ctx.clone(),
+            mode,
+            wasi: None,
+            last_log: None,
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        store.epoch_deadline_callback(|mut c| {
+            let state = c.data_mut();
+            if Instant::now() >= state.deadline {
+                state.timed_out = true;
+                return Err(Trap::Interrupt.into());
+            }
+            Ok(UpdateDeadline::Continue(1))
+        });
+        store
+    }
+
+    /// Runs the driver of `module` in a fresh instance and returns the program it declared.
+    pub fn program(&self, module: &JobModule, ctx: &JobContext) -> Result<Program, JobError> {
+        let mut store = self.store(ctx, Mode::Driver(ProgramBuilder::new(ctx.partitions)));
+        self.arm(&mut store, ctx);
+        let instance = module
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| classify(e, store.data()))?;
+        initialize(&instance, &mut store)?;
+        let driver: TypedFunc<(), ()> = instance
+            .get_typed_func(&mut store, abi::EXPORT_JOB_DRIVER)
+            .map_err(|e| JobError::Trap(format!("the job module's `mote_job_driver`: {e}")))?;
+        self.arm(&mut store, ctx);
+        driver
+            .call(&mut store, ())
+            .map_err(|e| classify(e, store.data()))?;
+        match std::mem::replace(&mut store.data_mut().mode, Mode::Done) {
+            Mode::Driver(b) => Ok(b.finish()?),
+            _ => unreachable!("only the driver's instance is in driver mode"),
+        }
+    }
+
+    /// A fresh instance for the partitions of one index.
+    pub fn instance(&self, module: &JobModule, ctx: &JobContext) -> Result<JobInstance, JobError> {
+        let mut store = self.store(ctx, Mode::Task(TaskIo::default()));
+        self.arm(&mut store, ctx);
+        let instance = module
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| classify(e, store.data()))?;
+        initialize(&instance, &mut store)?;
+        let task = instance
+            .get_typed_func(&mut store, abi::EXPORT_JOB_TASK)
+            .map_err(|e| JobError::Trap(format!("the job module's `mote_job_task`: {e}")))?;
+        let memory = instance.get_memory(&mut store, abi::EXPORT_MEMORY);
+        Ok(JobInstance {
+            store,
+            instance,
+            task,
+            memory,
+            budget: ctx.limits.timeout(),
+        })
+    }
+
+    /// An instance holding what [`JobInstance::image`] saved.
+    pub fn restore(
+        &self,
+        module: &JobModule,
+        ctx: &JobContext,
+        image: &[u8],
+    ) -> Result<JobInstance, JobError> {
+        let mut instance = self.instance(module, ctx)?;
+        instance.load_image(image)?;
+        Ok(instance)
+    }
+
+    fn arm(&self, store: &mut Store<JobState>, ctx: &JobContext) {
+        self.ticker.call_starting(ctx.limits.timeout());
+        store.data_mut().deadline = Instant::now() + ctx.limits.timeout();
+        store.set_epoch_deadline(1);
+    }
+}
+
+/// A job module compiled and linked for the job engine.
+pub struct JobModule {
+    pre: InstancePre<JobState>,
+}
+
+/// One instance of a job module: the partitions of one index of one group.
+pub struct JobInstance {
+    pub(super) store: Store<JobState>,
+    pub(super) instance: wasmtime::Instance,
+    task: TypedFunc<(i32, i32), i32>,
+    pub(super) memory: Option<Memory>,
+    budget: Duration,
+}
+
+/// What a task produced.
+#[derive(Debug, Default)]
+pub struct TaskOutput {
+    /// What `mote_job_task` returned: a signal's value (1 or 0), 0 for other tasks.
+    pub value: i32,
+    /// What it emitted, by destination partition, in the order first emitted.
+    pub emitted: Vec<(u32, Vec<u8>)>,
+}
+
+impl JobInstance {
+    /// Runs task function `func` on partition `index` with `inputs`; `emit_to` is how many
+    /// partitions its emits may address (0 for a task that emits nothing).
+    pub fn run(
+        &mut self,
+        engine: &JobEngine,
+        func: u32,
+        index: u32,
+        inputs: Vec<Input>,
+        emit_to: u32,
+    ) -> Result<(TaskOutput, Vec<Input>), JobError> {
+        // A short budget needs the ticker's fine ticks (it returns at once for others).
+        engine.ticker.call_starting(self.budget);
+        let state = self.store.data_mut();
+        state.deadline = Instant::now() + self.budget;
+        let Mode::Task(io) = &mut state.mode else {
+            unreachable!("task instances stay in task mode")
+        };
+        io.inputs = inputs;
+        io.emit_to = emit_to;
+        self.store.set_epoch_deadline(1);
+        let result = self.task.call(&mut self.store, (func as i32, index as i32));
+        let state = self.store.data_mut();
+        let Mode::Task(io) = &mut state.mode else {
+            unreachable!("task instances stay in task mode")
+        };
+        let inputs = std::mem::take(&mut io.inputs);
+        let emitted = std::mem::take(&mut io.emitted);
+        io.emitted_bytes = 0;
+        match result {
+            Ok(value) => Ok((TaskOutput { value, emitted }, inputs)),
+            Err(e) => Err(classify(e, self.store.data())),
+        }
+    }
+
+    /// The size of the instance's linear memory: what its partitions take.
+    pub fn memory_bytes(&self) -> usize {
+        self.memory.map_or(0, |m| m.data_size(&self.store))
+    }
+}
+
+/// Runs a WASI reactor's `_initialize`, as a function's instance does before its handler.
+fn initialize(instance: &wasmtime::Instance, store: &mut Store<JobState>) -> Result<(), JobError> {
+    if let Ok(init) = instance.get_typed_func::<(), ()>(&mut *store, abi::EXPORT_INITIALIZE) {
+        init.call(&mut *store, ())
+            .map_err(|e| classify(e, store.data()))?;
+    }
+    Ok(())
+}
+
+/// What a task's or the driver's failure was, from what its store saw.
+fn classify(e: wasmtime::Error, state: &JobState) -> JobError {
+    explain_job(
+        e,
+        state.timed_out,
+        state.limiter.denied,
+        state.ctx.limits,
+        state.last_log.as_deref(),
+    )
+}

@@ -1,0 +1,73 @@
+//! What a job instance keeps in its `Store` ([`JobState`]): the job it belongs to
+//! ([`JobContext`]), its limits and deadline, and whether it is declaring the program (the
+//! driver) or running tasks, with what the task reads and emits. The `mote_job` host functions
+//! (`host::job`) act on it; the job engine (`job`) makes it and reads it after each task.
+
+use super::CallLimiter;
+use mote_jobs::{Input, ProgramBuilder};
+use mote_types::Limits;
+use std::sync::Arc;
+use std::time::Instant;
+use wasmtime_wasi::p1::WasiP1Ctx;
+
+/// What every instance of a job shares: its name for messages, arguments and partition count.
+#[derive(Clone, Debug)]
+pub struct JobContext {
+    /// The job function's name.
+    pub function: Arc<str>,
+    /// `--arg K=V`, in order.
+    pub args: Arc<[(String, String)]>,
+    /// The job's partition count.
+    pub partitions: u32,
+    /// The function's limits: its budget applies to each task, its memory to each instance.
+    pub limits: Limits,
+}
+
+/// What an instance is doing: declaring the program, or running tasks.
+pub(crate) enum Mode {
+    Driver(ProgramBuilder),
+    Task(TaskIo),
+    Done,
+}
+
+/// What a task reads and emits, between the engine and the task's host calls.
+#[derive(Default)]
+pub(crate) struct TaskIo {
+    pub(crate) inputs: Vec<Input>,
+    pub(crate) emit_to: u32,
+    pub(crate) emitted: Vec<(u32, Vec<u8>)>,
+    pub(crate) emitted_bytes: usize,
+}
+
+/// A job instance's `Store` data.
+pub(crate) struct JobState {
+    pub(crate) limiter: CallLimiter,
+    pub(crate) deadline: Instant,
+    pub(crate) timed_out: bool,
+    pub(crate) ctx: JobContext,
+    pub(crate) mode: Mode,
+    pub(crate) wasi: Option<WasiP1Ctx>,
+    /// The guest's last `mote.log` line, quoted when it traps (the SDK logs a panic's message).
+    pub(crate) last_log: Option<String>,
+}
+
+impl JobState {
+    pub(crate) fn wasi_ctx(&mut self) -> &mut WasiP1Ctx {
+        self.wasi
+            .get_or_insert_with(|| wasmtime_wasi::WasiCtxBuilder::new().build_p1())
+    }
+
+    pub(crate) fn builder(&mut self, call: &str) -> wasmtime::Result<&mut ProgramBuilder> {
+        match &mut self.mode {
+            Mode::Driver(b) => Ok(b),
+            _ => wasmtime::bail!("`{call}` declares a stage; only the driver may call it"),
+        }
+    }
+
+    pub(crate) fn task_io(&mut self, call: &str) -> wasmtime::Result<&mut TaskIo> {
+        match &mut self.mode {
+            Mode::Task(io) => Ok(io),
+            _ => wasmtime::bail!("`{call}` is for tasks; the driver never touches data"),
+        }
+    }
+}
