@@ -240,6 +240,70 @@ fn spin_and_python_components_run_unchanged() {
     assert_eq!(body, b"Hello from Python: GET /\n");
 }
 
+/// `http-js`, which `scripts/js-component` builds with componentize-js: the SpiderMonkey engine
+/// and a `fetch` event listener in one component, deployed as it is.
+#[test]
+fn a_javascript_component_runs_unchanged() {
+    const PATTERN: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789\n";
+    let path = std::env::var("MOTE_JS_COMPONENT").expect(
+        "MOTE_JS_COMPONENT must name the JavaScript component: run ./scripts/test, or ./scripts/js-component and export it",
+    );
+    let js = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
+    let p = Platform::start(&[]);
+    let d = p.deploy("js", &js, "?route=/js/...");
+    assert_eq!(d["kind"], "wasi-http");
+
+    let (status, headers, body) = request(&p, "DELETE", "/js/some/path?q=1", &[], b"");
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(header(&headers, "content-type"), "text/plain");
+    assert_eq!(body, b"Hello from JavaScript: DELETE /some/path?q=1\n");
+    // Its second request is a warm one, in a fresh instance again.
+    let (_, _, body) = request(&p, "GET", "/v1/invoke/js/", &[], b"");
+    assert_eq!(body, b"Hello from JavaScript: GET /\n");
+
+    // The status the path chooses, with no body; one that is not a final status is refused.
+    for code in [418, 204] {
+        let route = format!("/v1/invoke/js/status/{code}");
+        let (status, _, body) = request(&p, "GET", &route, &[], b"");
+        assert_eq!((status, body.as_slice()), (code, &b""[..]), "{route}");
+    }
+    let (status, _, body) = request(&p, "GET", "/v1/invoke/js/status/99", &[], b"");
+    assert_eq!(status, 400);
+    assert_eq!(body, b"not a final HTTP status (200 to 599): 99\n");
+
+    // Bodies stream both ways: 1 MiB up and back at once (read while it is sent), and 64 MiB
+    // made by the guest as it is read.
+    let (status, headers, body) = request(
+        &p,
+        "PUT",
+        "/v1/invoke/js/echo",
+        &[("content-type", "application/json")],
+        br#"{"hello":"world"}"#,
+    );
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(header(&headers, "content-type"), "application/json");
+    assert_eq!(body, br#"{"hello":"world"}"#);
+    let upload: Vec<u8> = (0..1u32 << 20)
+        .map(|i| (i.wrapping_mul(2654435761) >> 24) as u8)
+        .collect();
+    let echoed = echo_duplex(&p, "/v1/invoke/js/echo", &upload);
+    assert!(
+        echoed == upload,
+        "the echoed body differs ({} bytes back)",
+        echoed.len()
+    );
+    let (status, _, body) = request(&p, "GET", "/v1/invoke/js/stream?bytes=67108864", &[], b"");
+    assert_eq!(status, 200);
+    assert_eq!(body.len(), 64 << 20);
+    let wrong = body
+        .iter()
+        .enumerate()
+        .position(|(i, &b)| b != PATTERN[i % PATTERN.len()]);
+    if let Some(at) = wrong {
+        panic!("byte {at} of the streamed body is wrong");
+    }
+}
+
 /// Reads a streamed response of `/stream?bytes=N` chunk by chunk, checking every byte, while
 /// the server's memory is sampled.
 #[test]

@@ -14,8 +14,8 @@
 //! written against the WASI 0.2 standard instead of the mote ABI, one with the `wasip2` bindings
 //! and one with the Spin SDK. They build to `wasm32-wasip1` like the rest, and the build script
 //! makes each module a component with wasmtime's proxy adapter, so their `wasm` is a component,
-//! not a core module. (`scripts/python-component` builds a third, in Python, which needs a tool
-//! from PyPI and so is not part of this build.)
+//! not a core module. (`scripts/python-component` and `scripts/js-component` build two more, in
+//! Python and JavaScript, which need tools from PyPI and npm and so are not part of this build.)
 
 /// An example function: its name, what it does, and its module's bytes.
 pub struct Example {
