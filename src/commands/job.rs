@@ -257,14 +257,15 @@ fn print_status(s: &JobStatus) -> anyhow::Result<()> {
     );
     for w in &s.workers {
         outln!(
-            "{:<16} {:<26} {:>5} {:>6} {:>10} {:>10.0} {:>5.0}% {:>6}  {} ({})",
+            "{:<16} {:<26} {:>5} {:>6} {:>10} {:>10} {:>6} {:>6}  {} ({})",
             w.name,
             w.url,
             w.cores,
             if w.live { "yes" } else { "gone" },
             w.tasks,
-            w.tasks_per_s,
-            100.0 * w.idle_share,
+            w.tasks_per_s.map_or("-".into(), |r| format!("{r:.0}")),
+            w.idle_share
+                .map_or("-".into(), |s| format!("{:.0}%", 100.0 * s)),
             w.done,
             w.partitions,
             if w.holds.is_empty() { "none" } else { &w.holds }

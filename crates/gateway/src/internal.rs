@@ -14,32 +14,22 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use bytes::Bytes;
-use serde::Deserialize;
+use mote_wire::{StorePeer, route};
 
 /// The internal routes, for the API's router to merge.
 pub(crate) fn routes() -> Router<Gateway> {
     Router::new()
-        .route("/v1/internal/modules/{sha256}", get(module))
-        .route(mote_peers::STORE_PEERS_PATH, post(store_peer))
+        .route(route::MODULE, get(module))
+        .route(route::STORE_PEERS, post(store_peer))
+        .route(route::JOB, put(start_worker).delete(stop_worker))
         .route(
-            "/v1/internal/jobs/{id}",
-            put(start_worker).delete(stop_worker),
-        )
-        .route(
-            "/v1/internal/jobs/{id}/messages",
+            route::JOB_MESSAGES,
             // Scatter pieces can be large (a PageRank step's contributions to one worker).
             post(job_message).layer(DefaultBodyLimit::max(1 << 30)),
         )
-        .route("/v1/internal/jobs/{id}/run", post(run_worker))
-        .route("/v1/internal/jobs/{id}/reports", post(job_report))
-        .route("/v1/internal/logs/{name}", get(logs::peer_logs))
-}
-
-/// A store replica that introduces itself.
-#[derive(Deserialize)]
-struct StorePeer {
-    name: String,
-    url: String,
+        .route(route::JOB_RUN, post(run_worker))
+        .route(route::JOB_REPORTS, post(job_report))
+        .route(route::LOGS, get(logs::peer_logs))
 }
 
 async fn store_peer(

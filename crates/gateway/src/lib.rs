@@ -149,7 +149,7 @@ fn router(api: Api) -> (Router, gate::Gate) {
             post(functions::release_function),
         )
         .route("/v1/functions/{name}/logs", get(logs::function_logs))
-        .route("/v1/invoke/{name}", any(invoke::invoke))
+        .route(mote_wire::route::INVOKE, any(invoke::invoke))
         .route("/v1/invoke/{name}/", any(invoke::invoke))
         .route("/v1/invoke/{name}/{*path}", any(invoke::invoke_path))
         .route("/v1/node", get(status::node_status))

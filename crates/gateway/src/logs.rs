@@ -30,6 +30,7 @@ use http_body_util::BodyExt;
 use mote_access::{Holder, Scope};
 use mote_cluster::NodeName;
 use mote_node::{LogEntry, LogFollower};
+use mote_wire::LogsFrom;
 use serde::{Deserialize, Serialize};
 use std::convert::Infallible;
 use std::future::Future;
@@ -202,11 +203,11 @@ async fn logs(
         Some(follower) => {
             let mut sources: Vec<BoxStream<'static, Result<Bytes, Infallible>>> =
                 vec![local_stream(me, follower)];
-            let path_for = |peer: &NodeName| {
+            let from = |peer: &NodeName| {
                 let (_, seq) = followed.iter().find(|(p, _)| p == peer)?;
-                Some(format!("/v1/internal/logs/{name}?follow=true&after={seq}"))
+                Some(LogsFrom::FollowAfter(*seq))
             };
-            for (peer, answered) in gw.peers.fetch_logs(path_for, PEER_WAIT).await {
+            for (peer, answered) in gw.peers.fetch_logs(&name, from, PEER_WAIT).await {
                 sources.push(peer_stream(peer.to_string(), answered));
             }
             let history = stream::once(async move { Ok(Bytes::from(ndjson(&entries))) });
@@ -230,11 +231,10 @@ async fn peers_logs(
     name: &str,
     tail: usize,
 ) -> (Vec<WireEntry>, Vec<WireEntry>, Vec<(NodeName, u64)>) {
-    let query = format!("/v1/internal/logs/{name}?tail={tail}");
     let (mut entries, mut missing, mut followed) = (Vec::new(), Vec::new(), Vec::new());
     for (peer, answered) in gw
         .peers
-        .fetch_logs(|_| Some(query.clone()), PEER_WAIT)
+        .fetch_logs(name, |_| Some(LogsFrom::Tail(tail)), PEER_WAIT)
         .await
     {
         match read_entries(answered).await {

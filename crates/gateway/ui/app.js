@@ -252,6 +252,7 @@ function fmtMs(ms) {
 }
 
 function fmtRate(r) {
+  if (r == null) return "–";
   if (r >= 100) return r.toFixed(0);
   if (r >= 10) return r.toFixed(1);
   return r.toFixed(2);

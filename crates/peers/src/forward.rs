@@ -133,8 +133,8 @@ mod tests {
         let url = format!("http://{}", listener.local_addr().unwrap());
         let held = tokio::spawn(async move { listener.accept().await });
         let me = hyper::header::HeaderValue::from_static("n1");
-        let path = "/v1/internal/logs/f?tail=1";
-        let request = PeerRequest::logs(path, &me).within(Duration::from_millis(50));
+        let request = PeerRequest::logs("f", mote_wire::LogsFrom::Tail(1), &me)
+            .within(Duration::from_millis(50));
         let e = ForwardError::from(
             wire()
                 .send(&Peer::named("n2", &url), request)

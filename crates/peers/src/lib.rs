@@ -43,5 +43,5 @@ pub use config::{JoinError, PeersConfig};
 pub use forward::{FORWARDED_BY, ForwardError};
 pub use membership::{Peers, Route};
 pub use name::{MAX_NODE_NAME_LEN, NodeName, NodeNameError};
-pub use store_peering::{ReplicaLag, STORE_PEERS_PATH, StorePeering};
+pub use store_peering::{ReplicaLag, StorePeering};
 pub use view::{ClusterView, Forwarded, MemberView, StoreView};

@@ -1,21 +1,21 @@
 //! The log fan-out: a node asked for a function's log asks every other member for its own
-//! entries at once (the gateway builds each peer's path with [`mote_wire::Route::Logs`]) and
-//! gives back each one's answer as it streams, or why it gave none.
+//! entries at once (from where the gateway says for each peer) and gives back each one's answer
+//! as it streams, or why it gave none.
 
 use crate::forward::ForwardError;
 use crate::membership::Peers;
 use mote_cluster::NodeName;
-use mote_wire::{Peer, PeerRequest};
+use mote_wire::{LogsFrom, Peer, PeerRequest};
 use std::time::Duration;
 
 impl Peers {
-    /// Sends `GET` of the path `path_for` gives a member (a function's logs, asked with
-    /// `local=true` so that a peer does not ask its own peers again) to every other member it
-    /// gives one for, at once, and gives each one's response, or why it gave none within
-    /// `wait`, by member.
+    /// Asks every other member that `from` gives a starting point for, at once, for its own
+    /// entries of `function` (the internal route, so that a peer does not ask its own peers
+    /// again), and gives each one's response, or why it gave none within `wait`, by member.
     pub async fn fetch_logs(
         &self,
-        path_for: impl Fn(&NodeName) -> Option<String>,
+        function: &str,
+        from: impl Fn(&NodeName) -> Option<LogsFrom>,
         wait: Duration,
     ) -> Vec<(
         NodeName,
@@ -23,12 +23,16 @@ impl Peers {
     )> {
         let mut asks = tokio::task::JoinSet::new();
         for (peer, url) in self.others() {
-            let Some(path) = path_for(&peer) else {
+            let Some(from) = from(&peer) else {
                 continue;
             };
-            let (wire, me) = (self.wire.clone(), self.me_header.clone());
+            let (wire, me, function) = (
+                self.wire.clone(),
+                self.me_header.clone(),
+                function.to_owned(),
+            );
             asks.spawn(async move {
-                let request = PeerRequest::logs(&path, &me).within(wait);
+                let request = PeerRequest::logs(&function, from, &me).within(wait);
                 let response = wire
                     .send(&Peer::named(peer.as_str(), &url), request)
                     .await

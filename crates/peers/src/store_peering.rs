@@ -5,9 +5,6 @@
 
 use serde::Serialize;
 
-/// How a node introduces its store replica to a peer, in the edge set-up.
-pub use mote_wire::route::STORE_PEERS as STORE_PEERS_PATH;
-
 /// What the node's embedded store replica does with another node's replica, in the edge
 /// set-up: pull its changes. Implemented by whoever runs the replica (the binary), so that
 /// this crate needs no store of its own.

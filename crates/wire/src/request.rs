@@ -4,7 +4,7 @@
 //! postcard (`mote_jobs::message`), specs, reports and store introductions JSON, modules and
 //! calls bytes as they are.
 
-use crate::route::Route;
+use crate::route::{LogsFrom, Route};
 use bytes::Bytes;
 use hyper::header::HeaderValue;
 use mote_jobs::message::{Envelope, JobSpec, Report, encode_envelope};
@@ -21,18 +21,10 @@ pub struct StorePeer {
     pub url: String,
 }
 
-/// Where a request goes on the peer: a route built here, or the path of a read that the
-/// asking node built with [`Route`] already (the log fan-out's, which differs by peer).
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Target<'a> {
-    Route(Route<'a>),
-    Read(&'a str),
-}
-
 /// One request to a peer.
 #[derive(Debug)]
 pub struct PeerRequest<'a> {
-    pub(crate) target: Target<'a>,
+    pub(crate) route: Route<'a>,
     pub(crate) body: Bytes,
     pub(crate) content_type: Option<HeaderValue>,
     pub(crate) forwarded_by: Option<HeaderValue>,
@@ -46,7 +38,7 @@ const BYTES: HeaderValue = HeaderValue::from_static("application/octet-stream");
 impl<'a> PeerRequest<'a> {
     fn new(route: Route<'a>, body: impl Into<Bytes>, content_type: HeaderValue) -> Self {
         Self {
-            target: Target::Route(route),
+            route,
             body: body.into(),
             content_type: Some(content_type),
             forwarded_by: None,
@@ -68,7 +60,7 @@ impl<'a> PeerRequest<'a> {
         forwarded_by: &HeaderValue,
     ) -> Self {
         Self {
-            target: Target::Route(Route::Invoke { function }),
+            route: Route::Invoke { function },
             body: input,
             content_type: content_type.cloned(),
             forwarded_by: Some(forwarded_by.clone()),
@@ -79,7 +71,7 @@ impl<'a> PeerRequest<'a> {
     /// The bytes of the module whose sha256 is `sha256`.
     pub fn module(sha256: &'a str) -> Self {
         Self {
-            target: Target::Route(Route::Module { sha256 }),
+            route: Route::Module { sha256 },
             body: Bytes::new(),
             content_type: None,
             forwarded_by: None,
@@ -96,11 +88,11 @@ impl<'a> PeerRequest<'a> {
         Self::json(Route::StorePeers, &peer)
     }
 
-    /// A read of a function's log entries at `path_and_query`, made by
-    /// [`Route::Logs`](crate::Route::Logs), by the node whose name is `forwarded_by`.
-    pub fn logs(path_and_query: &'a str, forwarded_by: &HeaderValue) -> Self {
+    /// A read of `function`'s log entries (those `from` says), by the node whose name is
+    /// `forwarded_by`.
+    pub fn logs(function: &'a str, from: LogsFrom, forwarded_by: &HeaderValue) -> Self {
         Self {
-            target: Target::Read(path_and_query),
+            route: Route::Logs { function, from },
             body: Bytes::new(),
             content_type: None,
             forwarded_by: Some(forwarded_by.clone()),
@@ -142,25 +134,16 @@ impl<'a> PeerRequest<'a> {
 
     /// Its URL on the node whose API is at `base`.
     pub(crate) fn url(&self, base: &str) -> String {
-        match self.target {
-            Target::Route(route) => route.url(base),
-            Target::Read(path) => format!("{}{path}", base.trim_end_matches('/')),
-        }
+        self.route.url(base)
     }
 
     pub(crate) fn method(&self) -> hyper::Method {
-        match self.target {
-            Target::Route(route) => route.method(),
-            Target::Read(_) => hyper::Method::GET,
-        }
+        self.route.method()
     }
 
-    /// The route it goes to, unless it is a read of a path built elsewhere.
-    pub fn route(&self) -> Option<Route<'a>> {
-        match self.target {
-            Target::Route(route) => Some(route),
-            Target::Read(_) => None,
-        }
+    /// The route it goes to.
+    pub fn route(&self) -> Route<'a> {
+        self.route
     }
 
     /// Its body.
@@ -172,7 +155,7 @@ impl<'a> PeerRequest<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::route::{JOB, JOB_MESSAGES, JOB_REPORTS, JOB_RUN, LogsFrom, STORE_PEERS};
+    use crate::route::{JOB, JOB_MESSAGES, JOB_REPORTS, JOB_RUN, STORE_PEERS};
 
     #[test]
     fn each_job_request_goes_to_its_route_in_its_encoding() {
@@ -184,7 +167,7 @@ mod tests {
             },
         };
         let message = PeerRequest::job_message("j1", &envelope);
-        assert_eq!(message.route().unwrap().pattern(), JOB_MESSAGES);
+        assert_eq!(message.route().pattern(), JOB_MESSAGES);
         assert_eq!(
             mote_jobs::message::decode_envelope(message.body()).unwrap(),
             envelope
@@ -195,14 +178,11 @@ mod tests {
             error: "boom".into(),
         };
         let sent = PeerRequest::job_report("j1", &report);
-        assert_eq!(sent.route().unwrap().pattern(), JOB_REPORTS);
+        assert_eq!(sent.route().pattern(), JOB_REPORTS);
         let read: Report = serde_json::from_slice(sent.body()).unwrap();
         assert_eq!(read, report);
-        assert_eq!(
-            PeerRequest::job_run("j1").route().unwrap().pattern(),
-            JOB_RUN
-        );
-        let stop = PeerRequest::job_stop("j1").route().unwrap();
+        assert_eq!(PeerRequest::job_run("j1").route().pattern(), JOB_RUN);
+        let stop = PeerRequest::job_stop("j1").route();
         assert_eq!(
             (stop.pattern(), stop.method()),
             (JOB, hyper::Method::DELETE)
@@ -212,7 +192,7 @@ mod tests {
     #[test]
     fn a_store_introduction_is_the_json_the_gateway_reads() {
         let request = PeerRequest::store_peer("n2", "http://127.0.0.1:2480");
-        assert_eq!(request.route().unwrap().pattern(), STORE_PEERS);
+        assert_eq!(request.route().pattern(), STORE_PEERS);
         let peer: StorePeer = serde_json::from_slice(request.body()).unwrap();
         assert_eq!(peer.name, "n2");
         assert_eq!(
@@ -222,14 +202,9 @@ mod tests {
     }
 
     #[test]
-    fn a_read_goes_to_the_path_it_was_given() {
+    fn a_read_of_logs_carries_its_query_and_the_senders_name() {
         let me = HeaderValue::from_static("n1");
-        let path = Route::Logs {
-            function: "f",
-            from: LogsFrom::FollowAfter(9),
-        }
-        .to_string();
-        let request = PeerRequest::logs(&path, &me);
+        let request = PeerRequest::logs("f", LogsFrom::FollowAfter(9), &me);
         assert_eq!(
             request.url("http://n2:1/"),
             "http://n2:1/v1/internal/logs/f?follow=true&after=9"

@@ -110,8 +110,8 @@ impl Controller {
                         partitions: 0,
                         holds: String::new(),
                         tasks: 0,
-                        tasks_per_s: 0.0,
-                        idle_share: 0.0,
+                        tasks_per_s: None,
+                        idle_share: None,
                         scheduling_share: 0.0,
                         done: false,
                     })
@@ -277,17 +277,17 @@ impl Controller {
         let rate = &inner.rates[w];
         let dt = progress.wall_us.saturating_sub(rate.wall_us);
         if dt >= 900_000 || rate.wall_us > progress.wall_us {
-            let dbusy = busy.saturating_sub(rate.busy_us);
-            let cores = u64::from(progress.cores.max(1));
-            let worker = &mut inner.status.workers[w];
-            worker.tasks_per_s = progress.tasks.saturating_sub(rate.tasks) as f64 * 1e6 / dt as f64;
-            worker.idle_share = (1.0 - dbusy as f64 / (dt * cores) as f64).clamp(0.0, 1.0);
-            inner.rates[w] = Sample {
+            let now = Sample {
                 wall_us: progress.wall_us,
                 task_us: progress.task_us,
                 busy_us: busy,
                 tasks: progress.tasks,
             };
+            let worker = &mut inner.status.workers[w];
+            let rates = rate.rates_to(&now, progress.cores);
+            worker.tasks_per_s = rates.map(|r| r.tasks_per_s);
+            worker.idle_share = rates.map(|r| r.idle_share);
+            inner.rates[w] = now;
         }
         let worker = &mut inner.status.workers[w];
         worker.tasks = progress.tasks;

@@ -19,12 +19,35 @@ pub(super) struct Moving {
 }
 
 /// What each worker had done at the start of the current window.
-#[derive(Clone, Default)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct Sample {
     pub(super) wall_us: u64,
     pub(super) task_us: u64,
     pub(super) busy_us: u64,
     pub(super) tasks: u64,
+}
+
+/// A worker's rates over a window.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Rates {
+    pub(super) tasks_per_s: f64,
+    pub(super) idle_share: f64,
+}
+
+impl Sample {
+    /// The rates from this sample to `now`, on `cores` cores; none when no time passed
+    /// between them or the worker's clock began anew (a restored worker's), where a rate would
+    /// be 0/0 or count work of another life.
+    pub(super) fn rates_to(&self, now: &Sample, cores: u32) -> Option<Rates> {
+        let dt = now.wall_us.checked_sub(self.wall_us).filter(|dt| *dt > 0)?;
+        let tasks = now.tasks.saturating_sub(self.tasks);
+        let busy = now.busy_us.saturating_sub(self.busy_us);
+        let capacity = dt as f64 * f64::from(cores.max(1));
+        Some(Rates {
+            tasks_per_s: tasks as f64 * 1e6 / dt as f64,
+            idle_share: (1.0 - busy as f64 / capacity).clamp(0.0, 1.0),
+        })
+    }
 }
 
 pub(super) struct Partial {
@@ -137,4 +160,56 @@ pub(super) enum Action {
     Delete(Vec<u64>),
     /// ((source URL, destination URL), new entries), in generation.
     Move(Vec<MoveBatch>, u32),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample(wall_us: u64, busy_us: u64, tasks: u64) -> Sample {
+        Sample {
+            wall_us,
+            task_us: busy_us,
+            busy_us,
+            tasks,
+        }
+    }
+
+    #[test]
+    fn a_window_of_no_time_or_of_a_clock_begun_anew_has_no_rate() {
+        let before = sample(5_000_000, 4_000_000, 900);
+        assert_eq!(before.rates_to(&before, 2), None);
+        assert_eq!(before.rates_to(&sample(1_000_000, 10, 3), 2), None);
+    }
+
+    #[test]
+    fn a_second_of_half_busy_cores_is_half_idle() {
+        let rates = sample(0, 0, 0)
+            .rates_to(&sample(1_000_000, 1_000_000, 250), 2)
+            .unwrap();
+        assert_eq!(
+            rates,
+            Rates {
+                tasks_per_s: 250.0,
+                idle_share: 0.5
+            }
+        );
+    }
+
+    proptest! {
+        /// What the status serves is always a number JSON can carry, whatever the reports said.
+        #[test]
+        fn every_rate_is_finite(
+            a in (any::<u64>(), any::<u64>(), any::<u64>()),
+            b in (any::<u64>(), any::<u64>(), any::<u64>()),
+            cores in any::<u32>(),
+        ) {
+            let (before, now) = (sample(a.0, a.1, a.2), sample(b.0, b.1, b.2));
+            if let Some(r) = before.rates_to(&now, cores) {
+                prop_assert!(r.tasks_per_s.is_finite() && r.tasks_per_s >= 0.0);
+                prop_assert!((0.0..=1.0).contains(&r.idle_share));
+            }
+        }
+    }
 }

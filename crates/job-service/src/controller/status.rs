@@ -33,10 +33,12 @@ pub struct WorkerStatus {
     pub holds: String,
     /// Tasks it ran.
     pub tasks: u64,
-    /// Tasks per second over the last second or so.
-    pub tasks_per_s: f64,
-    /// Share of its executors' time spent waiting for work over the last second or so.
-    pub idle_share: f64,
+    /// Tasks per second over the last second or so; none until it has reported twice a
+    /// second apart (and again after its clock began anew, as a restored worker's does).
+    pub tasks_per_s: Option<f64>,
+    /// Share of its executors' time spent waiting for work over the last second or so; none
+    /// when `tasks_per_s` is.
+    pub idle_share: Option<f64>,
     /// Share of its executors' busy time spent outside guest code.
     pub scheduling_share: f64,
     /// Whether it ran the whole program.

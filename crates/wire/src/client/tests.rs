@@ -1,5 +1,5 @@
 use super::*;
-use crate::route::{self, Route};
+use crate::route;
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -262,15 +262,9 @@ async fn a_read_of_logs_goes_to_its_path_with_the_senders_name() {
     let log = Log::default();
     let url = format!("http://{}", serve_plain(peer(log.clone())).await);
     let wire = client(&access(mote_tls::Trust::default(), true, false));
-    let path = Route::Logs {
-        function: "f",
-        from: crate::LogsFrom::Tail(5),
-    }
-    .to_string();
     let me = HeaderValue::from_static("n1");
-    wire.send(&Peer::named("n2", &url), PeerRequest::logs(&path, &me))
-        .await
-        .unwrap();
+    let request = PeerRequest::logs("f", crate::LogsFrom::Tail(5), &me);
+    wire.send(&Peer::named("n2", &url), request).await.unwrap();
     let seen = seen(&log);
     assert_eq!(seen[0].path, "/v1/internal/logs/f?tail=5");
     assert_eq!(seen[0].forwarded_by.as_deref(), Some("n1"));
