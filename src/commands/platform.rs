@@ -7,10 +7,11 @@ use mote_node::{Node, NodeConfig};
 use mote_peers::{ReplicaLag, StorePeering};
 use mote_state::{EtcdStore, StateStore};
 use mote_store::replica::{Member, Replica, check_peer_url};
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -118,7 +119,7 @@ impl StorePeering for ReplicaPeering {
             tracing::warn!(replica = name, %url, error = %e, "not a store replica's peer URL; not pulling from it");
             return;
         }
-        let mut pulled = self.pulled.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pulled = self.pulled.lock();
         if !pulled.contains_key(name) {
             pulled.insert(name.to_owned(), url.to_owned());
             tracing::info!(replica = name, %url, "the embedded store pulls from a replica it learned of");
@@ -131,11 +132,7 @@ impl StorePeering for ReplicaPeering {
     }
 
     fn lag(&self) -> Vec<ReplicaLag> {
-        let pulled = self
-            .pulled
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let pulled = self.pulled.lock().clone();
         let pulls = self.replica.pulls();
         let mut lags: Vec<ReplicaLag> = pulled
             .into_iter()

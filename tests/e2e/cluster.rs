@@ -11,10 +11,11 @@ use crate::fixtures;
 use crate::platform::{Platform, Reply, mote_bin};
 use crate::store::{Link, Store, client};
 use mote_testbed::LocalS3;
+use parking_lot::Mutex;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The longest anything that should happen may take on a loaded 2-core machine.
@@ -153,12 +154,12 @@ fn burst(node: &Platform, name: &str, calls: usize, clients: usize) -> Vec<Reply
             s.spawn(move || {
                 while next.fetch_add(1, Ordering::SeqCst) < calls {
                     let reply = post(&url, &format!("/v1/invoke/{name}"), b"");
-                    replies.lock().unwrap().push(reply);
+                    replies.lock().push(reply);
                 }
             });
         }
     });
-    Arc::try_unwrap(replies).ok().unwrap().into_inner().unwrap()
+    Arc::try_unwrap(replies).ok().unwrap().into_inner()
 }
 
 /// A POST to `base` + `path`, outside any [`Platform`] (for threads).
@@ -328,7 +329,7 @@ fn a_killed_node_leaves_the_routing_table_and_rejoins_when_restarted() {
             std::thread::spawn(move || {
                 while !stop.load(Ordering::SeqCst) {
                     let reply = post(&url, "/v1/invoke/slow", b"");
-                    replies.lock().unwrap().push((Instant::now(), reply));
+                    replies.lock().push((Instant::now(), reply));
                 }
             })
         })
@@ -336,7 +337,6 @@ fn a_killed_node_leaves_the_routing_table_and_rejoins_when_restarted() {
     wait_until("n3 runs some of the load", || {
         replies
             .lock()
-            .unwrap()
             .iter()
             .any(|(_, r)| r.node.as_deref() == Some("n3"))
     });
@@ -359,7 +359,7 @@ fn a_killed_node_leaves_the_routing_table_and_rejoins_when_restarted() {
         std::thread::sleep(wait);
     }
     let attempts = sent_to(cluster.node(0), "n3");
-    let ok_before = replies.lock().unwrap().len();
+    let ok_before = replies.lock().len();
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(
         sent_to(cluster.node(0), "n3"),
@@ -367,7 +367,7 @@ fn a_killed_node_leaves_the_routing_table_and_rejoins_when_restarted() {
         "n1 still sent calls to n3 a TTL and a second after it died"
     );
     assert!(
-        replies.lock().unwrap().len() > ok_before,
+        replies.lock().len() > ok_before,
         "no call completed while n3 was dead"
     );
 
@@ -378,7 +378,6 @@ fn a_killed_node_leaves_the_routing_table_and_rejoins_when_restarted() {
     wait_until("n3 runs calls again", || {
         replies
             .lock()
-            .unwrap()
             .iter()
             .any(|(at, r)| *at > back && r.node.as_deref() == Some("n3"))
     });
@@ -387,7 +386,7 @@ fn a_killed_node_leaves_the_routing_table_and_rejoins_when_restarted() {
         thread.join().unwrap();
     }
 
-    let replies = replies.lock().unwrap();
+    let replies = replies.lock();
     for (at, reply) in replies.iter() {
         if reply.status == 200 {
             continue;
@@ -768,24 +767,24 @@ fn a_rolling_restart_under_load_loses_no_call() {
                 let mut turn = client;
                 while !stop.load(Ordering::SeqCst) {
                     let target = {
-                        let targets = targets.lock().unwrap();
+                        let targets = targets.lock();
                         turn += 1;
                         targets[turn % targets.len()].clone()
                     };
                     let reply = post(&target, "/v1/invoke/slow", b"");
-                    replies.lock().unwrap().push(reply);
+                    replies.lock().push(reply);
                 }
             })
         })
         .collect();
     for i in 0..3 {
-        *targets.lock().unwrap() = (0..3)
+        *targets.lock() = (0..3)
             .filter(|&j| j != i)
             .map(|j| cluster.node(j).url.clone())
             .collect();
         std::thread::sleep(Duration::from_millis(500));
         let name = format!("n{}", i + 1);
-        let before = replies.lock().unwrap().len();
+        let before = replies.lock().len();
         cluster.nodes[i].take().unwrap().stop();
         cluster.nodes[i] = Some(cluster.start_node(&name));
         cluster.wait_for_members(3);
@@ -794,17 +793,17 @@ fn a_rolling_restart_under_load_loses_no_call() {
             node.function_names() == ["slow"]
         });
         assert!(
-            replies.lock().unwrap().len() > before,
+            replies.lock().len() > before,
             "no call completed while {name} restarted"
         );
     }
-    *targets.lock().unwrap() = (0..3).map(|j| cluster.node(j).url.clone()).collect();
+    *targets.lock() = (0..3).map(|j| cluster.node(j).url.clone()).collect();
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, Ordering::SeqCst);
     for thread in load {
         thread.join().unwrap();
     }
-    let replies = replies.lock().unwrap();
+    let replies = replies.lock();
     for reply in replies.iter() {
         assert_eq!(reply.status, 200, "{}", reply.text());
     }

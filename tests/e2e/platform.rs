@@ -1,10 +1,11 @@
 //! Starting and talking to a real `mote up` process.
 
 use mote_testbed::KilledOnDrop;
+use parking_lot::Mutex;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A running `mote up`, killed when dropped.
@@ -164,7 +165,7 @@ impl Platform {
             let printed = printed.clone();
             move |line| {
                 let line = line.expect("reading mote up's stdout");
-                printed.lock().unwrap().push(line.clone());
+                printed.lock().push(line.clone());
                 line
             }
         });
@@ -198,7 +199,7 @@ impl Platform {
     pub fn printed_line(&self, prefix: &str) -> String {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         loop {
-            let printed = self.printed.lock().unwrap();
+            let printed = self.printed.lock();
             if let Some(line) = printed.iter().find(|l| l.starts_with(prefix)) {
                 return line.clone();
             }

@@ -164,7 +164,7 @@ pub(crate) async fn client(url: &str) -> Client {
 /// partition would; healed, it forwards again.
 pub(crate) struct Link {
     pub(crate) addr: SocketAddr,
-    upstream: Arc<std::sync::Mutex<Option<SocketAddr>>>,
+    upstream: Arc<parking_lot::Mutex<Option<SocketAddr>>>,
     cut: watch::Sender<bool>,
     /// Connections accepted and not yet closed.
     open: Arc<AtomicUsize>,
@@ -175,7 +175,7 @@ impl Link {
     pub(crate) async fn new() -> Link {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let upstream = Arc::new(std::sync::Mutex::new(None::<SocketAddr>));
+        let upstream = Arc::new(parking_lot::Mutex::new(None::<SocketAddr>));
         let (cut, _) = watch::channel(false);
         let open = Arc::new(AtomicUsize::new(0));
         let accept = tokio::spawn({
@@ -192,7 +192,7 @@ impl Link {
                     // Counted before the check, so `partition` waiting for zero also waits for
                     // a connection accepted just before the cut.
                     open.fetch_add(1, Ordering::SeqCst);
-                    let target = *upstream.lock().unwrap();
+                    let target = *upstream.lock();
                     let (true, Some(target)) = (!*cut.borrow(), target) else {
                         open.fetch_sub(1, Ordering::SeqCst);
                         continue;
@@ -226,7 +226,7 @@ impl Link {
 
     /// Forwards new connections to `target` from now on.
     pub(crate) fn point_to(&self, target: SocketAddr) {
-        *self.upstream.lock().unwrap() = Some(target);
+        *self.upstream.lock() = Some(target);
     }
 
     /// Drops every connection and refuses new ones; returns once none is left open.

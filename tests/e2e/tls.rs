@@ -272,11 +272,11 @@ fn a_node_keeps_its_records_in_a_store_it_reaches_over_tls() {
 
 /// A plain-HTTP server on loopback that answers every request with an empty log and keeps the
 /// request heads it was sent.
-fn recording_peer() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+fn recording_peer() -> (String, std::sync::Arc<parking_lot::Mutex<Vec<String>>>) {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let heads = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
     let kept = heads.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming() {
@@ -290,7 +290,6 @@ fn recording_peer() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
                 head.push(byte[0]);
             }
             kept.lock()
-                .unwrap()
                 .push(String::from_utf8_lossy(&head).into_owned());
             let _ = stream.write_all(
                 b"HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
@@ -331,7 +330,7 @@ fn a_node_that_serves_tls_sends_its_cluster_secret_to_no_plain_http_peer() {
         // Reading a function's log asks every peer for theirs, on the cluster secret's route.
         let logs = node.get("/v1/functions/busy/logs");
         assert_eq!(logs.status, 200, "{}", logs.text());
-        let heads = heads.lock().unwrap().clone();
+        let heads = heads.lock().clone();
         let sent = heads.iter().any(|h| h.contains(SECRET));
         if tls {
             assert!(!sent, "a TLS node sent its secret in clear: {heads:?}");

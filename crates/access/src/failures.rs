@@ -12,9 +12,9 @@
 //! whole when one is added, read without a lock, and empty unless someone is being refused.
 
 use arc_swap::ArcSwap;
+use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use std::net::IpAddr;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The most clients the table of failures holds, and so the most the refused map holds.
@@ -140,8 +140,8 @@ impl FailureLimiter {
         Some(until.saturating_duration_since(now))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, FxHashMap<Client, Window>> {
-        self.failing.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, FxHashMap<Client, Window>> {
+        self.failing.lock()
     }
 }
 

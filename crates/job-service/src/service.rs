@@ -17,9 +17,10 @@ use mote_node::confine::ExecutorFilter;
 use mote_objects::Objects;
 use mote_runtime::{JobContext, JobEngine, JobModule};
 use mote_types::{FunctionRecord, GuestKind};
+use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 /// Ended jobs kept for `mote job ls` and `status`.
 const KEEP_ENDED: usize = 100;
@@ -314,7 +315,7 @@ impl JobService {
             },
         );
         {
-            let mut jobs = self.jobs.lock().expect("never poisoned");
+            let mut jobs = self.jobs.lock();
             jobs.push(controller.clone());
             let ended = jobs.iter().filter(|j| j.ended()).count();
             if ended > KEEP_ENDED
@@ -382,7 +383,6 @@ impl JobService {
     fn controller(&self, id: &str) -> Result<Arc<Controller>, JobServiceError> {
         self.jobs
             .lock()
-            .expect("never poisoned")
             .iter()
             .find(|j| j.id() == id)
             .cloned()
@@ -391,7 +391,7 @@ impl JobService {
 
     /// Every job this node started, oldest first.
     pub fn list(&self) -> Vec<JobStatus> {
-        let jobs: Vec<Arc<Controller>> = self.jobs.lock().expect("never poisoned").clone();
+        let jobs: Vec<Arc<Controller>> = self.jobs.lock().clone();
         jobs.iter().map(|j| j.status()).collect()
     }
 
@@ -419,16 +419,8 @@ impl JobService {
     /// program and the instances of its partitions.
     pub async fn start_worker(&self, spec: JobSpec) -> Result<(), JobServiceError> {
         // Workers that stopped themselves (their controller vanished) leave now.
-        self.workers
-            .lock()
-            .expect("never poisoned")
-            .retain(|_, w| !w.stopped());
-        if self
-            .workers
-            .lock()
-            .expect("never poisoned")
-            .contains_key(&spec.id)
-        {
+        self.workers.lock().retain(|_, w| !w.stopped());
+        if self.workers.lock().contains_key(&spec.id) {
             return Err(WorkerError::AlreadyRunning { job: spec.id }.into());
         }
         let record = self.record(&spec.function)?;
@@ -468,21 +460,13 @@ impl JobService {
             doing: "the worker's start",
             source,
         })??;
-        self.workers
-            .lock()
-            .expect("never poisoned")
-            .insert(id, worker);
+        self.workers.lock().insert(id, worker);
         Ok(())
     }
 
     /// Runs this node's prepared worker of `id`, once every worker of the job is prepared.
     pub fn run_worker(&self, id: &str) -> Result<(), JobServiceError> {
-        let worker = self
-            .workers
-            .lock()
-            .expect("never poisoned")
-            .get(id)
-            .cloned();
+        let worker = self.workers.lock().get(id).cloned();
         match worker {
             Some(w) => Ok(w.run()?),
             None => Err(WorkerError::NoWorker { job: id.to_owned() }.into()),
@@ -496,7 +480,6 @@ impl JobService {
         let worker = self
             .workers
             .lock()
-            .expect("never poisoned")
             .get(id)
             .cloned()
             .ok_or_else(|| WorkerError::NoWorker { job: id.to_owned() })?;
@@ -568,7 +551,7 @@ impl JobService {
     /// It answers once the snapshot images the worker was storing are stored, so that the
     /// controller, which deletes the job's snapshots next, finds them all.
     pub async fn stop_worker(&self, id: &str) -> Result<(), JobServiceError> {
-        let worker = self.workers.lock().expect("never poisoned").remove(id);
+        let worker = self.workers.lock().remove(id);
         match worker {
             Some(w) => {
                 w.stop();
@@ -584,6 +567,6 @@ impl JobService {
 
     /// Workers running on this node.
     pub fn running_workers(&self) -> usize {
-        self.workers.lock().expect("never poisoned").len()
+        self.workers.lock().len()
     }
 }

@@ -23,8 +23,9 @@ use mote_jobs::{Entry, GroupId, PartitionKey, PartitionMap, WorkerId};
 use mote_objects::{Objects, ObjectsConfig};
 use mote_runtime::{JobContext, JobEngine};
 use mote_types::Limits;
+use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 // The sequential reference and the generators of the end-to-end tests.
@@ -52,17 +53,17 @@ struct Wire {
 
 impl Wire {
     fn worker(&self, url: &str) -> Option<Arc<Worker>> {
-        self.workers.lock().unwrap().get(url).cloned()
+        self.workers.lock().get(url).cloned()
     }
 
     fn sent(&self) -> Vec<(String, WorkerMessage)> {
-        self.sent.lock().unwrap().clone()
+        self.sent.lock().clone()
     }
 
     /// Waits until every worker reported that it is done; panics on a failure.
     fn wait_done(&self, workers: usize) {
         let started = Instant::now();
-        let mut reports = self.reports.lock().unwrap();
+        let mut reports = self.reports.lock();
         loop {
             let mut done = BTreeSet::new();
             for r in reports.iter() {
@@ -80,7 +81,7 @@ impl Wire {
             let left = DEADLINE
                 .checked_sub(started.elapsed())
                 .unwrap_or_else(|| panic!("only {done:?} finished within {DEADLINE:?}"));
-            reports = self.reported.wait_timeout(reports, left).unwrap().0;
+            self.reported.wait_for(&mut reports, left);
         }
     }
 }
@@ -115,10 +116,7 @@ impl Transport for Wire {
                 refused: true,
             });
         };
-        self.sent
-            .lock()
-            .unwrap()
-            .push((url.to_owned(), m.message.clone()));
+        self.sent.lock().push((url.to_owned(), m.message.clone()));
         worker.deliver(m.clone()).map_err(|e| TransportError {
             url: url.to_owned(),
             detail: e.to_string(),
@@ -127,7 +125,7 @@ impl Transport for Wire {
     }
 
     async fn report(&self, _: &str, _: &str, r: &Report) -> Result<(), TransportError> {
-        self.reports.lock().unwrap().push(r.clone());
+        self.reports.lock().push(r.clone());
         self.reported.notify_all();
         Ok(())
     }
@@ -247,7 +245,7 @@ fn pieces_under_a_stale_map_are_held_then_forwarded_and_each_is_used_once() {
         };
         let worker = Worker::prepare(spec, code, &env).unwrap();
         let url = URLS[me.0 as usize].to_owned();
-        wire.workers.lock().unwrap().insert(url, worker.clone());
+        wire.workers.lock().insert(url, worker.clone());
         workers.push(worker);
     }
     for worker in &workers {

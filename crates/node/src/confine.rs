@@ -156,8 +156,8 @@ mod tests {
             let fork_errno = std::io::Error::last_os_error().raw_os_error();
             // What it may still do: allocate, and take a lock.
             let v = vec![7u8; 1 << 20];
-            let m = std::sync::Mutex::new(v.len());
-            let allowed = *m.lock().unwrap();
+            let m = parking_lot::Mutex::new(v.len());
+            let allowed = *m.lock();
             (file.err(), socket.err(), (fork, fork_errno), allowed)
         })
         .join()

@@ -16,9 +16,10 @@
 
 use crate::metrics::Outcome;
 use mote_runtime::{GuestLog, LogStream, MAX_LINES};
+use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
@@ -80,10 +81,6 @@ impl LogEntry {
     pub fn bytes(&self) -> usize {
         ENTRY_BYTES + self.text.len()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn now_ms() -> u64 {
@@ -198,7 +195,7 @@ impl LogRing {
                 error.as_deref().unwrap_or(outcome.as_str())
             )),
         };
-        let mut ring = lock(&self.ring);
+        let mut ring = self.ring.lock();
         for line in log.into_lines() {
             ring.push(entry(EntryStream::Guest(line.stream), line.text));
         }
@@ -216,20 +213,20 @@ impl LogRing {
     /// The newest `n` entries, oldest first, and the sequence number of the last entry
     /// written (0 before the first), to follow on from.
     pub fn tail(&self, n: usize) -> (Vec<LogEntry>, u64) {
-        let ring = lock(&self.ring);
+        let ring = self.ring.lock();
         (ring.tail(n), ring.next_seq - 1)
     }
 
     /// The entries numbered above `seq`, oldest first, and the sequence number of the last
     /// entry written.
     pub fn after(&self, seq: u64) -> (Vec<LogEntry>, u64) {
-        let ring = lock(&self.ring);
+        let ring = self.ring.lock();
         (ring.after(seq), ring.next_seq - 1)
     }
 
     /// The bytes its entries count, and its bound.
     pub fn usage(&self) -> (usize, usize) {
-        let ring = lock(&self.ring);
+        let ring = self.ring.lock();
         (ring.bytes, ring.bound)
     }
 
@@ -294,12 +291,13 @@ impl FunctionLogs {
 
     /// The log of `name`, if it has one (every deployed function does).
     pub fn get(&self, name: &str) -> Option<Arc<LogRing>> {
-        lock(&self.rings).get(name).cloned()
+        self.rings.lock().get(name).cloned()
     }
 
     /// The log of `name`, new if it has none yet.
     pub(crate) fn ring(&self, name: &Arc<str>) -> Arc<LogRing> {
-        lock(&self.rings)
+        self.rings
+            .lock()
             .entry(name.clone())
             .or_insert_with(|| Arc::new(LogRing::new(self.bound, self.stopping.subscribe())))
             .clone()
@@ -307,7 +305,7 @@ impl FunctionLogs {
 
     /// Drops the log of a function that was removed.
     pub(crate) fn remove(&self, name: &str) {
-        lock(&self.rings).remove(name);
+        self.rings.lock().remove(name);
     }
 
     /// Ends every follower: the node stops serving.

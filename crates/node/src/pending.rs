@@ -28,8 +28,8 @@
 
 use crossbeam_queue::SegQueue;
 use mote_sched::{CallQueue, FunctionHistory, FunctionKey, Histories, Policy, RankBasis};
+use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Where finished calls' processing times are recorded: the histories the ranking policies
@@ -42,8 +42,8 @@ pub(crate) trait RunTimes: Send + Sync {
 impl<T: Send> RunTimes for Pending<T> {
     fn complete(&self, function: FunctionKey, processing: Duration) -> Duration {
         match &self.order {
-            Order::Arrival { histories, .. } => lock(histories).complete(function, processing),
-            Order::Ranked(queue) => lock(queue).complete(function, processing),
+            Order::Arrival { histories, .. } => histories.lock().complete(function, processing),
+            Order::Ranked(queue) => queue.lock().complete(function, processing),
         }
     }
 }
@@ -84,12 +84,6 @@ pub(crate) struct Pending<T> {
     sleep_lock: Mutex<()>,
     available: Condvar,
     shutdown: AtomicBool,
-}
-
-/// A poisoned lock is still safe to use here: every update under these locks is a single
-/// operation that a panic cannot leave half done.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl<T> Pending<T> {
@@ -154,7 +148,7 @@ impl<T> Pending<T> {
         match &self.order {
             Order::Arrival { calls, .. } => calls.push(call),
             Order::Ranked(queue) => {
-                let mut queue = lock(queue);
+                let mut queue = queue.lock();
                 queue.push(function, arrival, call);
                 self.publish_best(&queue);
             }
@@ -165,7 +159,7 @@ impl<T> Pending<T> {
 
     fn wake_one(&self) {
         if self.sleepers.load(Ordering::SeqCst) > 0 {
-            let _sleep = lock(&self.sleep_lock);
+            let _sleep = self.sleep_lock.lock();
             self.available.notify_one();
         }
     }
@@ -191,7 +185,7 @@ impl<T> Pending<T> {
         let next = match &self.order {
             Order::Arrival { calls, .. } => calls.pop().map(|work| Next { work, basis: None }),
             Order::Ranked(queue) => {
-                let mut queue = lock(queue);
+                let mut queue = queue.lock();
                 let next = queue.pop_ranked().map(|r| Next {
                     work: r.call,
                     basis: Some(r.basis),
@@ -216,7 +210,7 @@ impl<T> Pending<T> {
         }
         self.waiting().fetch_add(1, Ordering::SeqCst);
         {
-            let mut queue = lock(queue);
+            let mut queue = queue.lock();
             queue.requeue(basis, attained_ns, work);
             self.publish_best(&queue);
         }
@@ -238,7 +232,7 @@ impl<T> Pending<T> {
         let Order::Ranked(queue) = &self.order else {
             return Err(work);
         };
-        let mut queue = lock(queue);
+        let mut queue = queue.lock();
         if queue.best_rank().is_none_or(|best| best >= rank) || self.is_shut_down() {
             return Err(work);
         }
@@ -273,7 +267,7 @@ impl<T> Pending<T> {
             polls = polls.wrapping_add(1);
             std::hint::spin_loop();
         }
-        let mut sleep = lock(&self.sleep_lock);
+        let mut sleep = self.sleep_lock.lock();
         loop {
             if self.shutdown.load(Ordering::Acquire) {
                 return None;
@@ -283,10 +277,7 @@ impl<T> Pending<T> {
             }
             self.sleepers.fetch_add(1, Ordering::SeqCst);
             if self.waiting().load(Ordering::SeqCst) <= 0 && !self.shutdown.load(Ordering::SeqCst) {
-                sleep = self
-                    .available
-                    .wait(sleep)
-                    .unwrap_or_else(|p| p.into_inner());
+                self.available.wait(&mut sleep);
             }
             self.sleepers.fetch_sub(1, Ordering::SeqCst);
         }
@@ -295,8 +286,8 @@ impl<T> Pending<T> {
     /// Drops the history of a function that is gone.
     pub(crate) fn forget(&self, function: FunctionKey) {
         match &self.order {
-            Order::Arrival { histories, .. } => lock(histories).forget(function),
-            Order::Ranked(queue) => lock(queue).forget(function),
+            Order::Arrival { histories, .. } => histories.lock().forget(function),
+            Order::Ranked(queue) => queue.lock().forget(function),
         }
     }
 
@@ -307,8 +298,8 @@ impl<T> Pending<T> {
         read: impl FnOnce(Option<&FunctionHistory>) -> R,
     ) -> R {
         match &self.order {
-            Order::Arrival { histories, .. } => read(lock(histories).get(function)),
-            Order::Ranked(queue) => read(lock(queue).history(function)),
+            Order::Arrival { histories, .. } => read(histories.lock().get(function)),
+            Order::Ranked(queue) => read(queue.lock().history(function)),
         }
     }
 
@@ -325,7 +316,7 @@ impl<T> Pending<T> {
     /// Refuses new calls and wakes every sleeping executor so that it can stop; calls already
     /// queued stay until [`Pending::try_take`] drains them.
     pub(crate) fn shut_down(&self) {
-        let _sleep = lock(&self.sleep_lock);
+        let _sleep = self.sleep_lock.lock();
         self.shutdown.store(true, Ordering::SeqCst);
         self.available.notify_all();
     }

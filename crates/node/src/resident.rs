@@ -38,8 +38,9 @@ use crate::metrics::NodeMetrics;
 use arc_swap::ArcSwapOption;
 use mote_runtime::{CompileError, Function, Runtime};
 use mote_state::ModuleBlobs;
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Where a node gets the bytes of a module it was told of but does not hold: its peers. Called
@@ -154,7 +155,7 @@ impl Residency {
         sha256: &str,
         arrival: Instant,
     ) -> Result<Code, CompileError> {
-        let _loading = slot.loading.lock().unwrap_or_else(|p| p.into_inner());
+        let _loading = slot.loading.lock();
         if let Some(code) = slot.code.load_full() {
             return Ok(Code {
                 function: code,
@@ -238,7 +239,7 @@ impl Residency {
             return evicted;
         }
         // Another caller is sweeping already; it will bring the total down for both.
-        let Ok(_sweeping) = self.sweep.try_lock() else {
+        let Some(_sweeping) = self.sweep.try_lock() else {
             return evicted;
         };
         let mut resident: Vec<(u64, &Slot)> = everyone

@@ -25,8 +25,9 @@ use object_store::aws::AmazonS3Builder;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
 use object_store::{BackoffConfig, ClientOptions, ObjectStore, PutPayload, RetryConfig};
+use parking_lot::RwLock;
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a connection to the S3 server may take before the attempt fails.
@@ -258,19 +259,13 @@ impl Objects {
                 fix: format!("create the directory {}", dir.join(bucket).display()),
             });
         }
-        let known = self
-            .buckets
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(bucket)
-            .cloned();
+        let known = self.buckets.read().get(bucket).cloned();
         if let Some(store) = known {
             return Ok(store);
         }
         let store = self.open(bucket)?;
         self.buckets
             .write()
-            .unwrap_or_else(|p| p.into_inner())
             .insert(bucket.to_owned(), store.clone());
         Ok(store)
     }

@@ -7,7 +7,7 @@
 use crate::config::{JoinError, PeersConfig};
 use crate::follow::{follow_functions, follow_nodes, follow_tokens};
 use crate::forward::CONNECT_TIMEOUT;
-use crate::membership::{Peers, lock};
+use crate::membership::Peers;
 use crate::metrics::PeerMetrics;
 use crate::modules::PeerModules;
 use crate::name::NodeName;
@@ -16,8 +16,9 @@ use crate::shelf::ModuleShelf;
 use mote_cluster::{Event, Membership, Placement};
 use mote_node::Node;
 use mote_state::{EtcdStore, StateStore};
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 impl Peers {
@@ -100,7 +101,7 @@ impl Peers {
             tokio::spawn(follow_tokens(weak.clone())),
             tokio::spawn(report(weak)),
         ];
-        *lock(&peers.tasks) = tasks;
+        *peers.tasks.lock() = tasks;
         Ok(peers)
     }
 
@@ -109,7 +110,7 @@ impl Peers {
     pub async fn drain(&self) {
         self.draining.store(true, Ordering::SeqCst);
         let key = self.current_key(true);
-        lock(&self.placement).apply(Event::Seen {
+        self.placement.lock().apply(Event::Seen {
             report: key.report(self.me.as_str()),
             at: self.origin.elapsed(),
         });
@@ -122,7 +123,7 @@ impl Peers {
 
     /// Leaves the cluster: stops following it and deletes this node's key.
     pub async fn leave(&self) {
-        for task in lock(&self.tasks).drain(..) {
+        for task in self.tasks.lock().drain(..) {
             task.abort();
         }
         if let Some(leased) = self.key.lock().await.take()

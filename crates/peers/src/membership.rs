@@ -18,8 +18,9 @@ use crate::shelf::ModuleShelf;
 use mote_cluster::{Decision, Event, Load, Membership, Origin, Placement};
 use mote_node::Node;
 use mote_state::{EtcdStore, LeasedKey, StateError};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use tokio::task::JoinHandle;
 
@@ -57,12 +58,6 @@ pub struct Peers {
     /// Object storage that keeps a copy of every module deployed here, if the node has some.
     pub(crate) shelf: Option<ModuleShelf>,
     pub(crate) tasks: Mutex<Vec<JoinHandle<()>>>,
-}
-
-/// `m`'s guard, whether or not a holder panicked: every value kept under these locks is whole
-/// between statements.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Peers {
@@ -110,7 +105,7 @@ impl Peers {
             work: mean * (running + queued) as u32,
         };
         let at = self.origin.elapsed();
-        let mut placement = lock(&self.placement);
+        let mut placement = self.placement.lock();
         placement.set_my_load(load, at);
         match placement.place(function, expected, origin, exclude) {
             Decision::Here => Route::Here,
@@ -140,7 +135,7 @@ impl Peers {
             .await
             .map_err(ForwardError::from);
         {
-            let mut placement = lock(&self.placement);
+            let mut placement = self.placement.lock();
             placement.answered(peer.as_str(), self.node.expected(function));
             if let Err(ForwardError::Unreachable { .. }) = &result {
                 placement.unreachable(peer.as_str());
@@ -179,7 +174,8 @@ impl Peers {
 
     /// The other members, by name, with their URLs.
     pub(crate) fn others(&self) -> Vec<(mote_cluster::NodeName, String)> {
-        lock(&self.placement)
+        self.placement
+            .lock()
             .view()
             .members()
             .filter(|m| m.name() != self.me.member())
@@ -199,7 +195,7 @@ impl Peers {
     }
 
     pub(crate) fn store_failed(&self, what: &str, error: &StateError) {
-        let mut lost = lock(&self.store_lost);
+        let mut lost = self.store_lost.lock();
         if lost.is_none() {
             tracing::warn!(%error, "the state store failed ({what}); serving on with what this node knows");
             *lost = Some((Instant::now(), error.to_string()));
@@ -207,7 +203,7 @@ impl Peers {
     }
 
     pub(crate) fn store_answered(&self) {
-        if lock(&self.store_lost).take().is_some() {
+        if self.store_lost.lock().take().is_some() {
             tracing::info!("the state store answers again");
         }
     }
@@ -236,7 +232,7 @@ impl Peers {
                 at: self.origin.elapsed(),
             });
         }
-        let new = lock(&self.placement).view().get(name).is_none();
+        let new = self.placement.lock().view().get(name).is_none();
         if let (Some((mine, peering)), Some(theirs)) = (&self.config.store, &node.store_peer) {
             peering.pull_from(name, theirs);
             if new {
@@ -275,7 +271,7 @@ impl Peers {
     /// dropped too, and is back at its next report once the partition heals.
     pub(crate) fn drop_silent(&self) {
         let now = self.origin.elapsed();
-        let mut placement = lock(&self.placement);
+        let mut placement = self.placement.lock();
         let silent: Vec<mote_cluster::NodeName> = placement
             .view()
             .members()
@@ -293,7 +289,7 @@ impl Peers {
 
     /// Applies a change under `/mote/nodes/`.
     pub(crate) fn apply(&self, event: Event) {
-        let mut placement = lock(&self.placement);
+        let mut placement = self.placement.lock();
         placement.apply(event);
         self.recount(placement.view());
     }
@@ -316,7 +312,7 @@ impl Peers {
             .filter(|(_, value)| NodeKey::from_json(value).is_ok_and(|k| self.is_fresh(&k)))
             .filter_map(|(key, _)| key.strip_prefix(NODES_PREFIX))
             .collect();
-        let mut placement = lock(&self.placement);
+        let mut placement = self.placement.lock();
         let gone: Vec<mote_cluster::NodeName> = placement
             .view()
             .members()

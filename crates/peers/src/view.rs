@@ -2,7 +2,7 @@
 //! members and their load, its state store, the calls it forwarded to each peer, and the store
 //! replicas it pulls from.
 
-use crate::membership::{Peers, lock};
+use crate::membership::Peers;
 use crate::store_peering::ReplicaLag;
 use serde::Serialize;
 
@@ -73,7 +73,7 @@ impl Peers {
     /// The cluster as this node sees it, for `GET /v1/cluster`.
     pub fn view(&self) -> ClusterView {
         let now = self.origin.elapsed();
-        let placement = lock(&self.placement);
+        let placement = self.placement.lock();
         let nodes = placement
             .view()
             .members()
@@ -105,7 +105,7 @@ impl Peers {
     }
 
     fn store_view(&self) -> StoreView {
-        let lost = lock(&self.store_lost).clone();
+        let lost = self.store_lost.lock().clone();
         StoreView {
             endpoints: self.store.endpoints().to_owned(),
             reachable: lost.is_none(),
@@ -140,7 +140,7 @@ impl Peers {
 
     /// `None` while the store answers; otherwise what `/healthz` says of it.
     pub fn store_trouble(&self) -> Option<String> {
-        let lost = lock(&self.store_lost);
+        let lost = self.store_lost.lock();
         lost.as_ref().map(|(since, error)| {
             format!(
                 "the state store at {} has not answered for {} ms ({error}); serving the functions this node knows, with the last membership it saw",

@@ -124,7 +124,7 @@ pub fn cut_line(text: &mut String, max: usize) {
 /// What the node logs on one thread while a test runs.
 #[cfg(test)]
 #[derive(Clone, Default)]
-pub(crate) struct CapturedLog(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+pub(crate) struct CapturedLog(std::sync::Arc<parking_lot::Mutex<Vec<u8>>>);
 
 #[cfg(test)]
 impl CapturedLog {
@@ -141,14 +141,14 @@ impl CapturedLog {
 
     /// What was logged so far.
     pub(crate) fn text(&self) -> String {
-        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        String::from_utf8(self.0.lock().clone()).unwrap()
     }
 }
 
 #[cfg(test)]
 impl std::io::Write for CapturedLog {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
+        self.0.lock().extend_from_slice(bytes);
         Ok(bytes.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {

@@ -5,7 +5,8 @@
 use crate::etcd::full_key;
 use crate::{EtcdStore, StateError};
 use etcd_client::PutOptions;
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
@@ -77,7 +78,7 @@ impl LeasedKey {
     /// Writes `value` under the key, keeping its lease.
     pub async fn update(&self, value: Vec<u8>) -> Result<(), StateError> {
         let lease = {
-            let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+            let mut state = self.shared.state.lock();
             state.0.clone_from(&value);
             state.1
         };
@@ -96,12 +97,7 @@ impl LeasedKey {
     /// Deletes the key now, by revoking its lease.
     pub async fn release(self) -> Result<(), StateError> {
         self.keeper.abort();
-        let lease = self
-            .shared
-            .state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .1;
+        let lease = self.shared.state.lock().1;
         self.store
             .client()
             .lease_revoke(lease)
@@ -123,20 +119,15 @@ async fn keep_alive(store: EtcdStore, key: String, shared: Arc<Shared>) {
     let period = shared.ttl / 3;
     loop {
         tokio::time::sleep(period).await;
-        let lease = shared.state.lock().unwrap_or_else(|p| p.into_inner()).1;
+        let lease = shared.state.lock().1;
         match renew(&store, lease, period).await {
             Ok(()) => {}
             Err(Lost::Expired) => {
-                let value = shared
-                    .state
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0
-                    .clone();
+                let value = shared.state.lock().0.clone();
                 match store.grant_and_put(&key, value, shared.ttl).await {
                     Ok(lease) => {
                         tracing::info!(key, "the store had let this key expire; written again");
-                        shared.state.lock().unwrap_or_else(|p| p.into_inner()).1 = lease;
+                        shared.state.lock().1 = lease;
                     }
                     Err(e) => tracing::warn!(key, error = %e, "cannot write this key again"),
                 }

@@ -8,10 +8,11 @@ use crate::error::StoreError;
 use crate::pb;
 use etcd_client::proto::PbEvent;
 use mote_types::{CLUSTER_SECRET_HEADER, ClusterSecret};
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{broadcast, oneshot};
 
@@ -251,7 +252,7 @@ impl Replica {
     /// reader could see: every engine method either finishes its change or returns an error
     /// before making one.
     pub fn engine(&self) -> MutexGuard<'_, Engine> {
-        self.engine.lock().unwrap_or_else(|p| p.into_inner())
+        self.engine.lock()
     }
 
     /// Runs a write on the engine and returns its answer once the change is durable (at once
@@ -378,7 +379,7 @@ impl Replica {
 
     /// How far behind each peer it pulls from this replica is, by URL.
     pub fn pulls(&self) -> Vec<PullStatus> {
-        let pulls = self.pulls.lock().unwrap_or_else(|p| p.into_inner());
+        let pulls = self.pulls.lock();
         pulls
             .iter()
             .map(|(url, pulled)| PullStatus {
@@ -396,7 +397,7 @@ impl Replica {
     /// Notes how the last pull from `url` went: `Ok(merged revision, whether it returned
     /// everything)` or why it failed.
     fn pulled(&self, url: &str, outcome: Result<(i64, bool), String>) {
-        let mut pulls = self.pulls.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pulls = self.pulls.lock();
         let pulled = pulls.entry(url.to_owned()).or_default();
         match outcome {
             Ok((merged, complete)) => {

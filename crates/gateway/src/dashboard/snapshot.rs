@@ -5,9 +5,10 @@
 use mote_job_service::{JobService, JobStatus};
 use mote_node::{ClassSnapshot, ExecutorSample, LatencyCounts, Node, Outcome};
 use mote_peers::{Forwarded, MemberView, Peers, ReplicaLag, StoreView};
+use parking_lot::Mutex;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How far back rates and percentiles look.
@@ -281,7 +282,7 @@ impl Samples {
     /// window (the reading itself if there is none yet).
     pub(super) fn read(&self, node: &Node) -> (Arc<Reading>, Arc<Reading>) {
         let now = Arc::new(Reading::of(node));
-        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        let mut recent = self.recent.lock();
         remember(&mut recent, now.clone());
         let base = recent.front().cloned().unwrap_or_else(|| now.clone());
         (now, base)

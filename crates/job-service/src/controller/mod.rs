@@ -38,9 +38,10 @@ use crate::transport::Transport;
 use mote_jobs::PartitionMap;
 use mote_jobs::message::{Envelope, JobSpec, Progress, Report};
 use mote_objects::Objects;
+use parking_lot::Mutex;
 use state::{Action, Inner, Sample};
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// What a controller needs beyond its workers and map.
@@ -151,10 +152,8 @@ impl Controller {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.status
-            .lock()
-            .expect("a controller's lock is never poisoned")
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Inner> {
+        self.status.lock()
     }
 
     /// The job's id.

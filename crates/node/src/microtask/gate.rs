@@ -14,8 +14,9 @@ use mote_sched::{
     CLASSES, CallQueue, ClassAdmission, FunctionKey, RankBasis, Ranked, SHARE_LEVELS, ShareClass,
     SplitMismatch, should_yield,
 };
+use parking_lot::Mutex;
 use serde::Serialize;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, oneshot};
 
@@ -82,10 +83,8 @@ impl ClassGate {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, ClassAdmission<Admit>> {
-        self.state
-            .lock()
-            .expect("the gate's lock is never poisoned")
+    fn lock(&self) -> parking_lot::MutexGuard<'_, ClassAdmission<Admit>> {
+        self.state.lock()
     }
 
     /// Whether waits give the share up: per class yes; task-based, a call holds its core.

@@ -9,8 +9,9 @@ use crate::state::{CallLimiter, JobContext, JobState, Mode, TaskIo};
 use crate::ticker::{EpochTicker, TickerPeriods};
 use mote_jobs::{Input, Program, ProgramBuilder};
 use mote_types::abi;
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wasmtime::{
     Config, Engine, InstancePre, Linker, Memory, Module, Store, Trap, TypedFunc, UpdateDeadline,
@@ -50,7 +51,7 @@ impl JobEngine {
 
     /// The job module with these bytes' `sha256`, compiled on first use.
     pub fn module(&self, sha256: &str, wasm: &[u8]) -> Result<Arc<JobModule>, CompileError> {
-        if let Some(m) = self.modules.lock().expect("never poisoned").get(sha256) {
+        if let Some(m) = self.modules.lock().get(sha256) {
             return Ok(m.clone());
         }
         let module = Module::from_binary(&self.engine, wasm)
@@ -60,10 +61,7 @@ impl JobEngine {
             .instantiate_pre(&module)
             .map_err(|e| CompileError::Link(format!("{e:#}")))?;
         let m = Arc::new(JobModule { pre });
-        self.modules
-            .lock()
-            .expect("never poisoned")
-            .insert(sha256.to_owned(), m.clone());
+        self.modules.lock().insert(sha256.to_owned(), m.clone());
         Ok(m)
     }
 

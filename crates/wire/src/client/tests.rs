@@ -6,8 +6,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{any, get};
 use hyper::header::HeaderValue;
 use mote_types::ClusterSecret;
+use parking_lot::Mutex;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 const SECRET: &str = "a-secret-of-sixteen-or-more";
 
@@ -46,7 +47,7 @@ fn peer(log: Log) -> Router {
         next: axum::middleware::Next,
     ) -> axum::response::Response {
         let headers = request.headers();
-        log.lock().unwrap().push(Seen {
+        log.lock().push(Seen {
             path: request.uri().to_string(),
             secret: header(headers, CLUSTER_SECRET_HEADER),
             forwarded_by: header(headers, FORWARDED_BY),
@@ -107,7 +108,7 @@ fn client(access: &mote_tls::PeerAccess) -> WireClient {
 }
 
 fn seen(log: &Log) -> Vec<Seen> {
-    log.lock().unwrap().clone()
+    log.lock().clone()
 }
 
 #[tokio::test]

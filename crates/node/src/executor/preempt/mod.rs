@@ -32,9 +32,10 @@ use crate::metrics::NodeMetrics;
 use crate::pending::{Next, Pending};
 use mote_runtime::{Preemption, Resumed};
 use mote_sched::{RankBasis, should_yield};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::cell::Cell;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// How the executors preempt.
@@ -147,7 +148,7 @@ impl Seat {
 
     fn lock(&self) -> MutexGuard<'_, SeatState> {
         // Every update under this lock is a few field writes a panic cannot leave half done.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock()
     }
 
     /// Whether the thread holds a core.
@@ -205,20 +206,16 @@ impl Seat {
                 state.waiting = None;
                 return Woken::Stopped;
             }
-            state = match deadline {
-                None => self.wake.wait(state).unwrap_or_else(|p| p.into_inner()),
+            match deadline {
+                None => self.wake.wait(&mut state),
                 Some(deadline) => {
-                    let now = Instant::now();
-                    if now >= deadline {
+                    if Instant::now() >= deadline {
                         state.waiting = None;
                         return Woken::Expired;
                     }
-                    self.wake
-                        .wait_timeout(state, deadline - now)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0
+                    self.wake.wait_until(&mut state, deadline);
                 }
-            };
+            }
         }
     }
 
@@ -277,7 +274,7 @@ impl Suspensions {
     }
 
     fn spares(&self) -> MutexGuard<'_, Vec<Arc<Seat>>> {
-        self.spares.lock().unwrap_or_else(|p| p.into_inner())
+        self.spares.lock()
     }
 
     /// Parks `seat`'s thread, which has no core, until it is handed one (with the call to start,

@@ -7,7 +7,8 @@ use crate::gate::{GateFuture, PhaseGate};
 use crate::{Call, Runtime, RuntimeConfig};
 use mote_objects::{Objects, ObjectsConfig};
 use mote_types::Limits;
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// A gate that admits at once and records what the call asked of it.
@@ -15,14 +16,14 @@ struct RecordingGate(Arc<Mutex<Vec<String>>>);
 
 impl PhaseGate for RecordingGate {
     fn enter(&mut self, permille: u16) -> GateFuture<'_> {
-        self.0.lock().unwrap().push(format!("enter {permille}"));
+        self.0.lock().push(format!("enter {permille}"));
         Box::pin(async {})
     }
     fn suspend(&mut self) {
-        self.0.lock().unwrap().push("suspend".into());
+        self.0.lock().push("suspend".into());
     }
     fn resume(&mut self) -> GateFuture<'_> {
-        self.0.lock().unwrap().push("resume".into());
+        self.0.lock().push("resume".into());
         Box::pin(async {})
     }
     fn preempt(&mut self, _now: Instant) -> Option<GateFuture<'static>> {
@@ -32,7 +33,7 @@ impl PhaseGate for RecordingGate {
 
 impl Drop for RecordingGate {
     fn drop(&mut self) {
-        self.0.lock().unwrap().push("released".into());
+        self.0.lock().push("released".into());
     }
 }
 
@@ -104,7 +105,7 @@ async fn run(s: &Setup, wasm: &[u8], limits: Limits) -> (Result<Vec<u8>, CallErr
     };
     let (result, _log) = s.rt.call_microtask(call, gate, s.io.clone()).await;
     let result = result.map(|o| o.body);
-    let events = events.lock().unwrap().clone();
+    let events = events.lock().clone();
     (result, events)
 }
 
