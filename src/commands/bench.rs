@@ -6,7 +6,7 @@
 mod cluster;
 mod output;
 
-use super::platform::{available_cores, baseline_cap};
+use mote_platform::machine::{available_cores, baseline_cap};
 use super::secrets::S3_SECRET_KEY;
 use anyhow::Context;
 use clap::{Args, Subcommand};
