@@ -50,10 +50,12 @@ impl SecurityArgs {
         };
         let cluster_secret = match &self.cluster_secret_file {
             Some(file) => Some(SecretSource::File(file.clone())),
-            None => std::env::var(SECRET_ENV).ok().map(|text| SecretSource::Text {
-                text,
-                from: SECRET_ENV.to_owned(),
-            }),
+            None => std::env::var(SECRET_ENV)
+                .ok()
+                .map(|text| SecretSource::Text {
+                    text,
+                    from: SECRET_ENV.to_owned(),
+                }),
         };
         SecurityConfig {
             tls,

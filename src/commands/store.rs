@@ -2,10 +2,10 @@
 
 use super::security::SecurityArgs;
 use super::signal::shutdown_signal;
-use mote_platform::certificate_names;
-use mote_platform::state::parse_store_peers;
 use anyhow::Context;
 use clap::Args;
+use mote_platform::certificate_names;
+use mote_platform::state::parse_store_peers;
 use mote_store::replica::{Member, Replica};
 use mote_store::service::serve;
 use std::net::SocketAddr;

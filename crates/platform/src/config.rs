@@ -131,7 +131,9 @@ impl Default for PlatformConfig {
         let executors = ExecutorsConfig::new(1);
         let microtasks = MicrotaskConfig::default();
         Self {
-            listen: DEFAULT_LISTEN.parse().expect("DEFAULT_LISTEN is an address"),
+            listen: DEFAULT_LISTEN
+                .parse()
+                .expect("DEFAULT_LISTEN is an address"),
             ui: UiListen::NextPort,
             advertise: None,
             data: PathBuf::from(DEFAULT_DATA_DIR),

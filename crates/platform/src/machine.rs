@@ -47,4 +47,3 @@ pub fn baseline_cap(cores: usize) -> usize {
         .unwrap_or(4 << 30);
     ((total / BASELINE_CALL_MEMORY) as usize).clamp(cores, 256)
 }
-

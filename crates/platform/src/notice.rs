@@ -37,7 +37,11 @@ impl fmt::Display for Notice {
                 "WARNING: --insecure: anyone who can reach {listen} may deploy and run code on this node without a token"
             ),
             Self::AdminToken { name, path, cli } => {
-                write!(f, "made the admin token `{name}` in {}\n{cli}", path.display())
+                write!(
+                    f,
+                    "made the admin token `{name}` in {}\n{cli}",
+                    path.display()
+                )
             }
             Self::ClusterSecret { path } => write!(
                 f,

@@ -96,13 +96,8 @@ impl Serving {
 
     /// The dashboard's URL, as a process of this machine dials it.
     pub fn dashboard_url(&self) -> Option<String> {
-        self.dashboard.map(|ui| {
-            format!(
-                "{}://{}/ui",
-                self.scheme,
-                crate::machine::dialled_here(ui)
-            )
-        })
+        self.dashboard
+            .map(|ui| format!("{}://{}/ui", self.scheme, crate::machine::dialled_here(ui)))
     }
 }
 
@@ -311,10 +306,7 @@ impl Platform {
             store: state.endpoints.clone(),
             objects: objects_at,
             tokens_required,
-            tls_cert: security
-                .identity
-                .as_ref()
-                .map(|i| i.cert_path().to_owned()),
+            tls_cert: security.identity.as_ref().map(|i| i.cert_path().to_owned()),
             examples: config.examples,
             notices,
         };

@@ -80,12 +80,11 @@ impl Security {
 fn secret(source: &SecretSource) -> Result<ClusterSecret, PlatformError> {
     match source {
         SecretSource::File(file) => {
-            let text =
-                std::fs::read_to_string(file).map_err(|source| PlatformError::File {
-                    what: "read the cluster secret (--cluster-secret-file) from",
-                    path: file.clone(),
-                    source,
-                })?;
+            let text = std::fs::read_to_string(file).map_err(|source| PlatformError::File {
+                what: "read the cluster secret (--cluster-secret-file) from",
+                path: file.clone(),
+                source,
+            })?;
             ClusterSecret::new(&text).map_err(|source| PlatformError::Secret {
                 at: file.display().to_string(),
                 source,

@@ -119,7 +119,12 @@ pub struct ReplicaPeering {
 impl ReplicaPeering {
     /// Stops the pull loops it started.
     fn stop(&self) {
-        for pull in self.loops.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+        for pull in self
+            .loops
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
             pull.abort();
         }
     }
@@ -250,10 +255,12 @@ async fn start_embedded_store(
             (members, Some(peers))
         }
     };
-    let replica = Replica::open_with(members, Some(&dir), security.store_access())
-        .map_err(|source| PlatformError::EmbeddedStore {
-            dir: dir.clone(),
-            source,
+    let replica =
+        Replica::open_with(members, Some(&dir), security.store_access()).map_err(|source| {
+            PlatformError::EmbeddedStore {
+                dir: dir.clone(),
+                source,
+            }
         })?;
     let peering = peer_listener.as_ref().map(|_| {
         let me = replica.me();
@@ -339,4 +346,3 @@ pub fn parse_store_peers(
         .map(|entry| entry.map(|(name, url)| Member::new(name, Vec::new(), vec![url.to_owned()])))
         .collect()
 }
-

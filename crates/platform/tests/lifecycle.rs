@@ -118,7 +118,10 @@ async fn a_drain_refuses_new_connections_and_lets_the_running_call_finish() {
         (platform, drained)
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!call.is_finished(), "the call outlasts the start of the drain");
+    assert!(
+        !call.is_finished(),
+        "the call outlasts the start of the drain"
+    );
     assert!(
         TcpStream::connect(api).await.is_err(),
         "a draining platform takes no new connection"
@@ -154,7 +157,10 @@ async fn a_taken_port_is_a_listen_error_naming_the_setting() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let mut config = config(&dir);
     config.listen = taken.local_addr().unwrap();
-    let error = Platform::start(config).await.err().expect("the port is taken");
+    let error = Platform::start(config)
+        .await
+        .err()
+        .expect("the port is taken");
     match &error {
         PlatformError::Listen { addr, what, .. } => {
             assert_eq!(*addr, taken.local_addr().unwrap());
