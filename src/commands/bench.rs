@@ -6,7 +6,6 @@
 mod cluster;
 mod output;
 
-use super::platform::{available_cores, baseline_cap};
 use super::secrets::S3_SECRET_KEY;
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -20,6 +19,7 @@ use mote_bench::sort::{self, ObjectServer, SortOptions};
 use mote_bench::store::{self, StoreBenchConfig};
 use mote_node::PreemptConfig;
 use mote_objects::S3Endpoint;
+use mote_platform::machine::{available_cores, baseline_cap};
 use mote_sched::Policy;
 use output::{Results, clear_progress, command_line, print_report, progress};
 use std::path::PathBuf;

@@ -1,9 +1,11 @@
 //! `mote store`: one replica of mote store, serving the etcd v3 API.
 
-use super::platform::{parse_store_peers, shutdown_signal};
-use super::security::{SecurityArgs, certificate_names};
+use super::security::SecurityArgs;
+use super::signal::shutdown_signal;
 use anyhow::Context;
 use clap::Args;
+use mote_platform::certificate_names;
+use mote_platform::state::parse_store_peers;
 use mote_store::replica::{Member, Replica};
 use mote_store::service::serve;
 use std::net::SocketAddr;

@@ -37,6 +37,11 @@ pub struct PeersConfig {
     pub tokens: Arc<mote_access::Grants>,
 }
 
+impl PeersConfig {
+    /// How long a node's key outlives its last renewal unless told otherwise.
+    pub const DEFAULT_TTL: Duration = Duration::from_secs(3);
+}
+
 /// Why a node could not join its cluster.
 #[derive(Debug, thiserror::Error)]
 pub enum JoinError {

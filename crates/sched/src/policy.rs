@@ -64,18 +64,21 @@ impl PriorityPolicy for FairChoice {
     }
 }
 
-/// The scheduling policies a node can run with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// The scheduling policies a node can run with; Fair-Choice unless told otherwise.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Policy {
-    /// [`Fifo`].
+    /// First in, first out ([`Fifo`]).
     Fifo,
-    /// [`Sept`].
+    /// Shortest expected processing time first ([`Sept`]).
     Sept,
-    /// [`Eect`].
+    /// Earliest expected completion time first ([`Eect`]).
     Eect,
-    /// [`Rect`].
+    /// Recent expected completion time first ([`Rect`]).
     Rect,
-    /// [`FairChoice`].
+    /// Fair-Choice: the function that recently asked for the least core time first
+    /// ([`FairChoice`]).
+    #[default]
     Fc,
     /// OpenWhisk's default: calls start as they arrive, sharing cores through the OS, up to a
     /// cap on running calls; waiting calls (past the cap) are FIFO.

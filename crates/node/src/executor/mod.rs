@@ -67,7 +67,7 @@ impl ExecutorsConfig {
     pub fn new(cores: usize) -> Self {
         Self {
             cores: cores.max(1),
-            policy: Policy::Fifo,
+            policy: Policy::default(),
             fc_window: Duration::from_secs(60),
             baseline_cap: 4 * cores.max(1),
             max_queue: 100_000,

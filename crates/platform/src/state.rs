@@ -1,9 +1,8 @@
-//! Assembles the single-machine platform from its crates: the state store (an embedded mote
-//! store replica, or any etcd-API endpoint), the runtime and the node.
+//! The platform's state store: an embedded mote store replica (alone, or peering with others in
+//! the edge set-up), or any etcd-API endpoint.
 
-use super::security::Security;
-use anyhow::Context;
-use mote_node::{Node, NodeConfig};
+use crate::error::PlatformError;
+use crate::security::Security;
 use mote_peers::{ReplicaLag, StorePeering};
 use mote_state::{EtcdStore, StateStore};
 use mote_store::replica::{Member, Replica, check_peer_url};
@@ -53,7 +52,7 @@ pub struct State {
     /// In the edge set-up: where the embedded replica serves its peers, and how it starts
     /// pulling from a replica it learns of.
     pub peering: Option<(String, Arc<ReplicaPeering>)>,
-    embedded: Option<(oneshot::Sender<()>, JoinHandle<anyhow::Result<()>>)>,
+    embedded: Option<EmbeddedServer>,
 }
 
 impl State {
@@ -63,7 +62,7 @@ impl State {
         data: &Path,
         source: StateSource,
         security: &Security,
-    ) -> anyhow::Result<Self> {
+    ) -> Result<Self, PlatformError> {
         let (endpoints, embedded, peering) = match source {
             StateSource::Remote(urls) => (urls, None, None),
             StateSource::Embedded { listen, edge } => {
@@ -75,7 +74,7 @@ impl State {
         let tls = Some(security.access.trust.tonic_client());
         let store = EtcdStore::connect(&endpoints, tls)
             .await
-            .context("cannot reach the state store (point --store at a running etcd-API endpoint, or leave it out to embed one)")?;
+            .map_err(PlatformError::State)?;
         Ok(Self {
             store: Arc::new(store.clone()),
             etcd: store,
@@ -85,13 +84,19 @@ impl State {
         })
     }
 
-    /// Stops the embedded store's server, if any, once the platform has stopped using it.
-    pub async fn close(self) -> anyhow::Result<()> {
-        if let Some((stop, server)) = self.embedded {
-            let _ = stop.send(());
-            server
+    /// Stops the embedded store's server and its background tasks, if any, once the platform
+    /// has stopped using it.
+    pub async fn close(self) -> Result<(), PlatformError> {
+        if let Some((_, peering)) = &self.peering {
+            peering.stop();
+        }
+        if let Some(embedded) = self.embedded {
+            embedded.compactor.abort();
+            let _ = embedded.stop.send(());
+            embedded
+                .server
                 .await
-                .context("the embedded store's server panicked")??;
+                .map_err(|_| PlatformError::Panicked("embedded store's server"))??;
         }
         Ok(())
     }
@@ -108,6 +113,22 @@ const EDGE_PULL_INTERVAL: Duration = Duration::from_millis(20);
 pub struct ReplicaPeering {
     replica: Arc<Replica>,
     pulled: Mutex<HashMap<String, String>>,
+    /// The pull loops started for replicas learned of, stopped with the store.
+    loops: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl ReplicaPeering {
+    /// Stops the pull loops it started.
+    fn stop(&self) {
+        for pull in self
+            .loops
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            pull.abort();
+        }
+    }
 }
 
 impl StorePeering for ReplicaPeering {
@@ -123,11 +144,15 @@ impl StorePeering for ReplicaPeering {
         if !pulled.contains_key(name) {
             pulled.insert(name.to_owned(), url.to_owned());
             tracing::info!(replica = name, %url, "the embedded store pulls from a replica it learned of");
-            tokio::spawn(
+            let pull = tokio::spawn(
                 self.replica
                     .clone()
                     .run_pull_loop(url.to_owned(), EDGE_PULL_INTERVAL),
             );
+            self.loops
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(pull);
         }
     }
 
@@ -156,7 +181,12 @@ impl StorePeering for ReplicaPeering {
     }
 }
 
-type EmbeddedServer = (oneshot::Sender<()>, JoinHandle<anyhow::Result<()>>);
+/// The embedded store's server and compactor, and what stops the server.
+struct EmbeddedServer {
+    stop: oneshot::Sender<()>,
+    server: JoinHandle<Result<(), PlatformError>>,
+    compactor: JoinHandle<()>,
+}
 
 /// Starts one mote store replica with its data in `data/store`, serving the etcd API on
 /// `listen` (and, in the edge set-up, its peers); returns its URL, the handle that stops it and
@@ -168,15 +198,23 @@ async fn start_embedded_store(
     listen: SocketAddr,
     edge: Option<Edge>,
     security: &Security,
-) -> anyhow::Result<(
-    String,
-    EmbeddedServer,
-    Option<(String, Arc<ReplicaPeering>)>,
-)> {
+) -> Result<
+    (
+        String,
+        EmbeddedServer,
+        Option<(String, Arc<ReplicaPeering>)>,
+    ),
+    PlatformError,
+> {
     let dir = data.join("store");
-    let clients = tokio::net::TcpListener::bind(listen).await.with_context(|| {
-        format!("the embedded store cannot listen on {listen} (choose another with --store-listen, or use --store URL)")
-    })?;
+    let clients = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|source| PlatformError::Listen {
+            addr: listen,
+            what: "the embedded store",
+            fix: "choose another with --store-listen, or use --store URL",
+            source,
+        })?;
     let client_tls = security
         .store_server()
         .filter(|_| !listen.ip().is_loopback());
@@ -187,7 +225,7 @@ async fn start_embedded_store(
     };
     // The node dials its own replica: on loopback when it listens on every address, so that
     // the URL names an address a certificate can hold.
-    let dialled = super::machine::dialled_here(clients.local_addr()?);
+    let dialled = crate::machine::dialled_here(local_addr(&clients, listen)?);
     let url = format!("{client_scheme}://{dialled}");
     let (members, peer_listener) = match edge {
         None => (
@@ -197,13 +235,17 @@ async fn start_embedded_store(
         Some(edge) => {
             let peers = tokio::net::TcpListener::bind(edge.peer_listen)
                 .await
-                .with_context(|| {
-                    format!(
-                        "the embedded store cannot serve its peers on {} (choose another with --store-peer-listen)",
-                        edge.peer_listen
-                    )
+                .map_err(|source| PlatformError::Listen {
+                    addr: edge.peer_listen,
+                    what: "the embedded store's peers",
+                    fix: "choose another with --store-peer-listen",
+                    source,
                 })?;
-            let peer_url = format!("{}://{}", security.scheme(), peers.local_addr()?);
+            let peer_url = format!(
+                "{}://{}",
+                security.scheme(),
+                local_addr(&peers, edge.peer_listen)?
+            );
             let me = Member::new(&edge.name, vec![url.clone()], vec![peer_url]);
             let mut members = vec![me];
             members.extend(edge.peers);
@@ -211,11 +253,11 @@ async fn start_embedded_store(
         }
     };
     let replica =
-        Replica::open_with(members, Some(&dir), security.store_access()).with_context(|| {
-            format!(
-                "cannot open the embedded store in {} (is another `mote up` using it?)",
-                dir.display()
-            )
+        Replica::open_with(members, Some(&dir), security.store_access()).map_err(|source| {
+            PlatformError::EmbeddedStore {
+                dir: dir.clone(),
+                source,
+            }
         })?;
     let peering = peer_listener.as_ref().map(|_| {
         let me = replica.me();
@@ -227,12 +269,13 @@ async fn start_embedded_store(
                     .filter_map(|m| Some((m.name.clone(), m.peer_urls.first()?.clone())))
                     .collect(),
             ),
+            loops: Mutex::new(Vec::new()),
         };
         (me.peer_urls[0].clone(), Arc::new(peering))
     });
     // Nobody else compacts the platform's own store; a deploy is a revision, so this keeps
     // a long history for inspection while bounding the disk.
-    tokio::spawn(
+    let compactor = tokio::spawn(
         replica
             .clone()
             .run_compactor(EMBEDDED_KEEP_REVISIONS, Duration::from_secs(300)),
@@ -253,104 +296,50 @@ async fn start_embedded_store(
             shutdown,
         )
         .await
-        .context("the embedded store's server failed")
+        .map_err(PlatformError::StoreServer)
     });
-    Ok((url, (stop, server), peering))
+    let embedded = EmbeddedServer {
+        stop,
+        server,
+        compactor,
+    };
+    Ok((url, embedded, peering))
+}
+
+/// The address `listener`, bound to `asked`, listens on.
+pub(crate) fn local_addr(
+    listener: &tokio::net::TcpListener,
+    asked: SocketAddr,
+) -> Result<SocketAddr, PlatformError> {
+    listener
+        .local_addr()
+        .map_err(|source| PlatformError::Listen {
+            addr: asked,
+            what: "a listener that has no address",
+            fix: "the operating system refused to say where it listens",
+            source,
+        })
 }
 
 /// Parses a replica list (`NAME=URL,...`, each URL a replica's peer API) into the members a
 /// replica called `me` pulls from: every entry but its own, so that every replica can be given
 /// the same list.
-pub fn parse_store_peers(list: &[String], me: &str, flag: &str) -> anyhow::Result<Vec<Member>> {
+pub fn parse_store_peers(
+    list: &[String],
+    me: &str,
+    flag: &str,
+) -> Result<Vec<Member>, PlatformError> {
     list.iter()
         .filter(|p| !p.is_empty())
         .map(|p| {
-            let (name, url) = p.split_once('=').with_context(|| {
-                format!("{flag} entry `{p}` is not NAME=URL, e.g. b=http://127.0.0.1:2480 (https:// for replicas serving TLS)")
+            let (name, url) = p.split_once('=').ok_or_else(|| {
+                PlatformError::Config(format!("{flag} entry `{p}` is not NAME=URL, e.g. b=http://127.0.0.1:2480 (https:// for replicas serving TLS)"))
             })?;
-            check_peer_url(url).with_context(|| format!("{flag} entry `{p}`"))?;
+            check_peer_url(url)
+                .map_err(|e| PlatformError::Config(format!("{flag} entry `{p}`: {e}")))?;
             Ok((name, url))
         })
         .filter(|entry| !matches!(entry, Ok((name, _)) if *name == me))
         .map(|entry| entry.map(|(name, url)| Member::new(name, Vec::new(), vec![url.to_owned()])))
         .collect()
-}
-
-/// Starts a node set up by `config`, its records in `store` and its modules and compiled code
-/// under `data`.
-pub async fn start_node(
-    data: &Path,
-    store: Arc<dyn StateStore>,
-    config: NodeConfig,
-) -> anyhow::Result<Arc<Node>> {
-    let node = Node::start_on(data, store, config)
-        .await
-        .with_context(|| format!("cannot start the node on {}", data.display()))?;
-    Ok(Arc::new(node))
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
-    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
-}
-
-/// The number of cores this machine offers.
-pub fn available_cores() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-}
-
-/// OpenWhisk's default memory per action container; the baseline policy allows as many running
-/// calls as fit the machine's memory at this size, as OpenWhisk's invoker does.
-const BASELINE_CALL_MEMORY: u64 = 256 << 20;
-
-/// The baseline policy's cap on running calls: physical memory / 256 MiB, at least one per core,
-/// at most 256 (threads beyond that only measure the OS scheduler).
-pub fn baseline_cap(cores: usize) -> usize {
-    let total = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
-            line.split_whitespace().nth(1)?.parse::<u64>().ok()
-        })
-        .map(|kib| kib * 1024)
-        .unwrap_or(4 << 30);
-    ((total / BASELINE_CALL_MEMORY) as usize).clamp(cores, 256)
-}
-
-/// The nodes a job's controller may choose as workers: this node first, then the others that
-/// take calls, by name.
-pub struct ClusterWorkers(pub Arc<mote_peers::Peers>);
-
-impl mote_job_service::ClusterNodes for ClusterWorkers {
-    fn nodes(&self) -> Vec<mote_job_service::NodeInfo> {
-        let mut nodes: Vec<_> = self
-            .0
-            .view()
-            .nodes
-            .into_iter()
-            .filter(|n| n.me || n.state == "up")
-            .collect();
-        nodes.sort_by(|a, b| b.me.cmp(&a.me).then_with(|| a.name.cmp(&b.name)));
-        nodes
-            .into_iter()
-            .map(|n| mote_job_service::NodeInfo {
-                name: n.name,
-                url: n.url,
-                cores: n.cores,
-            })
-            .collect()
-    }
 }
