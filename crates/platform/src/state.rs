@@ -120,12 +120,7 @@ pub struct ReplicaPeering {
 impl ReplicaPeering {
     /// Stops the pull loops it started.
     fn stop(&self) {
-        for pull in self
-            .loops
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain(..)
-        {
+        for pull in self.loops.lock().drain(..) {
             pull.abort();
         }
     }
@@ -149,10 +144,7 @@ impl StorePeering for ReplicaPeering {
                     .clone()
                     .run_pull_loop(url.to_owned(), EDGE_PULL_INTERVAL),
             );
-            self.loops
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(pull);
+            self.loops.lock().push(pull);
         }
     }
 
