@@ -230,7 +230,14 @@ async fn calls_whose_caller_left_are_not_run() {
 #[tokio::test(flavor = "multi_thread")]
 async fn shutdown_finishes_running_calls_and_answers_queued_ones() {
     let dir = tempfile::tempdir().unwrap();
-    let node = node(dir.path(), ExecutorsConfig::new(1)).await;
+    // In arrival order, without preemption: the second call stays queued until the node stops
+    // (under a preemptive policy it could take the core after the first's quantum and run).
+    let executors = ExecutorsConfig {
+        policy: Policy::Fifo,
+        preempt: None,
+        ..ExecutorsConfig::new(1)
+    };
+    let node = node(dir.path(), executors).await;
     let running = node.submit("slow", Bytes::new()).unwrap();
     wait_until_busy(&node);
     let queued = node.submit("slow", Bytes::new()).unwrap();
