@@ -75,7 +75,12 @@ impl Fixture {
     pub fn start(rt: &tokio::runtime::Runtime, cores: usize) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let node = rt.block_on(async {
-            let node = Node::start_embedded(dir.path(), ExecutorsConfig::new(cores)).await?;
+            // Arrival order: the call path without ranking, as the criterion baselines have it.
+            let executors = ExecutorsConfig {
+                policy: mote_sched::Policy::Fifo,
+                ..ExecutorsConfig::new(cores)
+            };
+            let node = Node::start_embedded(dir.path(), executors).await?;
             node.deploy(
                 FunctionName::new(Self::FUNCTION)?,
                 Bytes::from_static(mote_guests::ECHO.wasm),

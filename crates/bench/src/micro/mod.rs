@@ -250,8 +250,11 @@ pub fn run(config: &MicroConfig) -> anyhow::Result<MicroReport> {
         .build()?;
     let dir = tempfile::tempdir()?;
 
-    // Warm, throughput and budgets: one executor core; the dispatcher is this thread.
+    // Warm, throughput and budgets: one executor core; the dispatcher is this thread. Arrival
+    // order (the lock-free queue), named because the library's default is Fair-Choice, which
+    // `warm_fair_choice` measures beside it.
     let executors = ExecutorsConfig {
+        policy: Policy::Fifo,
         quarantine_after: 0,
         ..ExecutorsConfig::new(1)
     };
@@ -438,7 +441,11 @@ fn cold(
 ) -> anyhow::Result<(Histogram<u64>, Histogram<u64>, Histogram<u64>)> {
     let node_config = NodeConfig {
         resident_mb: 1,
-        ..ExecutorsConfig::new(1).into()
+        ..ExecutorsConfig {
+            policy: Policy::Fifo,
+            ..ExecutorsConfig::new(1)
+        }
+        .into()
     };
     let node = rt.block_on(Node::start_embedded(dir, node_config))?;
     let names = rt.block_on(deploy_noops(&node, config.cold_functions, "cold"))?;

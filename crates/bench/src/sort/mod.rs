@@ -129,7 +129,11 @@ pub async fn start(
     config: &SortConfig,
     mode: MicrotaskMode,
 ) -> anyhow::Result<Arc<Node>> {
-    let mut node_config = NodeConfig::from(mote_node::ExecutorsConfig::new(config.cores));
+    // Arrival order inside each class, as the microtask paper's sort is measured.
+    let mut node_config = NodeConfig::from(mote_node::ExecutorsConfig {
+        policy: mote_sched::Policy::Fifo,
+        ..mote_node::ExecutorsConfig::new(config.cores)
+    });
     node_config.microtasks = MicrotaskConfig {
         mode,
         objects: Some(Arc::new(Objects::new(config.objects.clone())?)),
