@@ -86,8 +86,7 @@ pub fn run(command: JobCommand) -> anyhow::Result<()> {
         }
         JobCommand::Cancel(args) => {
             let api = args.server.api()?;
-            let status =
-                block_on(api.cancel_job(&args.id))?.map_err(|e| args.server.failed(e))?;
+            let status = block_on(api.cancel_job(&args.id))?.map_err(|e| args.server.failed(e))?;
             outln!("job {} is {}", status.id, state_name(status.state));
             Ok(())
         }
@@ -144,13 +143,17 @@ async fn follow(
     let progress = Progress::spinner(&format!("job {}: starting", status.id));
     while status.state == JobState::Running {
         tokio::time::sleep(Duration::from_millis(200)).await;
-        status = api.job(&status.id).await.map_err(|e| server.failed(e)).with_context(|| {
-            format!(
-                "job {id} goes on, but this client cannot follow it; \
+        status = api
+            .job(&status.id)
+            .await
+            .map_err(|e| server.failed(e))
+            .with_context(|| {
+                format!(
+                    "job {id} goes on, but this client cannot follow it; \
                  ask again with `mote job status {id}`",
-                id = status.id
-            )
-        })?;
+                    id = status.id
+                )
+            })?;
         progress.set(&format!(
             "job {}: iteration {}  tasks {}  {:.0} tasks/s",
             status.id, status.iteration, status.tasks, status.tasks_per_s

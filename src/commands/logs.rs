@@ -71,7 +71,7 @@ pub fn logs(args: LogsArgs) -> anyhow::Result<()> {
                 out.flush().map_err(closed)?;
             }
         }
-        Ok(())
+        Ok::<_, anyhow::Error>(())
     })?
 }
 

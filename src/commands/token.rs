@@ -58,8 +58,7 @@ pub fn run(command: TokenCommand) -> anyhow::Result<()> {
                 replace: args.replace,
             };
             let api = args.server.api()?;
-            let made =
-                block_on(api.create_token(&request))?.map_err(|e| args.server.failed(e))?;
+            let made = block_on(api.create_token(&request))?.map_err(|e| args.server.failed(e))?;
             let token = made.token.context("the server sent no token")?;
             eprintln!(
                 "token `{}` with scopes {}; it is shown only now:",

@@ -96,21 +96,25 @@ mod tests {
                 unreachable_for_ms: None,
                 error: None,
             },
-            nodes: [MemberState::Up, MemberState::Draining, MemberState::Unreachable]
-                .into_iter()
-                .enumerate()
-                .map(|(i, state)| MemberView {
-                    name: format!("n{i}"),
-                    url: format!("http://127.0.0.1:{}", 8080 + i),
-                    state,
-                    me: i == 0,
-                    cores: 2,
-                    running: 1,
-                    queued: 0,
-                    work_ms: 0.5,
-                    heard_ms_ago: 10,
-                })
-                .collect(),
+            nodes: [
+                MemberState::Up,
+                MemberState::Draining,
+                MemberState::Unreachable,
+            ]
+            .into_iter()
+            .enumerate()
+            .map(|(i, state)| MemberView {
+                name: format!("n{i}"),
+                url: format!("http://127.0.0.1:{}", 8080 + i),
+                state,
+                me: i == 0,
+                cores: 2,
+                running: 1,
+                queued: 0,
+                work_ms: 0.5,
+                heard_ms_ago: 10,
+            })
+            .collect(),
         };
         let written = serde_json::to_value(&view).unwrap();
         let states: Vec<&str> = written["nodes"]

@@ -18,7 +18,9 @@ pub struct ErrorBody {
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     /// The server's URL is not one to send a request to.
-    #[error("`{server}` is not a URL of a mote server ({detail}); give one such as http://127.0.0.1:8080")]
+    #[error(
+        "`{server}` is not a URL of a mote server ({detail}); give one such as http://127.0.0.1:8080"
+    )]
     BadUrl {
         /// The URL as given.
         server: String,

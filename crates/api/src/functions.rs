@@ -35,7 +35,9 @@ impl DeployParams {
             self.timeout_ms.map(|v| format!("timeout_ms={v}")),
             self.timeout_us.map(|v| format!("timeout_us={v}")),
             self.memory_mb.map(|v| format!("memory_mb={v}")),
-            self.route.as_deref().map(|v| format!("route={}", escape(v))),
+            self.route
+                .as_deref()
+                .map(|v| format!("route={}", escape(v))),
             self.allow_outbound
                 .as_deref()
                 .map(|v| format!("allow_outbound={}", escape(v))),
@@ -90,7 +92,12 @@ impl From<&FunctionRecord> for FunctionInfo {
             memory_mb: r.limits.memory_mb,
             size_bytes: r.size_bytes,
             route: r.http.route.as_ref().map(|r| r.to_string()),
-            allow_outbound: r.http.allow_outbound.iter().map(|h| h.to_string()).collect(),
+            allow_outbound: r
+                .http
+                .allow_outbound
+                .iter()
+                .map(|h| h.to_string())
+                .collect(),
             public: r.public,
             quarantined_after_kills: None,
         }
@@ -129,9 +136,15 @@ mod tests {
         assert_eq!(info.route, None);
         assert_eq!(info.quarantined_after_kills, None);
         let written = serde_json::to_value(&info).unwrap();
-        assert!(written["route"].is_null(), "a route is shown even when none");
+        assert!(
+            written["route"].is_null(),
+            "a route is shown even when none"
+        );
         assert!(written.get("quarantined_after_kills").is_none());
-        assert_eq!(serde_json::from_value::<FunctionInfo>(written).unwrap(), info);
+        assert_eq!(
+            serde_json::from_value::<FunctionInfo>(written).unwrap(),
+            info
+        );
     }
 
     #[test]

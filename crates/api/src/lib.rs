@@ -26,8 +26,8 @@ pub use cluster::{ClusterView, MemberState, MemberView, StoreView};
 pub use error::{ApiError, ErrorBody, ErrorStatus};
 pub use functions::{DeployParams, FunctionInfo, FunctionList, Released};
 pub use jobs::{
-    JobState, JobStatus, MigrationStatus, RestoreStatus, RunRequest, SnapshotState,
-    SnapshotStatus, WorkerChoice, WorkerStatus,
+    JobState, JobStatus, MigrationStatus, RestoreStatus, RunRequest, SnapshotState, SnapshotStatus,
+    WorkerChoice, WorkerStatus,
 };
 pub use logs::LogLine;
 pub use tokens::{CreateToken, Revoked, TokenInfo, TokenList};

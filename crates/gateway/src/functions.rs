@@ -8,11 +8,11 @@ use axum::body::Body;
 use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use mote_api::{DeployParams, FunctionInfo, FunctionList, Released};
 use mote_node::Node;
 use mote_types::{
     DeployOptions, FunctionName, FunctionRecord, HttpSettings, Limits, OutboundHost, Timeout,
 };
-use mote_api::{DeployParams, FunctionInfo, FunctionList, Released};
 
 /// The HTTP settings a deploy's parameters give; empty for any function without them.
 fn http_settings(params: &DeployParams) -> Result<HttpSettings, ApiError> {

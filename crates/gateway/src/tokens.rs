@@ -15,7 +15,11 @@ use mote_api::{CreateToken, Revoked, TokenInfo, TokenList};
 fn token_info(record: &TokenRecord) -> TokenInfo {
     TokenInfo {
         name: record.name.as_str().to_owned(),
-        scopes: record.scopes.iter().map(|s| s.as_str().to_owned()).collect(),
+        scopes: record
+            .scopes
+            .iter()
+            .map(|s| s.as_str().to_owned())
+            .collect(),
         created_ms: record.created_ms,
         token: None,
     }

@@ -95,7 +95,9 @@ impl ApiClient {
             server: server.to_owned(),
             detail: detail.to_owned(),
         };
-        let uri: Uri = base.parse().map_err(|e: hyper::http::uri::InvalidUri| bad(&e.to_string()))?;
+        let uri: Uri = base
+            .parse()
+            .map_err(|e: hyper::http::uri::InvalidUri| bad(&e.to_string()))?;
         match uri.scheme_str() {
             Some("http" | "https") => {}
             _ => return Err(bad("it must begin with http:// or https://")),
@@ -267,7 +269,11 @@ impl ApiClient {
             self.success(&route, response).await
         });
         let response = answer.await?;
-        Ok(LogStream::new(route, self.server.clone(), response.into_body()))
+        Ok(LogStream::new(
+            route,
+            self.server.clone(),
+            response.into_body(),
+        ))
     }
 
     /// A GET of `path`, read as `T`.

@@ -67,7 +67,11 @@ async fn the_token_goes_with_the_request_and_a_refusal_carries_the_server_s_mess
 
     for token in [None, Some("mote_wrong")] {
         let refused = client(&url, token).functions().await.unwrap_err();
-        assert_eq!(refused.status(), Some(StatusCode::UNAUTHORIZED), "{refused}");
+        assert_eq!(
+            refused.status(),
+            Some(StatusCode::UNAUTHORIZED),
+            "{refused}"
+        );
         assert_eq!(
             refused.to_string(),
             "this route needs a token (401 Unauthorized)"
@@ -209,28 +213,30 @@ async fn a_deploy_tells_its_upload_s_progress_and_ends_it_once_all_went() {
 
 #[tokio::test]
 async fn an_invoke_answers_whatever_its_status_and_success_turns_an_error_into_one() {
-    let router = Router::new()
-        .route(
-            "/v1/invoke/{name}",
-            post(|body: bytes::Bytes| async move {
-                match &body[..] {
-                    b"fail" => (
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        axum::Json(ErrorBody {
-                            error: "it trapped".into(),
-                        }),
-                    )
-                        .into_response(),
-                    _ => ([("mote-call-id", "n1-7")], body).into_response(),
-                }
-            }),
-        );
+    let router = Router::new().route(
+        "/v1/invoke/{name}",
+        post(|body: bytes::Bytes| async move {
+            match &body[..] {
+                b"fail" => (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    axum::Json(ErrorBody {
+                        error: "it trapped".into(),
+                    }),
+                )
+                    .into_response(),
+                _ => ([("mote-call-id", "n1-7")], body).into_response(),
+            }
+        }),
+    );
     let api = client(&serve(router).await, None);
     let answered = api.invoke("echo", Bytes::from_static(b"hi")).await.unwrap();
     assert_eq!(answered.status, StatusCode::OK);
     assert_eq!(answered.headers["mote-call-id"], "n1-7");
     assert_eq!(answered.success().unwrap(), Bytes::from_static(b"hi"));
-    let failed = api.invoke("echo", Bytes::from_static(b"fail")).await.unwrap();
+    let failed = api
+        .invoke("echo", Bytes::from_static(b"fail"))
+        .await
+        .unwrap();
     assert_eq!(failed.status, StatusCode::INTERNAL_SERVER_ERROR);
     let error = failed.success().unwrap_err();
     assert_eq!(error.to_string(), "it trapped (500 Internal Server Error)");
@@ -269,11 +275,15 @@ async fn a_log_reads_entry_by_entry_and_a_line_that_is_not_one_is_named() {
     let api = client(&serve(router).await, None);
     let mut log = api.logs("f", Some(5), true).await.unwrap();
     assert_eq!(log.next_entry().await.unwrap(), Some(entry(1, "one")));
-    assert_eq!(log.next_entry().await.unwrap(), Some(entry(2, "two\nlines")));
+    assert_eq!(
+        log.next_entry().await.unwrap(),
+        Some(entry(2, "two\nlines"))
+    );
     let bad = log.next_entry().await.unwrap_err();
     assert!(
-        bad.to_string()
-            .contains("GET /v1/functions/f/logs: the server sent a line that is not an entry: garbage"),
+        bad.to_string().contains(
+            "GET /v1/functions/f/logs: the server sent a line that is not an entry: garbage"
+        ),
         "{bad}"
     );
     assert_eq!(log.next_line().await.unwrap(), None);
