@@ -76,6 +76,13 @@ impl MemberState {
     }
 }
 
+/// A state compares with the name the API gives it, as code that read the name compares.
+impl PartialEq<&str> for MemberState {
+    fn eq(&self, name: &&str) -> bool {
+        self.as_str() == *name
+    }
+}
+
 impl fmt::Display for MemberState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.pad(self.as_str())
@@ -128,5 +135,6 @@ mod tests {
         let again: ClusterView = serde_json::from_value(written).unwrap();
         assert_eq!(again, view);
         assert_eq!(format!("{:<9}|", MemberState::Up), "up       |");
+        assert!(MemberState::Draining == "draining" && MemberState::Up != "draining");
     }
 }
