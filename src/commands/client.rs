@@ -1,18 +1,22 @@
-//! The client commands (`deploy`, `invoke`, `ls`, `rm`, `release`, `nodes`): each makes one HTTP request to a running
-//! platform and prints the result for a human, or the server's error message on failure.
+//! The client commands (`deploy`, `invoke`, `ls`, `rm`, `release`, `nodes`): each makes one
+//! request to a running platform through [`ApiClient`] and prints the result for a human, or
+//! the server's error message on failure. [`Server`] is where the platform is and which token
+//! goes to it; [`block_on`] runs a command's requests.
 
 use super::credential::{Credential, is_own_node};
 use super::output::outln;
 use super::progress::Progress;
 use super::secrets;
-use anyhow::{Context, bail};
+use anyhow::Context;
+use bytes::Bytes;
 use clap::Args;
-use mote_types::{Escaped, ShowBudget};
-use serde::Deserialize;
+use mote_api::{ApiClient, ApiError, DeployParams, Upload};
+use mote_platform::DEFAULT_DATA_DIR;
+use mote_platform::data_dir::{ADMIN_TOKEN_FILE, NODE_URL_FILE};
+use mote_types::ShowBudget;
 use std::io::Read;
 use std::path::PathBuf;
 use std::sync::OnceLock;
-use std::time::Duration;
 
 /// Where the platform is, and the token to send it.
 #[derive(Args)]
@@ -47,78 +51,36 @@ pub struct Server {
     credential: OnceLock<Credential>,
 }
 
-/// A request to the server, with the token.
-type Builder<B> = anyhow::Result<ureq::RequestBuilder<B>>;
-
-/// The longest a client command's request may take.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(15 * 60);
-
 impl Server {
-    /// A GET of `url`, with the token.
-    pub(crate) fn get(&self, url: &str) -> Builder<ureq::typestate::WithoutBody> {
-        self.request(Some(REQUEST_TIMEOUT), |agent| agent.get(url))
-    }
-
-    /// A GET of `url` whose answer may stream for as long as the server sends (a followed
-    /// log), with the token.
-    pub(crate) fn get_unbounded(&self, url: &str) -> Builder<ureq::typestate::WithoutBody> {
-        self.request(None, |agent| agent.get(url))
-    }
-
-    /// A POST to `url`, with the token.
-    pub(crate) fn post(&self, url: &str) -> Builder<ureq::typestate::WithBody> {
-        self.request(Some(REQUEST_TIMEOUT), |agent| agent.post(url))
-    }
-
-    /// POSTs `body` as JSON to `url`, with the token, and reads the answer as [`request`] does.
-    pub(crate) fn post_json(
-        &self,
-        url: &str,
-        body: &impl serde::Serialize,
-    ) -> anyhow::Result<Vec<u8>> {
-        let sent = self
-            .post(url)?
-            .header("content-type", "application/json")
-            .send(serde_json::to_vec(body)?);
-        request(self, sent)
-    }
-
-    /// A PUT to `url`, with the token.
-    pub(crate) fn put(&self, url: &str) -> Builder<ureq::typestate::WithBody> {
-        self.request(Some(REQUEST_TIMEOUT), |agent| agent.put(url))
-    }
-
-    /// A DELETE of `url`, with the token.
-    pub(crate) fn delete(&self, url: &str) -> Builder<ureq::typestate::WithoutBody> {
-        self.request(Some(REQUEST_TIMEOUT), |agent| agent.delete(url))
-    }
-
-    /// The request `make` builds on an agent for this server, bounded by `timeout`, with the
-    /// token if there is one to send.
-    fn request<B>(
-        &self,
-        timeout: Option<Duration>,
-        make: impl FnOnce(&ureq::Agent) -> ureq::RequestBuilder<B>,
-    ) -> Builder<B> {
+    /// The client of this server, sending the token if there is one to send.
+    pub(crate) fn api(&self) -> anyhow::Result<ApiClient> {
         let credential = self.credential()?;
         let trust = match &self.tls_ca {
             Some(ca) => mote_tls::Trust::from_file(ca)?,
             None => mote_tls::Trust::default(),
         };
-        let mut config = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(timeout)
-            .tls_config(ureq_trust(&trust));
-        if let Credential::Admin(_) = credential {
-            // The node is this machine's: the admin token goes to it directly, never to a
-            // proxy named in the environment.
-            config = config.proxy(None);
+        Ok(ApiClient::new(
+            &self.server,
+            credential.token().map(str::to_owned),
+            &trust,
+        )?)
+    }
+
+    /// `error` for a human: a refusal the admin token would have passed says why it was not
+    /// sent, and how to send a token there.
+    pub(crate) fn failed(&self, error: ApiError) -> anyhow::Error {
+        let withheld = matches!(self.credential.get(), Some(Credential::Withheld));
+        match error.status() {
+            Some(mote_api::StatusCode::UNAUTHORIZED) if withheld => anyhow::anyhow!(
+                "{error}; the admin token in {} was not sent: {} is not this machine's node \
+                 (neither a loopback address nor the URL in {}). To send a token there, put it \
+                 in MOTE_TOKEN or in a file given with --token-file",
+                self.data_dir.join(ADMIN_TOKEN_FILE).display(),
+                self.server,
+                self.data_dir.join(NODE_URL_FILE).display()
+            ),
+            _ => error.into(),
         }
-        let request = make(&config.build().into());
-        Ok(match credential.token() {
-            Some(token) => request.header("authorization", format!("Bearer {token}")),
-            None => request,
-        })
     }
 
     /// `--token-file`, else MOTE_TOKEN, else the admin token `mote up` wrote in its data
@@ -151,17 +113,6 @@ impl Server {
         }
     }
 }
-
-/// Where `mote up` keeps its state, and the CLI looks for its admin token, unless told
-/// otherwise.
-pub(crate) const DEFAULT_DATA_DIR: &str = "mote.data";
-
-/// The file in a data directory where `mote up` writes the admin token it made on first start.
-pub(crate) const ADMIN_TOKEN_FILE: &str = "admin.token";
-
-/// The file in a data directory where `mote up` writes the URL it advertises, at every start:
-/// the CLI sends the admin token to that URL (and to loopback) only.
-pub(crate) const NODE_URL_FILE: &str = "url";
 
 /// Options of `mote deploy`.
 #[derive(Args)]
@@ -239,66 +190,32 @@ pub struct ReleaseArgs {
     server: Server,
 }
 
-/// A function as the API describes it.
-#[derive(Deserialize)]
-struct FunctionInfo {
-    name: String,
-    sha256: String,
-    kind: String,
-    timeout_us: u64,
-    memory_mb: u32,
-    size_bytes: u64,
-    route: Option<String>,
-    #[serde(default)]
-    public: bool,
-    #[serde(default)]
-    allow_outbound: Vec<String>,
-}
-
-#[derive(Deserialize)]
-struct FunctionList {
-    functions: Vec<FunctionInfo>,
-}
-
 /// `mote deploy NAME FILE`.
 pub fn deploy(args: DeployArgs) -> anyhow::Result<()> {
     let wasm = std::fs::read(&args.file)
         .with_context(|| format!("cannot read module {}", args.file.display()))?;
-    let mut url = format!("{}/v1/functions/{}", base(&args.server), args.name);
-    let params: Vec<String> = [
-        args.timeout_ms.map(|v| format!("timeout_ms={v}")),
-        args.timeout_us.map(|v| format!("timeout_us={v}")),
-        args.memory_mb.map(|v| format!("memory_mb={v}")),
-        args.route
-            .as_deref()
-            .map(|v| format!("route={}", query_escape(v))),
-        args.allow_outbound
-            .as_deref()
-            .map(|v| format!("allow_outbound={}", query_escape(v))),
-        args.public.then(|| "public=true".to_owned()),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    if !params.is_empty() {
-        url = format!("{url}?{}", params.join("&"));
-    }
-    let size = wasm.len() as u64;
-    let body = match size >= LARGE_MODULE {
-        false => request(&args.server, args.server.put(&url)?.send(&wasm[..]))?,
-        true => {
-            let progress = Progress::bytes(size, &format!("uploading {}", args.file.display()));
-            let upload = progress.reader(std::io::Cursor::new(wasm));
-            let sent = args
-                .server
-                .put(&url)?
-                .header("content-length", size)
-                .send(ureq::SendBody::from_owned_reader(upload));
-            progress.wait("the server is compiling it");
-            request(&args.server, sent)?
-        }
+    let params = DeployParams {
+        timeout_ms: args.timeout_ms,
+        timeout_us: args.timeout_us,
+        memory_mb: args.memory_mb,
+        route: args.route.clone(),
+        allow_outbound: args.allow_outbound.clone(),
+        public: args.public,
     };
-    let f: FunctionInfo = serde_json::from_slice(&body).context("unexpected deploy response")?;
+    let server = &args.server;
+    let api = server.api()?;
+    let progress = Progress::bytes(
+        wasm.len() as u64,
+        &format!("uploading {}", args.file.display()),
+    );
+    let shown = progress.share();
+    let watch = move |upload| match upload {
+        Upload::Sent { sent, .. } => shown.at(sent),
+        Upload::Done => shown.wait("the server is compiling it"),
+    };
+    let f = block_on(api.deploy(&args.name, Bytes::from(wasm), &params, watch))?
+        .map_err(|e| server.failed(e))?;
+    drop(progress);
     outln!(
         "deployed {} ({}, {} bytes, sha256 {}, timeout {}, memory {} MiB{})",
         f.name,
@@ -310,7 +227,7 @@ pub fn deploy(args: DeployArgs) -> anyhow::Result<()> {
         if f.public { ", public" } else { "" }
     );
     if f.kind == "wasi-http" {
-        let base = base(&args.server);
+        let base = api.base();
         match &f.route {
             Some(route) => outln!(
                 "serving requests at {base}/v1/invoke/{}/... and on its route {route}",
@@ -320,20 +237,6 @@ pub fn deploy(args: DeployArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// From this size on, a deploy shows its upload's progress (on a terminal).
-const LARGE_MODULE: u64 = 4 << 20;
-
-/// Escapes a query parameter's value: the characters a route or host list may hold that a
-/// query gives a meaning of its own.
-fn query_escape(value: &str) -> String {
-    value
-        .replace('%', "%25")
-        .replace('&', "%26")
-        .replace('+', "%2B")
-        .replace('#', "%23")
-        .replace(' ', "%20")
 }
 
 /// `mote invoke NAME`.
@@ -352,16 +255,17 @@ pub fn invoke(args: InvokeArgs) -> anyhow::Result<()> {
         }
         d => d.as_bytes().to_vec(),
     };
-    let url = format!("{}/v1/invoke/{}", base(&args.server), args.name);
-    let body = request(&args.server, args.server.post(&url)?.send(&input[..]))?;
+    let server = &args.server;
+    let api = server.api()?;
+    let body = block_on(async { api.invoke(&args.name, Bytes::from(input)).await?.success() })?
+        .map_err(|e| server.failed(e))?;
     super::output::bytes(&body)
 }
 
 /// `mote ls`.
 pub fn ls(args: LsArgs) -> anyhow::Result<()> {
-    let url = format!("{}/v1/functions", base(&args.server));
-    let body = request(&args.server, args.server.get(&url)?.call())?;
-    let list: FunctionList = serde_json::from_slice(&body).context("unexpected list response")?;
+    let api = args.server.api()?;
+    let list = block_on(api.functions())?.map_err(|e| args.server.failed(e))?;
     if list.functions.is_empty() {
         outln!("no functions deployed; deploy one with `mote deploy NAME FILE.wasm`");
         return Ok(());
@@ -411,38 +315,10 @@ pub struct NodesArgs {
     server: Server,
 }
 
-/// `GET /v1/cluster`, as far as `mote nodes` shows it.
-#[derive(Deserialize)]
-struct ClusterView {
-    node: String,
-    store: StoreView,
-    nodes: Vec<MemberView>,
-}
-
-#[derive(Deserialize)]
-struct StoreView {
-    endpoints: String,
-    reachable: bool,
-    error: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct MemberView {
-    name: String,
-    url: String,
-    state: String,
-    cores: u32,
-    running: u32,
-    queued: u32,
-    work_ms: f64,
-    heard_ms_ago: u64,
-}
-
 /// `mote nodes`.
 pub fn nodes(args: NodesArgs) -> anyhow::Result<()> {
-    let url = format!("{}/v1/cluster", base(&args.server));
-    let body = request(&args.server, args.server.get(&url)?.call())?;
-    let view: ClusterView = serde_json::from_slice(&body).context("unexpected cluster response")?;
+    let api = args.server.api()?;
+    let view = block_on(api.cluster())?.map_err(|e| args.server.failed(e))?;
     outln!(
         "{:<20} {:<9} {:>5} {:>7} {:>6} {:>9} {:>7}  URL",
         "NODE",
@@ -483,19 +359,17 @@ pub fn nodes(args: NodesArgs) -> anyhow::Result<()> {
 
 /// `mote rm NAME`.
 pub fn rm(args: RmArgs) -> anyhow::Result<()> {
-    let url = format!("{}/v1/functions/{}", base(&args.server), args.name);
-    request(&args.server, args.server.delete(&url)?.call())?;
+    let api = args.server.api()?;
+    block_on(api.remove(&args.name))?.map_err(|e| args.server.failed(e))?;
     outln!("removed {}", args.name);
     Ok(())
 }
 
 /// `mote release NAME`.
 pub fn release(args: ReleaseArgs) -> anyhow::Result<()> {
-    let url = format!("{}/v1/functions/{}/release", base(&args.server), args.name);
-    let body = request(&args.server, args.server.post(&url)?.send_empty())?;
-    let released: serde_json::Value =
-        serde_json::from_slice(&body).context("unexpected release response")?;
-    if released["released"] == true {
+    let api = args.server.api()?;
+    let released = block_on(api.release(&args.name))?.map_err(|e| args.server.failed(e))?;
+    if released.released {
         outln!("released {}: its calls run again", args.name);
     } else {
         outln!("{} was not quarantined", args.name);
@@ -503,70 +377,12 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub(crate) fn base(server: &Server) -> &str {
-    server.server.trim_end_matches('/')
-}
-
-/// Reads a response, turning transport failures and error statuses into messages for humans.
-pub(crate) fn request(
-    server: &Server,
-    response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
-) -> anyhow::Result<Vec<u8>> {
-    let mut response = response.map_err(|e| {
-        anyhow::anyhow!(
-            "cannot reach mote at {}: {e}; is `mote up` running there?",
-            server.server
-        )
-    })?;
-    let status = response.status();
-    let body = response
-        .body_mut()
-        .with_config()
-        .limit(1 << 30)
-        .read_to_vec()
-        .context("reading the response")?;
-    if !status.is_success() {
-        #[derive(Deserialize)]
-        struct ApiError {
-            error: String,
-        }
-        // Escaped for the terminal: the message may quote what a guest wrote to its stderr.
-        let message = match serde_json::from_slice::<ApiError>(&body) {
-            Ok(e) => format!("{} ({status})", Escaped(&e.error)),
-            Err(_) => format!(
-                "server answered {status}: {}",
-                Escaped(&String::from_utf8_lossy(&body))
-            ),
-        };
-        if status == ureq::http::StatusCode::UNAUTHORIZED
-            && matches!(server.credential.get(), Some(Credential::Withheld))
-        {
-            bail!(
-                "{message}; the admin token in {} was not sent: {} is not this machine's node \
-                 (neither a loopback address nor the URL in {}). To send a token there, put it \
-                 in MOTE_TOKEN or in a file given with --token-file",
-                server.data_dir.join(ADMIN_TOKEN_FILE).display(),
-                server.server,
-                server.data_dir.join(NODE_URL_FILE).display()
-            );
-        }
-        bail!("{message}");
-    }
-    Ok(body)
-}
-
-/// `trust` for a ureq agent: the web PKI roots alone as ureq knows them, or every certificate
-/// `trust` holds.
-fn ureq_trust(trust: &mote_tls::Trust) -> ureq::tls::TlsConfig {
-    let roots = match trust.own_certificates().is_empty() {
-        true => ureq::tls::RootCerts::WebPki,
-        false => {
-            let certs = trust
-                .certificates()
-                .map(|c| ureq::tls::Certificate::from_der(c.as_ref()).to_owned())
-                .collect();
-            ureq::tls::RootCerts::Specific(std::sync::Arc::new(certs))
-        }
-    };
-    ureq::tls::TlsConfig::builder().root_certs(roots).build()
+/// Runs `command`'s requests on a runtime of this thread's own, made for it: a client command
+/// waits for its answers and does nothing else meanwhile.
+pub(crate) fn block_on<F: Future>(command: F) -> anyhow::Result<F::Output> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the client's runtime")?;
+    Ok(runtime.block_on(command))
 }

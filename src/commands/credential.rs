@@ -3,7 +3,7 @@
 //! up` left in its data directory goes only to that node ([`is_own_node`]): a command pointed
 //! at another server (a typo, a hostile `MOTE_SERVER`) must not hand it the key to this one.
 
-use ureq::http::Uri;
+use http::Uri;
 
 /// The token a command sends.
 pub enum Credential {
@@ -29,7 +29,7 @@ impl Credential {
 
 /// Whether `server` is this machine's node, which may be sent its admin token: a loopback host
 /// (an address in 127.0.0.0/8, `::1`, or `localhost`), or the origin of `advertised`, the URL
-/// that node advertised (`DATA/url`). Decided on the URL as ureq reads it, before any name is
+/// that node advertised (`DATA/url`). Decided on the URL as the client reads it, before any name is
 /// resolved: a name that resolves to loopback now may not tomorrow, so only `localhost` counts.
 pub fn is_own_node(server: &str, advertised: Option<&str>) -> bool {
     let Ok(uri) = server.parse::<Uri>() else {

@@ -2,12 +2,12 @@
 //! request to the node that controls the job (`docs/jobs.md`). A job's error may quote what its
 //! guest wrote, so it is shown escaped ([`Escaped`]).
 
-use super::client::{Server, base, request};
+use super::client::{Server, block_on};
 use super::output::outln;
 use super::progress::Progress;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use mote_job_service::{JobState, JobStatus, RunRequest, WorkerChoice};
+use mote_api::{ApiClient, JobState, JobStatus, RunRequest, WorkerChoice};
 use mote_types::Escaped;
 use std::time::Duration;
 
@@ -80,13 +80,13 @@ pub fn run(command: JobCommand) -> anyhow::Result<()> {
         JobCommand::Run(args) => run_job(args),
         JobCommand::Ls(args) => ls(args),
         JobCommand::Status(args) => {
-            let status = fetch(&args.server, &args.id)?;
+            let api = args.server.api()?;
+            let status = block_on(api.job(&args.id))?.map_err(|e| args.server.failed(e))?;
             print_status(&status)
         }
         JobCommand::Cancel(args) => {
-            let url = format!("{}/v1/jobs/{}", base(&args.server), args.id);
-            let body = request(&args.server, args.server.delete(&url)?.call())?;
-            let status: JobStatus = serde_json::from_slice(&body).context("unexpected answer")?;
+            let api = args.server.api()?;
+            let status = block_on(api.cancel_job(&args.id))?.map_err(|e| args.server.failed(e))?;
             outln!("job {} is {}", status.id, state_name(status.state));
             Ok(())
         }
@@ -118,10 +118,19 @@ fn run_job(args: RunArgs) -> anyhow::Result<()> {
         snapshot_to: args.snapshot_to,
         rebalance: Some(!args.no_rebalance),
     };
-    let url = format!("{}/v1/jobs", base(&args.server));
-    let body = args.server.post_json(&url, &request_body)?;
-    let mut status: JobStatus = serde_json::from_slice(&body).context("unexpected answer")?;
-    if args.detach {
+    let api = args.server.api()?;
+    block_on(follow(&args.server, &api, &request_body, args.detach))?
+}
+
+/// Starts the job `request` asks for and, unless `detach`, follows it to its end.
+async fn follow(
+    server: &Server,
+    api: &ApiClient,
+    request: &RunRequest,
+    detach: bool,
+) -> anyhow::Result<()> {
+    let mut status = api.run_job(request).await.map_err(|e| server.failed(e))?;
+    if detach {
         outln!("{}", status.id);
         return Ok(());
     }
@@ -133,14 +142,18 @@ fn run_job(args: RunArgs) -> anyhow::Result<()> {
     );
     let progress = Progress::spinner(&format!("job {}: starting", status.id));
     while status.state == JobState::Running {
-        std::thread::sleep(Duration::from_millis(200));
-        status = fetch(&args.server, &status.id).with_context(|| {
-            format!(
-                "job {id} goes on, but this client cannot follow it; \
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        status = api
+            .job(&status.id)
+            .await
+            .map_err(|e| server.failed(e))
+            .with_context(|| {
+                format!(
+                    "job {id} goes on, but this client cannot follow it; \
                  ask again with `mote job status {id}`",
-                id = status.id
-            )
-        })?;
+                    id = status.id
+                )
+            })?;
         progress.set(&format!(
             "job {}: iteration {}  tasks {}  {:.0} tasks/s",
             status.id, status.iteration, status.tasks, status.tasks_per_s
@@ -168,16 +181,9 @@ fn run_job(args: RunArgs) -> anyhow::Result<()> {
     }
 }
 
-fn fetch(server: &Server, id: &str) -> anyhow::Result<JobStatus> {
-    let url = format!("{}/v1/jobs/{id}", base(server));
-    let body = request(server, server.get(&url)?.call())?;
-    serde_json::from_slice(&body).context("unexpected job status")
-}
-
 fn ls(args: ServerOnly) -> anyhow::Result<()> {
-    let url = format!("{}/v1/jobs", base(&args.server));
-    let body = request(&args.server, args.server.get(&url)?.call())?;
-    let jobs: Vec<JobStatus> = serde_json::from_slice(&body).context("unexpected job list")?;
+    let api = args.server.api()?;
+    let jobs = block_on(api.jobs())?.map_err(|e| args.server.failed(e))?;
     if jobs.is_empty() {
         outln!("no jobs; start one with `mote job run JOB`");
         return Ok(());

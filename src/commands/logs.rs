@@ -4,13 +4,12 @@
 //! passes for another entry nor send the terminal escape sequences; `--json` is JSON, which
 //! escapes it already.
 
-use super::client::{Server, base, request};
+use super::client::{Server, block_on};
 use super::output::closed;
-use anyhow::Context;
 use clap::Args;
+use mote_api::LogLine;
 use mote_types::Escaped;
-use serde::Deserialize;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 
 /// Options of `mote logs`.
 #[derive(Args)]
@@ -30,78 +29,50 @@ pub struct LogsArgs {
     server: Server,
 }
 
-/// An entry of a function's log, as far as a human sees it.
-#[derive(Deserialize)]
-struct Entry {
-    time: String,
-    node: String,
-    call: String,
-    stream: String,
-    outcome: String,
-    text: String,
-}
-
-impl Entry {
-    /// `TIME NODE CALL STREAM TEXT`; a failed call's outcome is named with its stream. Every
-    /// field is escaped, the guest's text above all.
-    fn show(&self) -> String {
-        let call = if self.call.is_empty() {
-            "-"
-        } else {
-            &self.call
-        };
-        let stream = match self.outcome.as_str() {
-            "" | "ok" => Escaped(&self.stream).to_string(),
-            outcome => format!("{}/{}", Escaped(&self.stream), Escaped(outcome)),
-        };
-        format!(
-            "{} {} {} {stream}: {}",
-            Escaped(&self.time),
-            Escaped(&self.node),
-            Escaped(call),
-            Escaped(&self.text)
-        )
-    }
+/// `entry` as `TIME NODE CALL STREAM TEXT`; a failed call's outcome is named with its stream.
+/// Every field is escaped, the guest's text above all.
+fn show(entry: &LogLine) -> String {
+    let call = if entry.call.is_empty() {
+        "-"
+    } else {
+        &entry.call
+    };
+    let stream = match entry.outcome.as_str() {
+        "" | "ok" => Escaped(&entry.stream).to_string(),
+        outcome => format!("{}/{}", Escaped(&entry.stream), Escaped(outcome)),
+    };
+    format!(
+        "{} {} {} {stream}: {}",
+        Escaped(&entry.time),
+        Escaped(&entry.node),
+        Escaped(call),
+        Escaped(&entry.text)
+    )
 }
 
 /// `mote logs NAME`.
 pub fn logs(args: LogsArgs) -> anyhow::Result<()> {
-    let mut url = format!("{}/v1/functions/{}/logs", base(&args.server), args.name);
-    let mut params = Vec::new();
-    if let Some(tail) = args.tail {
-        params.push(format!("tail={tail}"));
-    }
-    if args.follow {
-        params.push("follow=true".to_owned());
-    }
-    if !params.is_empty() {
-        url = format!("{url}?{}", params.join("&"));
-    }
-    // A followed log has no end: no timeout but the connection's own.
-    let response = match args.server.get_unbounded(&url)?.call() {
-        Ok(response) if response.status().is_success() => response,
-        // Not a log: fails with the server's message, as every client command does.
-        other => return request(&args.server, other).map(drop),
-    };
-    let reader = BufReader::new(response.into_body().into_reader());
-    let mut out = std::io::stdout().lock();
-    for line in reader.lines() {
-        let line = line.context("reading the log")?;
-        if line.is_empty() {
-            continue;
+    let server = &args.server;
+    let api = server.api()?;
+    block_on(async {
+        let mut log = api
+            .logs(&args.name, args.tail, args.follow)
+            .await
+            .map_err(|e| server.failed(e))?;
+        let mut out = std::io::stdout().lock();
+        while let Some(line) = log.next_line().await.map_err(|e| server.failed(e))? {
+            if args.json {
+                writeln!(out, "{line}").map_err(closed)?;
+            } else {
+                let entry = log.entry(&line).map_err(|e| server.failed(e))?;
+                writeln!(out, "{}", show(&entry)).map_err(closed)?;
+            }
+            if args.follow {
+                out.flush().map_err(closed)?;
+            }
         }
-        if args.json {
-            writeln!(out, "{line}").map_err(closed)?;
-        } else {
-            let entry: Entry = serde_json::from_str(&line)
-                .with_context(|| format!("the server sent a line that is not an entry: {line}"))?;
-            writeln!(out, "{}", entry.show()).map_err(closed)?;
-        }
-        if args.follow {
-            out.flush().map_err(closed)?;
-        }
-    }
-    Ok(())
+        Ok::<_, anyhow::Error>(())
+    })?
 }
 
 #[cfg(test)]
@@ -110,8 +81,10 @@ mod tests {
 
     #[test]
     fn a_guest_s_text_is_shown_on_its_entry_s_line_without_control_characters() {
-        let entry = Entry {
+        let entry = LogLine {
+            seq: 7,
             time: "2026-05-01T10:00:00.000Z".into(),
+            unix_ms: 1_777_629_600_000,
             node: "n1".into(),
             call: "n1-7".into(),
             stream: "log".into(),
@@ -119,16 +92,16 @@ mod tests {
             text: "ok\n2026-01-01T00:00:00Z n1 n1-8 log: fake line\x1b[31m".into(),
         };
         assert_eq!(
-            entry.show(),
+            show(&entry),
             r"2026-05-01T10:00:00.000Z n1 n1-7 log: ok\n2026-01-01T00:00:00Z n1 n1-8 log: fake line\u{1b}[31m"
         );
-        let failed = Entry {
+        let failed = LogLine {
             outcome: "trap".into(),
             text: "plain words".into(),
             ..entry
         };
         assert_eq!(
-            failed.show(),
+            show(&failed),
             "2026-05-01T10:00:00.000Z n1 n1-7 log/trap: plain words"
         );
     }

@@ -13,6 +13,9 @@ const TICK: Duration = Duration::from_millis(120);
 /// A spinner or bar, or nothing when stderr is not a terminal.
 pub struct Progress {
     bar: Option<ProgressBar>,
+    /// Whether dropping it takes the bar off the terminal: the one that made it does, a
+    /// [`Progress::share`] does not.
+    owns: bool,
 }
 
 impl Progress {
@@ -27,7 +30,7 @@ impl Progress {
             bar.enable_steady_tick(TICK);
             bar
         });
-        Self { bar }
+        Self { bar, owns: true }
     }
 
     /// A bar over `total` bytes.
@@ -43,7 +46,7 @@ impl Progress {
             bar.set_message(message.to_owned());
             bar
         });
-        Self { bar }
+        Self { bar, owns: true }
     }
 
     /// Shows `message` as the current state.
@@ -73,14 +76,19 @@ impl Progress {
         }
     }
 
-    /// Wraps `reader` so that what is read from it advances the bar.
-    pub fn reader<R: std::io::Read + Send + Sync + 'static>(
-        &self,
-        reader: R,
-    ) -> Box<dyn std::io::Read + Send + Sync> {
-        match &self.bar {
-            Some(bar) => Box::new(bar.wrap_read(reader)),
-            None => Box::new(reader),
+    /// The same bar, to be moved from elsewhere (an upload's body as it goes); it stays on
+    /// the terminal until the original is dropped.
+    pub fn share(&self) -> Self {
+        Self {
+            bar: self.bar.clone(),
+            owns: false,
+        }
+    }
+
+    /// Moves the bar to `position` (bytes done).
+    pub fn at(&self, position: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(position);
         }
     }
 
@@ -94,6 +102,8 @@ impl Progress {
 
 impl Drop for Progress {
     fn drop(&mut self) {
-        self.clear();
+        if self.owns {
+            self.clear();
+        }
     }
 }

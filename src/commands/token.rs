@@ -1,10 +1,10 @@
 //! `mote token`: making, listing and revoking the platform's tokens (needs an admin token).
 
-use super::client::{Server, base, request};
+use super::client::{Server, block_on};
 use super::output::outln;
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use serde::Deserialize;
+use mote_api::CreateToken;
 
 /// `mote token ...`.
 #[derive(Subcommand)]
@@ -48,27 +48,17 @@ pub struct RevokeArgs {
     server: Server,
 }
 
-#[derive(Deserialize)]
-struct TokenInfo {
-    name: String,
-    scopes: Vec<String>,
-    created_ms: u64,
-    token: Option<String>,
-}
-
 /// Runs a `mote token` command.
 pub fn run(command: TokenCommand) -> anyhow::Result<()> {
     match command {
         TokenCommand::Create(args) => {
-            let url = format!("{}/v1/tokens", base(&args.server));
-            let body = serde_json::json!({
-                "name": args.name,
-                "scopes": args.scopes,
-                "replace": args.replace,
-            });
-            let answer = args.server.post_json(&url, &body)?;
-            let made: TokenInfo =
-                serde_json::from_slice(&answer).context("unexpected token response")?;
+            let request = CreateToken {
+                name: args.name,
+                scopes: args.scopes,
+                replace: args.replace,
+            };
+            let api = args.server.api()?;
+            let made = block_on(api.create_token(&request))?.map_err(|e| args.server.failed(e))?;
             let token = made.token.context("the server sent no token")?;
             eprintln!(
                 "token `{}` with scopes {}; it is shown only now:",
@@ -78,14 +68,8 @@ pub fn run(command: TokenCommand) -> anyhow::Result<()> {
             outln!("{token}");
         }
         TokenCommand::Ls(args) => {
-            #[derive(Deserialize)]
-            struct TokenList {
-                tokens: Vec<TokenInfo>,
-            }
-            let url = format!("{}/v1/tokens", base(&args.server));
-            let answer = request(&args.server, args.server.get(&url)?.call())?;
-            let list: TokenList =
-                serde_json::from_slice(&answer).context("unexpected token list")?;
+            let api = args.server.api()?;
+            let list = block_on(api.tokens())?.map_err(|e| args.server.failed(e))?;
             outln!("{:<32} {:<28} CREATED", "NAME", "SCOPES");
             for t in list.tokens {
                 outln!(
@@ -99,8 +83,8 @@ pub fn run(command: TokenCommand) -> anyhow::Result<()> {
             }
         }
         TokenCommand::Revoke(args) => {
-            let url = format!("{}/v1/tokens/{}", base(&args.server), args.name);
-            request(&args.server, args.server.delete(&url)?.call())?;
+            let api = args.server.api()?;
+            block_on(api.revoke_token(&args.name))?.map_err(|e| args.server.failed(e))?;
             outln!("revoked {}", args.name);
         }
     }

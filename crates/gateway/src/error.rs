@@ -178,7 +178,9 @@ impl IntoResponse for ApiError {
         }
         let mut response = (
             status,
-            axum::Json(serde_json::json!({ "error": self.message() })),
+            axum::Json(mote_api::ErrorBody {
+                error: self.message(),
+            }),
         )
             .into_response();
         let headers = response.headers_mut();

@@ -28,10 +28,11 @@ use bytes::Bytes;
 use futures_util::stream::{self, BoxStream, StreamExt};
 use http_body_util::BodyExt;
 use mote_access::{Holder, Scope};
+use mote_api::LogLine;
 use mote_cluster::NodeName;
 use mote_node::{LogEntry, LogFollower};
 use mote_wire::LogsFrom;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::convert::Infallible;
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -62,65 +63,52 @@ pub(crate) struct LogsParams {
     after: Option<u64>,
 }
 
-/// An entry as the API shows it.
-#[derive(Debug, Serialize, Deserialize)]
-struct WireEntry {
-    seq: u64,
-    time: String,
-    unix_ms: u64,
-    node: String,
-    call: String,
-    stream: String,
-    outcome: String,
-    text: String,
+/// `entry`, from `node`'s log, as the API shows it.
+fn wire_entry(node: &str, entry: LogEntry) -> LogLine {
+    LogLine {
+        seq: entry.seq,
+        time: rfc3339(entry.unix_ms),
+        unix_ms: entry.unix_ms,
+        node: node.to_owned(),
+        call: entry.call.render(node),
+        stream: entry.stream.as_str().to_owned(),
+        outcome: entry.outcome.as_str().to_owned(),
+        text: entry.text,
+    }
 }
 
-impl WireEntry {
-    fn new(node: &str, entry: LogEntry) -> Self {
-        Self {
-            seq: entry.seq,
-            time: rfc3339(entry.unix_ms),
-            unix_ms: entry.unix_ms,
-            node: node.to_owned(),
-            call: entry.call.render(node),
-            stream: entry.stream.as_str().to_owned(),
-            outcome: entry.outcome.as_str().to_owned(),
-            text: entry.text,
-        }
+/// An entry that says `node`'s entries are missing, and why.
+fn missing_entry(node: &str, why: String) -> LogLine {
+    let unix_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default();
+    LogLine {
+        seq: 0,
+        time: rfc3339(unix_ms),
+        unix_ms,
+        node: node.to_owned(),
+        call: String::new(),
+        stream: "missing".into(),
+        outcome: String::new(),
+        text: why,
     }
+}
 
-    /// Says that `node`'s entries are missing, and why.
-    fn missing(node: &str, why: String) -> Self {
-        let unix_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or_default();
-        Self {
-            seq: 0,
-            time: rfc3339(unix_ms),
-            unix_ms,
-            node: node.to_owned(),
-            call: String::new(),
-            stream: "missing".into(),
-            outcome: String::new(),
-            text: why,
-        }
-    }
-
-    fn line(&self, out: &mut Vec<u8>) {
-        serde_json::to_writer(&mut *out, self).expect("an entry serializes");
-        out.push(b'\n');
-    }
+/// Appends `entry` to `out` as one NDJSON line.
+fn line(entry: &LogLine, out: &mut Vec<u8>) {
+    serde_json::to_writer(&mut *out, entry).expect("an entry serializes");
+    out.push(b'\n');
 }
 
 fn rfc3339(unix_ms: u64) -> String {
     humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(unix_ms)).to_string()
 }
 
-fn ndjson(entries: &[WireEntry]) -> Vec<u8> {
+fn ndjson(entries: &[LogLine]) -> Vec<u8> {
     let mut out = Vec::new();
     for entry in entries {
-        entry.line(&mut out);
+        line(entry, &mut out);
     }
     out
 }
@@ -170,7 +158,7 @@ async fn logs(
         Some(seq) => ring.after(seq),
         None => ring.tail(tail),
     };
-    let mut entries: Vec<WireEntry> = mine.into_iter().map(|e| WireEntry::new(&me, e)).collect();
+    let mut entries: Vec<LogLine> = mine.into_iter().map(|e| wire_entry(&me, e)).collect();
     let follower = params.follow.then(|| ring.follow(last_seq));
     drop(ring);
     if params.local {
@@ -230,7 +218,7 @@ async fn peers_logs(
     gw: &Gateway,
     name: &str,
     tail: usize,
-) -> (Vec<WireEntry>, Vec<WireEntry>, Vec<(NodeName, u64)>) {
+) -> (Vec<LogLine>, Vec<LogLine>, Vec<(NodeName, u64)>) {
     let (mut entries, mut missing, mut followed) = (Vec::new(), Vec::new(), Vec::new());
     for (peer, answered) in gw
         .peers
@@ -242,7 +230,7 @@ async fn peers_logs(
                 entries.extend(theirs);
                 followed.push((peer, seq));
             }
-            Err(why) => missing.push(WireEntry::missing(peer.as_str(), why)),
+            Err(why) => missing.push(missing_entry(peer.as_str(), why)),
         }
     }
     (entries, missing, followed)
@@ -276,7 +264,7 @@ fn local_stream(
             let entries = follower.next().await?;
             let mut out = Vec::new();
             for entry in entries {
-                WireEntry::new(&me, entry).line(&mut out);
+                line(&wire_entry(&me, entry), &mut out);
             }
             Some((Ok(Bytes::from(out)), follower))
         }
@@ -292,7 +280,7 @@ fn peer_stream(
 ) -> BoxStream<'static, Result<Bytes, Infallible>> {
     let notice = |peer: &str, why: String| {
         let mut out = Vec::new();
-        WireEntry::missing(peer, why).line(&mut out);
+        line(&missing_entry(peer, why), &mut out);
         Ok(Bytes::from(out))
     };
     let response = match answered {
@@ -337,7 +325,7 @@ fn peer_stream(
 /// A peer's entries and the last sequence number it wrote, or why there are none.
 async fn read_entries(
     answered: Result<hyper::Response<hyper::body::Incoming>, mote_peers::ForwardError>,
-) -> Result<(Vec<WireEntry>, u64), String> {
+) -> Result<(Vec<LogLine>, u64), String> {
     let response = answered.map_err(|e| e.to_string())?;
     let status = response.status();
     let seq = response
@@ -361,7 +349,7 @@ async fn read_entries(
         .split(|b| *b == b'\n')
         .filter(|line| !line.is_empty())
         .map(serde_json::from_slice)
-        .collect::<Result<Vec<WireEntry>, _>>()
+        .collect::<Result<Vec<LogLine>, _>>()
         .map_err(|e| format!("its log is not NDJSON entries: {e}"))?;
     Ok((entries, seq))
 }

@@ -9,38 +9,19 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use mote_access::{Scope, TokenName, TokenRecord};
-use serde::{Deserialize, Serialize};
+use mote_api::{CreateToken, Revoked, TokenInfo, TokenList};
 
-/// `POST /v1/tokens`'s body.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreateToken {
-    name: String,
-    scopes: Vec<String>,
-    /// Replace a token of the same name (which stops working) instead of refusing.
-    #[serde(default)]
-    replace: bool,
-}
-
-/// A token as the API lists it: never the token itself.
-#[derive(Serialize)]
-struct TokenView<'a> {
-    name: &'a str,
-    scopes: &'a [Scope],
-    created_ms: u64,
-    /// Only in the response that made it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    token: Option<&'a str>,
-}
-
-impl<'a> TokenView<'a> {
-    fn of(record: &'a TokenRecord) -> Self {
-        Self {
-            name: record.name.as_str(),
-            scopes: &record.scopes,
-            created_ms: record.created_ms,
-            token: None,
-        }
+/// `record` as the API lists it: without the token.
+fn token_info(record: &TokenRecord) -> TokenInfo {
+    TokenInfo {
+        name: record.name.as_str().to_owned(),
+        scopes: record
+            .scopes
+            .iter()
+            .map(|s| s.as_str().to_owned())
+            .collect(),
+        created_ms: record.created_ms,
+        token: None,
     }
 }
 
@@ -63,17 +44,17 @@ pub(crate) async fn create(
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let (token, record) = gw.tokens.create(name, scopes, request.replace).await?;
     tracing::info!(token = %record.name, scopes = ?record.scopes, "a token was made");
-    let view = TokenView {
-        token: Some(token.expose()),
-        ..TokenView::of(&record)
+    let view = TokenInfo {
+        token: Some(token.expose().to_owned()),
+        ..token_info(&record)
     };
     Ok((StatusCode::CREATED, axum::Json(view)).into_response())
 }
 
 pub(crate) async fn list(State(gw): State<Gateway>) -> Result<Response, ApiError> {
     let records = gw.tokens.list().await?;
-    let tokens: Vec<TokenView<'_>> = records.iter().map(TokenView::of).collect();
-    Ok(axum::Json(serde_json::json!({ "tokens": tokens })).into_response())
+    let tokens = records.iter().map(token_info).collect();
+    Ok(axum::Json(TokenList { tokens }).into_response())
 }
 
 pub(crate) async fn revoke(
@@ -82,5 +63,9 @@ pub(crate) async fn revoke(
 ) -> Result<Response, ApiError> {
     gw.tokens.revoke(&name).await?;
     tracing::info!(token = %name, "a token was revoked");
-    Ok(axum::Json(serde_json::json!({ "name": name, "revoked": true })).into_response())
+    Ok(axum::Json(Revoked {
+        name,
+        revoked: true,
+    })
+    .into_response())
 }

@@ -30,7 +30,8 @@ pub use controller::{
 };
 pub use env::WorkerEnv;
 pub use error::{CodeError, ErrorKind, JobServiceError, RunError};
-pub use request::{ClusterNodes, NodeInfo, RunRequest, WorkerChoice, snapshot_plan};
+pub use mote_api::{RunRequest, WorkerChoice};
+pub use request::{ClusterNodes, NodeInfo, snapshot_plan};
 pub use service::JobService;
 pub use transport::{HttpTransport, INTERNAL_JOBS, Transport, TransportError};
 pub use worker::{JobCode, Worker, WorkerError};

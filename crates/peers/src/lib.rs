@@ -42,6 +42,7 @@ mod view;
 pub use config::{JoinError, PeersConfig};
 pub use forward::{FORWARDED_BY, ForwardError};
 pub use membership::{Peers, Route};
+pub use mote_api::{ClusterView, MemberState, MemberView, StoreView};
 pub use name::{MAX_NODE_NAME_LEN, NodeName, NodeNameError};
 pub use store_peering::{ReplicaLag, StorePeering};
-pub use view::{ClusterView, Forwarded, MemberView, StoreView};
+pub use view::Forwarded;

@@ -4,33 +4,8 @@
 
 use crate::membership::Peers;
 use crate::store_peering::ReplicaLag;
+use mote_api::{ClusterView, MemberState, MemberView, StoreView};
 use serde::Serialize;
-
-/// The cluster as one node sees it.
-#[derive(Clone, Debug, Serialize)]
-pub struct ClusterView {
-    /// The node answering.
-    pub node: String,
-    /// Its state store.
-    pub store: StoreView,
-    /// Every node it sees, itself included, by name.
-    pub nodes: Vec<MemberView>,
-}
-
-/// Whether a node reaches its state store.
-#[derive(Clone, Debug, Serialize)]
-pub struct StoreView {
-    /// The store's URLs.
-    pub endpoints: String,
-    /// Whether its last request answered.
-    pub reachable: bool,
-    /// How long it has not answered.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub unreachable_for_ms: Option<u64>,
-    /// The error it gave.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
 
 /// The calls one node sent to a peer, by how they went.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -43,30 +18,6 @@ pub struct Forwarded {
     pub unreachable: u64,
     /// Calls sent that it did not answer.
     pub lost: u64,
-}
-
-/// A node as another sees it.
-#[derive(Clone, Debug, Serialize)]
-pub struct MemberView {
-    /// Its name.
-    pub name: String,
-    /// Where its API is.
-    pub url: String,
-    /// `up` (takes calls), `draining` (stopping) or `unreachable` (this node could not connect
-    /// to it since it last reported).
-    pub state: &'static str,
-    /// Whether it is the node answering.
-    pub me: bool,
-    /// Executor cores.
-    pub cores: u32,
-    /// Calls running, as last reported (plus those sent since).
-    pub running: u32,
-    /// Calls waiting.
-    pub queued: u32,
-    /// The expected work it holds, in milliseconds.
-    pub work_ms: f64,
-    /// How long ago its key was last written, as this node saw it.
-    pub heard_ms_ago: u64,
 }
 
 impl Peers {
@@ -83,9 +34,9 @@ impl Peers {
                     name: m.name().to_string(),
                     url: m.url().to_owned(),
                     state: match (m.draining(), m.unreachable()) {
-                        (true, _) => "draining",
-                        (false, true) => "unreachable",
-                        (false, false) => "up",
+                        (true, _) => MemberState::Draining,
+                        (false, true) => MemberState::Unreachable,
+                        (false, false) => MemberState::Up,
                     },
                     me: m.name() == self.me.member(),
                     cores: load.cores,

@@ -25,10 +25,9 @@
 
 mod snapshots;
 mod state;
-mod status;
 mod watch;
 
-pub use status::{
+pub use mote_api::{
     JobState, JobStatus, MigrationStatus, RestoreStatus, SnapshotState, SnapshotStatus,
     WorkerStatus,
 };

@@ -4,7 +4,7 @@
 
 use super::Controller;
 use super::state::{Action, Inner, LISTED, Partial};
-use super::status::{JobState, RestoreStatus, SnapshotState, SnapshotStatus};
+use mote_api::{JobState, RestoreStatus, SnapshotState, SnapshotStatus};
 use mote_jobs::message::{Envelope, Restore, WorkerMessage};
 use mote_jobs::{Cursor, PartitionKey, WorkerId};
 use std::collections::HashSet;

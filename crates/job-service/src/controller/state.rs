@@ -2,7 +2,7 @@
 //! progress, the map, snapshots and moves under way) and what a report or a look at the job
 //! leads to ([`Action`]), done once the lock is released.
 
-use super::status::{JobState, JobStatus, MigrationStatus, SnapshotStatus};
+use mote_api::{JobState, JobStatus, MigrationStatus, SnapshotStatus};
 use mote_jobs::message::{Progress, WorkerMessage};
 use mote_jobs::{Cursor, Entry, PartitionKey, PartitionMap, WorkerId};
 use std::collections::{BTreeMap, HashSet};

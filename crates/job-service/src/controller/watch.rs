@@ -4,7 +4,7 @@
 
 use super::Controller;
 use super::state::{Action, Inner, LISTED, Move, MoveBatch, Moving, Sample};
-use super::status::{JobState, MigrationStatus};
+use mote_api::{JobState, MigrationStatus};
 use mote_jobs::message::{Envelope, WorkerMessage};
 use mote_jobs::{Entry, PartitionKey, WorkerId};
 use std::collections::BTreeMap;

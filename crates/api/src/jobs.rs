@@ -1,6 +1,44 @@
-//! A job's status as the API shows it (`GET /v1/jobs/{id}`): [`JobStatus`] and its parts.
+//! Jobs: the request that starts one (`POST /v1/jobs`, [`RunRequest`]) and a job's status as
+//! the API shows it (`GET /v1/jobs/{id}`, [`JobStatus`] and its parts).
 
 use serde::{Deserialize, Serialize};
+
+/// Which workers a job runs on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum WorkerChoice {
+    /// The first N nodes (this one first, then the others by name).
+    Count(usize),
+    /// These nodes, by name or URL.
+    List(Vec<String>),
+}
+
+/// `POST /v1/jobs`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunRequest {
+    /// The deployed job function.
+    pub function: String,
+    /// The workers; every node of the cluster if absent.
+    #[serde(default)]
+    pub workers: Option<WorkerChoice>,
+    /// Partitions per worker core (the paper's micropartitioning); 10 if absent.
+    #[serde(default)]
+    pub partitions_per_core: Option<u32>,
+    /// `--arg K=V`, in order.
+    #[serde(default)]
+    pub args: Vec<(String, String)>,
+    /// Snapshot the partitions every this many iterations of the program's top-level loop, so
+    /// that the job survives a lost worker; with `snapshot_to`.
+    #[serde(default)]
+    pub snapshot_every: Option<u64>,
+    /// Where snapshots go: `BUCKET/PREFIX` in the nodes' object storage, which every worker
+    /// must share.
+    #[serde(default)]
+    pub snapshot_to: Option<String>,
+    /// Move partitions off workers that run markedly slower; on if absent.
+    #[serde(default)]
+    pub rebalance: Option<bool>,
+}
 
 /// Where a job is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -166,4 +204,61 @@ pub struct JobStatus {
     pub older_snapshots: usize,
     /// Rollbacks, oldest first.
     pub restores: Vec<RestoreStatus>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A job's status as a node serves it before its one worker reported twice.
+    const STARTING: &str = include_str!("../testdata/starting_job.json");
+
+    #[test]
+    fn a_worker_with_no_rate_yet_reads_as_none_and_writes_back_as_null() {
+        let status: JobStatus = serde_json::from_str(STARTING).unwrap();
+        assert_eq!(status.state, JobState::Running);
+        assert_eq!(status.error, None);
+        assert_eq!(status.workers[0].tasks_per_s, None);
+        assert_eq!(status.workers[0].idle_share, None);
+        let written = serde_json::to_value(&status).unwrap();
+        assert!(written["workers"][0]["tasks_per_s"].is_null());
+        assert!(written.get("error").is_none(), "{written}");
+        let again: JobStatus = serde_json::from_value(written).unwrap();
+        assert_eq!(again.workers[0].tasks_per_s, None);
+        assert_eq!(again.id, "j1");
+    }
+
+    #[test]
+    fn a_worker_s_rate_once_known_round_trips() {
+        let mut status: JobStatus = serde_json::from_str(STARTING).unwrap();
+        status.workers[0].tasks_per_s = Some(1234.5);
+        status.workers[0].idle_share = Some(0.25);
+        status.state = JobState::Failed;
+        status.error = Some("partition 3 trapped".into());
+        let again: JobStatus =
+            serde_json::from_str(&serde_json::to_string(&status).unwrap()).unwrap();
+        assert_eq!(again.workers[0].tasks_per_s, Some(1234.5));
+        assert_eq!(again.workers[0].idle_share, Some(0.25));
+        assert_eq!(again.state, JobState::Failed);
+        assert_eq!(again.error.as_deref(), Some("partition 3 trapped"));
+    }
+
+    #[test]
+    fn a_run_request_takes_only_the_function_and_workers_as_a_count_or_a_list() {
+        let bare: RunRequest = serde_json::from_str(r#"{"function": "lr"}"#).unwrap();
+        assert_eq!(bare.workers, None);
+        assert!(bare.args.is_empty());
+        let counted: RunRequest =
+            serde_json::from_str(r#"{"function": "lr", "workers": 2}"#).unwrap();
+        assert_eq!(counted.workers, Some(WorkerChoice::Count(2)));
+        let listed: RunRequest =
+            serde_json::from_str(r#"{"function": "lr", "workers": ["a", "b"]}"#).unwrap();
+        assert_eq!(
+            listed.workers,
+            Some(WorkerChoice::List(vec!["a".into(), "b".into()]))
+        );
+        let written = serde_json::to_string(&listed).unwrap();
+        let again: RunRequest = serde_json::from_str(&written).unwrap();
+        assert_eq!(again.workers, listed.workers);
+    }
 }
