@@ -66,6 +66,14 @@ impl Server {
         )?)
     }
 
+    /// Waits for `request`'s answer; a failure is told as [`Server::failed`] tells it.
+    pub(crate) fn answer<T>(
+        &self,
+        request: impl Future<Output = Result<T, ApiError>>,
+    ) -> anyhow::Result<T> {
+        block_on(request)?.map_err(|e| self.failed(e))
+    }
+
     /// `error` for a human: a refusal the admin token would have passed says why it was not
     /// sent, and how to send a token there.
     pub(crate) fn failed(&self, error: ApiError) -> anyhow::Error {
@@ -213,8 +221,7 @@ pub fn deploy(args: DeployArgs) -> anyhow::Result<()> {
         Upload::Sent { sent, .. } => shown.at(sent),
         Upload::Done => shown.wait("the server is compiling it"),
     };
-    let f = block_on(api.deploy(&args.name, Bytes::from(wasm), &params, watch))?
-        .map_err(|e| server.failed(e))?;
+    let f = server.answer(api.deploy(&args.name, Bytes::from(wasm), &params, watch))?;
     drop(progress);
     outln!(
         "deployed {} ({}, {} bytes, sha256 {}, timeout {}, memory {} MiB{})",
@@ -257,15 +264,15 @@ pub fn invoke(args: InvokeArgs) -> anyhow::Result<()> {
     };
     let server = &args.server;
     let api = server.api()?;
-    let body = block_on(async { api.invoke(&args.name, Bytes::from(input)).await?.success() })?
-        .map_err(|e| server.failed(e))?;
+    let body =
+        server.answer(async { api.invoke(&args.name, Bytes::from(input)).await?.success() })?;
     super::output::bytes(&body)
 }
 
 /// `mote ls`.
 pub fn ls(args: LsArgs) -> anyhow::Result<()> {
     let api = args.server.api()?;
-    let list = block_on(api.functions())?.map_err(|e| args.server.failed(e))?;
+    let list = args.server.answer(api.functions())?;
     if list.functions.is_empty() {
         outln!("no functions deployed; deploy one with `mote deploy NAME FILE.wasm`");
         return Ok(());
@@ -318,7 +325,7 @@ pub struct NodesArgs {
 /// `mote nodes`.
 pub fn nodes(args: NodesArgs) -> anyhow::Result<()> {
     let api = args.server.api()?;
-    let view = block_on(api.cluster())?.map_err(|e| args.server.failed(e))?;
+    let view = args.server.answer(api.cluster())?;
     outln!(
         "{:<20} {:<9} {:>5} {:>7} {:>6} {:>9} {:>7}  URL",
         "NODE",
@@ -360,7 +367,7 @@ pub fn nodes(args: NodesArgs) -> anyhow::Result<()> {
 /// `mote rm NAME`.
 pub fn rm(args: RmArgs) -> anyhow::Result<()> {
     let api = args.server.api()?;
-    block_on(api.remove(&args.name))?.map_err(|e| args.server.failed(e))?;
+    args.server.answer(api.remove(&args.name))?;
     outln!("removed {}", args.name);
     Ok(())
 }
@@ -368,7 +375,7 @@ pub fn rm(args: RmArgs) -> anyhow::Result<()> {
 /// `mote release NAME`.
 pub fn release(args: ReleaseArgs) -> anyhow::Result<()> {
     let api = args.server.api()?;
-    let released = block_on(api.release(&args.name))?.map_err(|e| args.server.failed(e))?;
+    let released = args.server.answer(api.release(&args.name))?;
     if released.released {
         outln!("released {}: its calls run again", args.name);
     } else {

@@ -81,12 +81,12 @@ pub fn run(command: JobCommand) -> anyhow::Result<()> {
         JobCommand::Ls(args) => ls(args),
         JobCommand::Status(args) => {
             let api = args.server.api()?;
-            let status = block_on(api.job(&args.id))?.map_err(|e| args.server.failed(e))?;
+            let status = args.server.answer(api.job(&args.id))?;
             print_status(&status)
         }
         JobCommand::Cancel(args) => {
             let api = args.server.api()?;
-            let status = block_on(api.cancel_job(&args.id))?.map_err(|e| args.server.failed(e))?;
+            let status = args.server.answer(api.cancel_job(&args.id))?;
             outln!("job {} is {}", status.id, state_name(status.state));
             Ok(())
         }
@@ -183,7 +183,7 @@ async fn follow(
 
 fn ls(args: ServerOnly) -> anyhow::Result<()> {
     let api = args.server.api()?;
-    let jobs = block_on(api.jobs())?.map_err(|e| args.server.failed(e))?;
+    let jobs = args.server.answer(api.jobs())?;
     if jobs.is_empty() {
         outln!("no jobs; start one with `mote job run JOB`");
         return Ok(());

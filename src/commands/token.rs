@@ -1,6 +1,6 @@
 //! `mote token`: making, listing and revoking the platform's tokens (needs an admin token).
 
-use super::client::{Server, block_on};
+use super::client::Server;
 use super::output::outln;
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -58,7 +58,7 @@ pub fn run(command: TokenCommand) -> anyhow::Result<()> {
                 replace: args.replace,
             };
             let api = args.server.api()?;
-            let made = block_on(api.create_token(&request))?.map_err(|e| args.server.failed(e))?;
+            let made = args.server.answer(api.create_token(&request))?;
             let token = made.token.context("the server sent no token")?;
             eprintln!(
                 "token `{}` with scopes {}; it is shown only now:",
@@ -69,7 +69,7 @@ pub fn run(command: TokenCommand) -> anyhow::Result<()> {
         }
         TokenCommand::Ls(args) => {
             let api = args.server.api()?;
-            let list = block_on(api.tokens())?.map_err(|e| args.server.failed(e))?;
+            let list = args.server.answer(api.tokens())?;
             outln!("{:<32} {:<28} CREATED", "NAME", "SCOPES");
             for t in list.tokens {
                 outln!(
@@ -84,7 +84,7 @@ pub fn run(command: TokenCommand) -> anyhow::Result<()> {
         }
         TokenCommand::Revoke(args) => {
             let api = args.server.api()?;
-            block_on(api.revoke_token(&args.name))?.map_err(|e| args.server.failed(e))?;
+            args.server.answer(api.revoke_token(&args.name))?;
             outln!("revoked {}", args.name);
         }
     }
