@@ -275,12 +275,7 @@ impl Controller {
         let rate = &inner.rates[w];
         let dt = progress.wall_us.saturating_sub(rate.wall_us);
         if dt >= 900_000 || rate.wall_us > progress.wall_us {
-            let now = Sample {
-                wall_us: progress.wall_us,
-                task_us: progress.task_us,
-                busy_us: busy,
-                tasks: progress.tasks,
-            };
+            let now = Sample::of(&progress);
             let worker = &mut inner.status.workers[w];
             let rates = rate.rates_to(&now, progress.cores);
             worker.tasks_per_s = rates.map(|r| r.tasks_per_s);

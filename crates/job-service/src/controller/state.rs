@@ -35,6 +35,16 @@ pub(super) struct Rates {
 }
 
 impl Sample {
+    /// What `progress` says the worker had done.
+    pub(super) fn of(progress: &Progress) -> Self {
+        Self {
+            wall_us: progress.wall_us,
+            task_us: progress.task_us,
+            busy_us: progress.task_us + progress.scheduling_us,
+            tasks: progress.tasks,
+        }
+    }
+
     /// The rates from this sample to `now`, on `cores` cores; none when no time passed
     /// between them or the worker's clock began anew (a restored worker's), where a rate would
     /// be 0/0 or count work of another life.

@@ -99,16 +99,7 @@ impl Controller {
         inner.slower = slow;
         let moves = if confirmed { moves } else { Vec::new() };
         inner.window_at = Instant::now();
-        inner.window = inner
-            .progress
-            .iter()
-            .map(|p| Sample {
-                wall_us: p.wall_us,
-                task_us: p.task_us,
-                busy_us: p.task_us + p.scheduling_us,
-                tasks: p.tasks,
-            })
-            .collect();
+        inner.window = inner.progress.iter().map(Sample::of).collect();
         if moves.is_empty() {
             return Action::None;
         }
