@@ -7,6 +7,7 @@
 
 use crate::platform::{Platform, mote_bin};
 use crate::store::Store;
+use mote_api::DeployParams;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -451,7 +452,7 @@ fn a_node_off_loopback_is_closed_unless_insecure() {
 #[test]
 fn a_loopback_node_stays_open_and_still_makes_its_admin_token() {
     let p = Platform::start(&[]);
-    p.deploy("hello", mote_guests::HELLO.wasm, "");
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
     assert_eq!(p.invoke("hello", b"open").status, 200);
     let admin = read_trimmed(&p.data.join("admin.token"));
     assert!(admin.starts_with("mote_"));

@@ -1,6 +1,7 @@
 //! The happy paths of the HTTP API: deploy, invoke, list, get, remove, health and metrics.
 
 use crate::platform::Platform;
+use mote_api::DeployParams;
 
 #[test]
 fn deploy_invoke_list_get_remove() {
@@ -10,21 +11,25 @@ fn deploy_invoke_list_get_remove() {
     let d = p.deploy(
         "hello",
         mote_guests::HELLO.wasm,
-        "?timeout_ms=500&memory_mb=32",
+        &DeployParams {
+            timeout_ms: Some(500),
+            memory_mb: Some(32),
+            ..Default::default()
+        },
     );
-    assert_eq!(d["name"], "hello");
-    assert_eq!(d["kind"], "mote-abi-v1");
-    assert_eq!(d["timeout_ms"], 500);
-    assert_eq!(d["memory_mb"], 32);
-    assert_eq!(d["sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(d.name, "hello");
+    assert_eq!(d.kind, "mote-abi-v1");
+    assert_eq!(d.timeout_ms, 500);
+    assert_eq!(d.memory_mb, 32);
+    assert_eq!(d.sha256.len(), 64);
 
     let r = p.invoke("hello", b"mote");
     assert_eq!((r.status, r.text().as_str()), (200, "Hello, mote!\n"));
     let r = p.invoke("hello", b"");
     assert_eq!(r.text(), "Hello, world!\n");
 
-    let wc = p.deploy("wc", mote_guests::WC.wasm, "");
-    assert_eq!(wc["kind"], "wasi-command");
+    let wc = p.deploy("wc", mote_guests::WC.wasm, &DeployParams::default());
+    assert_eq!(wc.kind, "wasi-command");
     let r = p.invoke("wc", b"one two\nthree\n");
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(
@@ -45,10 +50,17 @@ fn deploy_invoke_list_get_remove() {
 #[test]
 fn redeploy_replaces_the_function() {
     let p = Platform::start(&[]);
-    p.deploy("f", mote_guests::HELLO.wasm, "");
+    p.deploy("f", mote_guests::HELLO.wasm, &DeployParams::default());
     assert_eq!(p.invoke("f", b"x").text(), "Hello, x!\n");
-    let d = p.deploy("f", mote_guests::ECHO.wasm, "?timeout_ms=100");
-    assert_eq!(d["timeout_ms"], 100);
+    let d = p.deploy(
+        "f",
+        mote_guests::ECHO.wasm,
+        &DeployParams {
+            timeout_ms: Some(100),
+            ..Default::default()
+        },
+    );
+    assert_eq!(d.timeout_ms, 100);
     assert_eq!(p.invoke("f", b"x").text(), "x");
     assert_eq!(p.function_names(), ["f"]);
 }
@@ -56,7 +68,7 @@ fn redeploy_replaces_the_function() {
 #[test]
 fn concurrent_calls_each_get_their_own_answer() {
     let p = Platform::start(&["--cores", "2"]);
-    p.deploy("hello", mote_guests::HELLO.wasm, "");
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
     std::thread::scope(|s| {
         for t in 0..16 {
             let p = &p;
@@ -82,8 +94,8 @@ fn metrics_describe_calls_queue_and_executors() {
     // One core, and under preemption (the default) one parked thread per call that may be
     // suspended.
     let p = Platform::start(&["--cores", "1", "--max-suspended", "4"]);
-    p.deploy("hello", mote_guests::HELLO.wasm, "");
-    p.deploy("trap", &crate::fixtures::trap(), "");
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
+    p.deploy("trap", &crate::fixtures::trap(), &DeployParams::default());
     for _ in 0..3 {
         assert_eq!(p.invoke("hello", b"m").status, 200);
     }
@@ -126,7 +138,11 @@ fn one_running_call_per_core() {
     // With one executor core, three slow calls sent together run one at a time: the node shows
     // at most one busy executor and the others waiting in its queue.
     let p = Platform::start(&["--cores", "1"]);
-    p.deploy("slow", &crate::fixtures::busy(150_000_000), "");
+    p.deploy(
+        "slow",
+        &crate::fixtures::busy(150_000_000),
+        &DeployParams::default(),
+    );
     let (mut max_busy, mut max_queued) = (0, 0);
     std::thread::scope(|s| {
         let calls: Vec<_> = (0..3)
@@ -149,8 +165,12 @@ fn one_running_call_per_core() {
 #[test]
 fn the_node_reports_its_policy_and_what_it_learned() {
     let p = Platform::start(&["--policy", "sept", "--cores", "1", "--max-suspended", "2"]);
-    p.deploy("hello", mote_guests::HELLO.wasm, "");
-    p.deploy("slow", &crate::fixtures::busy(20_000_000), "");
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
+    p.deploy(
+        "slow",
+        &crate::fixtures::busy(20_000_000),
+        &DeployParams::default(),
+    );
     for _ in 0..3 {
         assert_eq!(p.invoke("hello", b"x").status, 200);
         assert_eq!(p.invoke("slow", b"").status, 200);
@@ -194,7 +214,11 @@ fn the_baseline_runs_more_calls_than_cores() {
         "4",
     ]);
     assert_eq!(p.get("/v1/node").json()["executor_threads"], 4);
-    p.deploy("slow", &crate::fixtures::busy(150_000_000), "");
+    p.deploy(
+        "slow",
+        &crate::fixtures::busy(150_000_000),
+        &DeployParams::default(),
+    );
     let mut max_busy = 0;
     std::thread::scope(|s| {
         let calls: Vec<_> = (0..3)

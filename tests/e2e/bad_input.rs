@@ -2,6 +2,7 @@
 
 use crate::fixtures;
 use crate::platform::Platform;
+use mote_api::DeployParams;
 
 /// Deploys `wasm` expecting a 400 whose message contains every one of `needles`; checks that
 /// nothing was stored under that name.
@@ -25,7 +26,7 @@ fn rejected(p: &Platform, wasm: &[u8], needles: &[&str]) {
 #[test]
 fn rejected_modules_name_the_problem_and_store_nothing() {
     let p = Platform::start(&[]);
-    p.deploy("hello", mote_guests::HELLO.wasm, "");
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
     rejected(
         &p,
         b"#!/bin/sh\necho hi\n",
@@ -103,11 +104,15 @@ fn unknown_names_and_routes_are_404() {
 #[test]
 fn guest_failures_are_500_with_the_reason() {
     let p = Platform::start(&[]);
-    p.deploy("hello", mote_guests::HELLO.wasm, "");
-    p.deploy("trap", &fixtures::trap(), "");
-    p.deploy("exit3", &fixtures::wasi_exit3(), "");
-    p.deploy("liar", &fixtures::bad_response(), "");
-    p.deploy("deep", &fixtures::stack_overflow(), "");
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
+    p.deploy("trap", &fixtures::trap(), &DeployParams::default());
+    p.deploy("exit3", &fixtures::wasi_exit3(), &DeployParams::default());
+    p.deploy("liar", &fixtures::bad_response(), &DeployParams::default());
+    p.deploy(
+        "deep",
+        &fixtures::stack_overflow(),
+        &DeployParams::default(),
+    );
 
     let r = p.invoke("trap", b"");
     assert_eq!(r.status, 500);
@@ -135,7 +140,7 @@ fn guest_failures_are_500_with_the_reason() {
 #[test]
 fn oversized_bodies_are_413() {
     let p = Platform::start(&["--max-body-mb", "1", "--max-module-mb", "1"]);
-    p.deploy("echo", mote_guests::ECHO.wasm, "");
+    p.deploy("echo", mote_guests::ECHO.wasm, &DeployParams::default());
     let r = p.invoke("echo", &vec![b'x'; (1 << 20) + 1]);
     assert_eq!(r.status, 413);
     assert!(

@@ -8,8 +8,9 @@
 //! gets no call once its lease TTL and a second have passed) is what the kill test checks.
 
 use crate::fixtures;
-use crate::platform::{Platform, Reply, mote_bin};
+use crate::platform::{Platform, Reply, mote_bin, wait};
 use crate::store::{Link, Store, client};
+use mote_api::DeployParams;
 use mote_testbed::LocalS3;
 use parking_lot::Mutex;
 use std::collections::BTreeSet;
@@ -83,7 +84,7 @@ impl Cluster {
 
     /// Deploys `wasm` as `name` on n1 and waits until every running node lists it.
     pub(crate) fn deploy_everywhere(&self, name: &str, wasm: &[u8]) {
-        self.node(0).deploy(name, wasm, "");
+        self.node(0).deploy(name, wasm, &DeployParams::default());
         for node in self.nodes.iter().flatten() {
             wait_until(&format!("{} lists {name}", node.url), || {
                 node.function_names().iter().any(|f| f == name)
@@ -107,13 +108,8 @@ impl Cluster {
 
 /// The names of the nodes `node` sees.
 fn members(node: &Platform) -> BTreeSet<String> {
-    let view = node.get("/v1/cluster").json();
-    view["nodes"]
-        .as_array()
-        .expect("`nodes` is an array")
-        .iter()
-        .map(|n| n["name"].as_str().unwrap().to_owned())
-        .collect()
+    let view = wait(node.api().cluster());
+    view.nodes.into_iter().map(|n| n.name).collect()
 }
 
 /// Writes a node key for `name` at `url` as a node does: a draining node, which takes no
@@ -210,7 +206,9 @@ fn a_function_deployed_on_one_node_runs_on_every_node_and_goes_from_all_when_rem
         .iter()
         .find(|g| g.name == "echo")
         .expect("the echo example");
-    cluster.node(0).deploy("echo", echo.wasm, "");
+    cluster
+        .node(0)
+        .deploy("echo", echo.wasm, &DeployParams::default());
     let deployed = Instant::now();
     for i in 1..3 {
         let node = cluster.node(i);
@@ -235,10 +233,7 @@ fn a_function_deployed_on_one_node_runs_on_every_node_and_goes_from_all_when_rem
         );
     }
     // The nodes that adopted the record fetched the module from a peer and keep it.
-    let sha = cluster.node(0).get("/v1/functions/echo").json()["sha256"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sha = wait(cluster.node(0).api().function("echo")).sha256;
     for i in 1..3 {
         let reply = cluster.node(i).get(&format!("/v1/internal/modules/{sha}"));
         assert_eq!(reply.status, 200, "node {i} holds the module");
@@ -304,13 +299,18 @@ fn a_burst_sent_to_one_node_runs_on_several_and_a_redeploy_is_seen_everywhere() 
     }
 
     // A new module under the same name replaces the old one on every node.
-    cluster
-        .node(2)
-        .deploy("slow", &fixtures::busy(1_000), "?timeout_ms=500");
+    cluster.node(2).deploy(
+        "slow",
+        &fixtures::busy(1_000),
+        &DeployParams {
+            timeout_ms: Some(500),
+            ..Default::default()
+        },
+    );
     for i in 0..3 {
         let node = cluster.node(i);
         wait_until(&format!("node {i} has the redeploy"), || {
-            node.get("/v1/functions/slow").json()["timeout_ms"] == 500
+            wait(node.api().function("slow")).timeout_ms == 500
         });
     }
 }
@@ -455,7 +455,7 @@ fn a_module_a_peer_sends_with_other_bytes_is_refused() {
     let cluster = Cluster::shared(1);
     let node = cluster.node(0);
     let real = fixtures::busy(10);
-    node.deploy("honest", &real, "");
+    node.deploy("honest", &real, &DeployParams::default());
     let record_of = |name: &str| format!("/mote//mote/functions/{name}");
     // A record for a module that no real node holds (its sha256 is of other bytes), and a
     // peer that answers every request with the honest module's bytes instead.
@@ -625,13 +625,13 @@ fn lists(node: &Platform, name: &str) -> bool {
 fn edge_nodes_serve_on_both_sides_of_a_store_partition_and_converge_after_it_heals() {
     let edge = Edge::start(3);
     let [n1, n2, n3] = [&edge.nodes[0], &edge.nodes[1], &edge.nodes[2]];
-    n1.deploy("before", &fixtures::busy(10), "");
+    n1.deploy("before", &fixtures::busy(10), &DeployParams::default());
     wait_until("n3 has `before`", || lists(n3, "before"));
     assert_eq!(n3.invoke("before", b"").status, 200);
 
     edge.isolate(2, true);
-    n1.deploy("majority", &fixtures::busy(11), "");
-    n3.deploy("minority", &fixtures::busy(12), "");
+    n1.deploy("majority", &fixtures::busy(11), &DeployParams::default());
+    n3.deploy("minority", &fixtures::busy(12), &DeployParams::default());
     wait_until("n2 has the majority's deploy", || lists(n2, "majority"));
     wait_until("n3 no longer hears n1 and n2", || {
         members(n3) == BTreeSet::from(["n3".to_owned()])
@@ -707,7 +707,7 @@ fn replicas(node: &Platform) -> Vec<(String, u64, bool)> {
 fn a_node_joins_a_running_edge_cluster_by_naming_one_member() {
     let edge = Edge::start(2);
     let dir = tempfile::tempdir().unwrap();
-    edge.nodes[0].deploy("early", &fixtures::busy(10), "");
+    edge.nodes[0].deploy("early", &fixtures::busy(10), &DeployParams::default());
     // n3 knows only n1's replica; n2 learns of n3's from n3's node key, which reaches it
     // through n1.
     let n1_peer = edge.links[1][0].as_ref().unwrap().addr;
@@ -735,7 +735,7 @@ fn a_node_joins_a_running_edge_cluster_by_naming_one_member() {
             members(node).len() == 3
         });
     }
-    n3.deploy("late", &fixtures::busy(13), "");
+    n3.deploy("late", &fixtures::busy(13), &DeployParams::default());
     wait_until("n2, which was never told of n3, has n3's deploy", || {
         lists(&edge.nodes[1], "late")
     });
@@ -828,8 +828,8 @@ fn a_node_that_loses_the_store_keeps_serving_and_says_so() {
         "{}",
         health.text()
     );
-    let view = node.get("/v1/cluster").json();
-    assert_eq!(view["store"]["reachable"], false, "{view}");
+    let view = wait(node.api().cluster());
+    assert!(!view.store.reachable, "{view:?}");
     for i in 0..2 {
         let reply = cluster.node(i).invoke("slow", b"");
         assert_eq!(reply.status, 200, "node {i}: {}", reply.text());
@@ -866,7 +866,7 @@ fn a_module_no_peer_holds_is_fetched_from_object_storage() {
     };
     let wasm = fixtures::busy(14);
     let n1 = start("n1", true);
-    n1.deploy("kept", &wasm, "");
+    n1.deploy("kept", &wasm, &DeployParams::default());
     let sha = sha256_hex(&wasm);
     assert!(
         s3.dir()
@@ -895,7 +895,7 @@ fn a_module_no_peer_holds_is_fetched_from_object_storage() {
     assert_eq!(reply.status, 200, "{}", reply.text());
     n2.stop();
     wait_until("n3 no longer sees n2", || !members(&n3).contains("n2"));
-    n3.deploy("unkept", &fixtures::busy(15), "");
+    n3.deploy("unkept", &fixtures::busy(15), &DeployParams::default());
     n3.stop();
     let n4 = start("n4", true);
     wait_until("n4 lists unkept", || lists(&n4, "unkept"));

@@ -4,14 +4,15 @@
 //! requests denied unless allowed, and components refused at deploy with the reason.
 
 use crate::attacks::outbound::{LoopbackServer, SECRET};
-use crate::platform::Platform;
+use crate::platform::{Platform, wait};
+use mote_api::{DeployParams, FunctionInfo};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-/// The Rust proxy component (`http-hello`), deployed as `name` with `query`.
-fn hello(p: &Platform, name: &str, query: &str) -> serde_json::Value {
-    p.deploy(name, mote_guests::HTTP_HELLO.wasm, query)
+/// The Rust proxy component (`http-hello`), deployed as `name` with `params`.
+fn hello(p: &Platform, name: &str, params: &DeployParams) -> FunctionInfo {
+    p.deploy(name, mote_guests::HTTP_HELLO.wasm, params)
 }
 
 /// A request with any method, headers and body; the reply's headers too.
@@ -64,8 +65,15 @@ fn authority(p: &Platform) -> &str {
 #[test]
 fn method_path_query_headers_status_and_body_round_trip() {
     let p = Platform::start(&[]);
-    let d = hello(&p, "h", "?timeout_ms=2000");
-    assert_eq!(d["kind"], "wasi-http");
+    let d = hello(
+        &p,
+        "h",
+        &DeployParams {
+            timeout_ms: Some(2000),
+            ..Default::default()
+        },
+    );
+    assert_eq!(d.kind, "wasi-http");
 
     let (status, headers, body) = request(
         &p,
@@ -111,7 +119,7 @@ fn method_path_query_headers_status_and_body_round_trip() {
     assert_eq!(header(&headers, "x-path"), "/echo?q=a%20b");
 
     // A function that is not a component keeps its POST-only call.
-    p.deploy("echo", mote_guests::ECHO.wasm, "");
+    p.deploy("echo", mote_guests::ECHO.wasm, &DeployParams::default());
     let (status, _, body) = request(&p, "GET", "/v1/invoke/echo", &[], b"");
     assert_eq!(status, 405, "{}", String::from_utf8_lossy(&body));
     assert_eq!(request(&p, "GET", "/v1/invoke/echo/x", &[], b"").0, 404);
@@ -144,9 +152,30 @@ fn method_path_query_headers_status_and_body_round_trip() {
 #[test]
 fn routes_serve_paths_at_the_root_and_the_same_route_twice_is_a_conflict() {
     let p = Platform::start(&[]);
-    hello(&p, "site", "?route=/...");
-    hello(&p, "api", "?route=/api/...");
-    hello(&p, "exact", "?route=/api/exact");
+    hello(
+        &p,
+        "site",
+        &DeployParams {
+            route: Some("/...".into()),
+            ..Default::default()
+        },
+    );
+    hello(
+        &p,
+        "api",
+        &DeployParams {
+            route: Some("/api/...".into()),
+            ..Default::default()
+        },
+    );
+    hello(
+        &p,
+        "exact",
+        &DeployParams {
+            route: Some("/api/exact".into()),
+            ..Default::default()
+        },
+    );
 
     // The most specific route serves a path; below a prefix the component sees the rest.
     let (_, headers, _) = request(&p, "POST", "/api/echo?v=2", &[], b"x");
@@ -184,8 +213,19 @@ fn routes_serve_paths_at_the_root_and_the_same_route_twice_is_a_conflict() {
         "{}",
         r.error()
     );
-    hello(&p, "api", "?route=/api/...&timeout_ms=3000");
-    assert_eq!(p.get("/v1/functions/api").json()["route"], "/api/...");
+    hello(
+        &p,
+        "api",
+        &DeployParams {
+            route: Some("/api/...".into()),
+            timeout_ms: Some(3000),
+            ..Default::default()
+        },
+    );
+    assert_eq!(
+        wait(p.api().function("api")).route.as_deref(),
+        Some("/api/...")
+    );
 
     for (query, says) in [
         ("?route=api", "starts with `/`"),
@@ -213,14 +253,28 @@ fn routes_serve_paths_at_the_root_and_the_same_route_twice_is_a_conflict() {
     let (_, headers, body) = request(&p, "POST", "/api/echo", &[], b"x");
     assert!(!headers.contains_key("x-path"), "{headers:?}");
     assert_eq!(body, b"Hello from a wasi:http component\n");
-    hello(&p, "other", "?route=/api/...");
+    hello(
+        &p,
+        "other",
+        &DeployParams {
+            route: Some("/api/...".into()),
+            ..Default::default()
+        },
+    );
     assert_eq!(p.function_names(), ["exact", "other", "site"]);
 }
 
 #[test]
 fn spin_and_python_components_run_unchanged() {
     let p = Platform::start(&[]);
-    p.deploy("spin", mote_guests::HTTP_SPIN.wasm, "?route=/spin/...");
+    p.deploy(
+        "spin",
+        mote_guests::HTTP_SPIN.wasm,
+        &DeployParams {
+            route: Some("/spin/...".into()),
+            ..Default::default()
+        },
+    );
     let (status, _, body) = request(&p, "GET", "/v1/invoke/spin/some/path?a=1&b=2", &[], b"");
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     assert_eq!(body, b"Hello from Spin: GET /some/path?a=1&b=2\n");
@@ -231,7 +285,14 @@ fn spin_and_python_components_run_unchanged() {
         "MOTE_PY_COMPONENT must name the Python component: run ./scripts/test, or ./scripts/python-component and export it",
     );
     let python = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
-    p.deploy("py", &python, "?route=/py/...");
+    p.deploy(
+        "py",
+        &python,
+        &DeployParams {
+            route: Some("/py/...".into()),
+            ..Default::default()
+        },
+    );
     let (status, _, body) = request(&p, "DELETE", "/py/some/path?q=1", &[], b"");
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     assert_eq!(body, b"Hello from Python: DELETE /some/path?q=1\n");
@@ -250,8 +311,15 @@ fn a_javascript_component_runs_unchanged() {
     );
     let js = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
     let p = Platform::start(&[]);
-    let d = p.deploy("js", &js, "?route=/js/...");
-    assert_eq!(d["kind"], "wasi-http");
+    let d = p.deploy(
+        "js",
+        &js,
+        &DeployParams {
+            route: Some("/js/...".into()),
+            ..Default::default()
+        },
+    );
+    assert_eq!(d.kind, "wasi-http");
 
     let (status, headers, body) = request(&p, "DELETE", "/js/some/path?q=1", &[], b"");
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
@@ -311,7 +379,14 @@ fn a_gigabyte_streams_out_and_a_large_body_round_trips_with_bounded_memory() {
     const PATTERN: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789\n";
     const GIGABYTE: u64 = 1 << 30;
     let p = Platform::start(&[]);
-    hello(&p, "h", "?timeout_ms=60000");
+    hello(
+        &p,
+        "h",
+        &DeployParams {
+            timeout_ms: Some(60000),
+            ..Default::default()
+        },
+    );
     assert_eq!(request(&p, "GET", "/v1/invoke/h/", &[], b"").0, 200);
     let before = p.resident_bytes();
 
@@ -443,7 +518,15 @@ fn send_partial_body(p: &Platform, path: &str, declared: usize, sent: usize) -> 
 #[test]
 fn traps_budgets_spent_computing_or_waiting_and_memory_limits_get_their_errors() {
     let p = Platform::start(&["--cores", "1", "--quarantine-after", "3"]);
-    hello(&p, "h", "?timeout_ms=300&memory_mb=32");
+    hello(
+        &p,
+        "h",
+        &DeployParams {
+            timeout_ms: Some(300),
+            memory_mb: Some(32),
+            ..Default::default()
+        },
+    );
 
     let (status, _, body) = request(&p, "GET", "/v1/invoke/h/trap", &[], b"");
     let text = String::from_utf8_lossy(&body);
@@ -496,7 +579,14 @@ fn traps_budgets_spent_computing_or_waiting_and_memory_limits_get_their_errors()
 #[test]
 fn a_request_waiting_on_its_body_holds_no_core() {
     let p = Platform::start(&["--cores", "1"]);
-    hello(&p, "h", "?timeout_ms=1500");
+    hello(
+        &p,
+        "h",
+        &DeployParams {
+            timeout_ms: Some(1500),
+            ..Default::default()
+        },
+    );
     // On the only core, one request waits for a body that never comes, until its budget ends.
     let waiting = std::thread::scope(|s| {
         let waiting = s.spawn(|| send_partial_body(&p, "/v1/invoke/h/sum", 100, 1));
@@ -524,7 +614,7 @@ fn outbound_requests_are_denied_unless_the_host_is_allowed() {
     let allowed = format!("127.0.0.1:{}", service.port);
     let p = Platform::start(&["--outbound-ceiling", &allowed]);
     let target = format!("http://{allowed}/");
-    hello(&p, "closed", "");
+    hello(&p, "closed", &DeployParams::default());
     let (status, _, body) = request(
         &p,
         "GET",
@@ -536,8 +626,15 @@ fn outbound_requests_are_denied_unless_the_host_is_allowed() {
     assert_eq!(status, 502, "{text}");
     assert!(text.contains("HttpRequestDenied"), "{text}");
 
-    let d = hello(&p, "open", &format!("?allow_outbound={allowed}"));
-    assert_eq!(d["allow_outbound"], serde_json::json!([allowed]));
+    let d = hello(
+        &p,
+        "open",
+        &DeployParams {
+            allow_outbound: Some(allowed.to_string()),
+            ..Default::default()
+        },
+    );
+    assert_eq!(d.allow_outbound, [allowed.to_string()]);
     let (status, _, body) = request(
         &p,
         "GET",

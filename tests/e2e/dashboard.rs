@@ -4,14 +4,15 @@
 //! (`scripts/test-ui`); what the dashboard's listener refuses, by `attacks::dashboard`.
 
 use crate::platform::Platform;
+use mote_api::DeployParams;
 use std::io::{BufRead, BufReader};
 use std::time::{Duration, Instant};
 
 #[test]
 fn a_snapshot_counts_calls_outcomes_cores_and_where_calls_ran() {
     let p = Platform::start(&["--cores", "2", "--node", "dash"]);
-    p.deploy("hello", mote_guests::HELLO.wasm, "");
-    p.deploy("trap", &crate::fixtures::trap(), "");
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
+    p.deploy("trap", &crate::fixtures::trap(), &DeployParams::default());
     for _ in 0..5 {
         assert_eq!(p.invoke("hello", b"m").status, 200);
     }

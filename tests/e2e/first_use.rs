@@ -3,6 +3,7 @@
 
 use crate::cli::stdout;
 use crate::platform::{Platform, mote_bin};
+use mote_api::DeployParams;
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
@@ -26,7 +27,7 @@ fn mote_with_stdin(p: &Platform, args: &[&str], stdin: &[u8]) -> Output {
 #[test]
 fn invoke_takes_its_body_as_an_argument_from_stdin_or_after_data() {
     let p = Platform::start(&[]);
-    p.deploy("hello", mote_guests::HELLO.wasm, "");
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
     for (args, stdin, expected) in [
         (&["invoke", "hello", "-"][..], "a pipe", "Hello, a pipe!\n"),
         (&["invoke", "hello", "text"][..], "", "Hello, text!\n"),
@@ -48,7 +49,7 @@ fn invoke_takes_its_body_as_an_argument_from_stdin_or_after_data() {
 #[test]
 fn output_into_a_closed_pipe_ends_the_command_quietly() {
     let p = Platform::start(&[]);
-    p.deploy("hello", mote_guests::HELLO.wasm, "");
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
     for args in [&["ls"][..], &["invoke", "hello", "x"], &["nodes"]] {
         // The reader is gone before the command writes: what `| head -1` does to the rest.
         let (reader, writer) = std::io::pipe().unwrap();

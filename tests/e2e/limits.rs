@@ -1,14 +1,22 @@
 //! Limits a guest cannot escape: timeouts and memory, while other calls carry on.
 
 use crate::fixtures;
-use crate::platform::Platform;
+use crate::platform::{Platform, wait};
+use mote_api::DeployParams;
 use std::time::{Duration, Instant};
 
 #[test]
 fn an_infinite_loop_is_stopped_at_its_timeout_and_frees_its_core() {
     let p = Platform::start(&["--cores", "1"]);
-    p.deploy("spin", &fixtures::spin(), "?timeout_ms=200");
-    p.deploy("hello", mote_guests::HELLO.wasm, "");
+    p.deploy(
+        "spin",
+        &fixtures::spin(),
+        &DeployParams {
+            timeout_ms: Some(200),
+            ..Default::default()
+        },
+    );
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
     for _ in 0..3 {
         let t = Instant::now();
         let r = p.invoke("spin", b"");
@@ -38,7 +46,14 @@ fn an_infinite_loop_is_stopped_at_its_timeout_and_frees_its_core() {
 #[test]
 fn memory_grow_fails_at_the_limit() {
     let p = Platform::start(&[]);
-    p.deploy("probe", &fixtures::memory_probe(), "?memory_mb=16");
+    p.deploy(
+        "probe",
+        &fixtures::memory_probe(),
+        &DeployParams {
+            memory_mb: Some(16),
+            ..Default::default()
+        },
+    );
     let r = p.invoke("probe", b"");
     assert_eq!(r.status, 200, "{}", r.text());
     let reached = u32::from_le_bytes(r.body[..4].try_into().unwrap());
@@ -51,8 +66,15 @@ fn memory_grow_fails_at_the_limit() {
 #[test]
 fn a_memory_bomb_is_a_500_naming_the_limit_and_others_keep_running() {
     let p = Platform::start(&["--cores", "2"]);
-    p.deploy("bomb", &fixtures::memory_bomb(), "?memory_mb=64");
-    p.deploy("hello", mote_guests::HELLO.wasm, "");
+    p.deploy(
+        "bomb",
+        &fixtures::memory_bomb(),
+        &DeployParams {
+            memory_mb: Some(64),
+            ..Default::default()
+        },
+    );
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
     std::thread::scope(|s| {
         let bombs = s.spawn(|| {
             for _ in 0..20 {
@@ -76,12 +98,16 @@ fn a_memory_bomb_is_a_500_naming_the_limit_and_others_keep_running() {
 #[test]
 fn a_100_microsecond_budget_is_enforced_and_repeat_offenders_are_quarantined() {
     let p = Platform::start(&["--cores", "1", "--quarantine-after", "3"]);
-    let d = p.deploy("spin", &fixtures::spin(), "?timeout_us=100");
-    assert_eq!(
-        (d["timeout_us"].as_u64(), d["timeout_ms"].as_u64()),
-        (Some(100), Some(1))
+    let d = p.deploy(
+        "spin",
+        &fixtures::spin(),
+        &DeployParams {
+            timeout_us: Some(100),
+            ..Default::default()
+        },
     );
-    p.deploy("hello", mote_guests::HELLO.wasm, "");
+    assert_eq!((d.timeout_us, d.timeout_ms), (100, 1));
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
     for _ in 0..3 {
         let r = p.invoke("spin", b"");
         assert_eq!(r.status, 504, "{}", r.text());
@@ -103,8 +129,8 @@ fn a_100_microsecond_budget_is_enforced_and_repeat_offenders_are_quarantined() {
         );
     }
     assert_eq!(
-        p.get("/v1/functions/spin").json()["quarantined_after_kills"],
-        3
+        wait(p.api().function("spin")).quarantined_after_kills,
+        Some(3)
     );
     assert!(
         p.get("/metrics")
@@ -115,19 +141,10 @@ fn a_100_microsecond_budget_is_enforced_and_repeat_offenders_are_quarantined() {
     assert_eq!(p.invoke("hello", b"x").text(), "Hello, x!\n");
 
     // The operator releases it: it runs (and is killed) again.
-    let released = p.post("/v1/functions/spin/release", b"").json();
-    assert_eq!(released["released"], true);
-    assert!(
-        p.get("/v1/functions/spin")
-            .json()
-            .get("quarantined_after_kills")
-            .is_none()
-    );
+    assert!(wait(p.api().release("spin")).released);
+    assert_eq!(wait(p.api().function("spin")).quarantined_after_kills, None);
     assert_eq!(p.invoke("spin", b"").status, 504);
-    assert_eq!(
-        p.post("/v1/functions/spin/release", b"").json()["released"],
-        false
-    );
+    assert!(!wait(p.api().release("spin")).released);
     assert_eq!(p.post("/v1/functions/nope/release", b"").status, 404);
 
     // A redeploy starts clean, and a fixed function is not counted against.
@@ -135,7 +152,14 @@ fn a_100_microsecond_budget_is_enforced_and_repeat_offenders_are_quarantined() {
         p.invoke("spin", b"");
     }
     assert_eq!(p.invoke("spin", b"").status, 409);
-    p.deploy("spin", &fixtures::busy(10), "?timeout_us=100000");
+    p.deploy(
+        "spin",
+        &fixtures::busy(10),
+        &DeployParams {
+            timeout_us: Some(100000),
+            ..Default::default()
+        },
+    );
     assert_eq!(p.invoke("spin", b"").status, 200);
     assert!(
         p.get("/metrics")
@@ -169,7 +193,14 @@ fn killed_calls_release_everything_they_held() {
     // Each call dirties 4 MiB and is killed at its budget: resident memory must not grow with
     // the number of kills (the benchmark runs a million; this runs a few thousand).
     let p = Platform::start(&["--cores", "1", "--quarantine-after", "0"]);
-    p.deploy("hog", &fixtures::hog(), "?timeout_us=200");
+    p.deploy(
+        "hog",
+        &fixtures::hog(),
+        &DeployParams {
+            timeout_us: Some(200),
+            ..Default::default()
+        },
+    );
     let kill = |n: usize| {
         for _ in 0..n {
             let r = p.invoke("hog", b"");

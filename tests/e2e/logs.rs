@@ -6,6 +6,7 @@ use crate::cli::{mote, stdout};
 use crate::cluster::Cluster;
 use crate::fixtures;
 use crate::platform::Platform;
+use mote_api::DeployParams;
 use std::io::{BufRead, BufReader};
 use std::time::{Duration, Instant};
 
@@ -100,8 +101,8 @@ fn of_call<'a>(entries: &'a [serde_json::Value], call: &str) -> Vec<&'a serde_js
 #[test]
 fn a_call_s_lines_and_stderr_carry_the_id_its_response_named() {
     let p = Platform::start(&[]);
-    p.deploy("hello", mote_guests::HELLO.wasm, "");
-    p.deploy("exits", &fixtures::wasi_exit3(), "");
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
+    p.deploy("exits", &fixtures::wasi_exit3(), &DeployParams::default());
     let first = call(&p.url, "hello", b"one");
     let second = call(&p.url, "hello", b"two");
     assert_eq!((first.status, second.status), (200, 200));
@@ -151,8 +152,15 @@ fn a_call_s_lines_and_stderr_carry_the_id_its_response_named() {
 #[test]
 fn a_trap_and_a_budget_kill_leave_their_errors_in_the_log() {
     let p = Platform::start(&["--cores", "1"]);
-    p.deploy("trap", &fixtures::trap(), "");
-    p.deploy("spin", &fixtures::spin(), "?timeout_ms=100");
+    p.deploy("trap", &fixtures::trap(), &DeployParams::default());
+    p.deploy(
+        "spin",
+        &fixtures::spin(),
+        &DeployParams {
+            timeout_ms: Some(100),
+            ..Default::default()
+        },
+    );
     let trapped = call(&p.url, "trap", b"");
     assert_eq!(trapped.status, 500);
     let log = entries(&p.url, "trap", "");
@@ -198,12 +206,19 @@ fn flood(lines: u32) -> Vec<u8> {
 fn a_flood_of_lines_keeps_the_log_within_its_bound_and_the_newest_entries() {
     const KB: usize = 16;
     let p = Platform::start(&["--function-log-kb", &KB.to_string()]);
-    p.deploy("flood", &flood(5000), "");
+    p.deploy("flood", &flood(5000), &DeployParams::default());
     let mut last = None;
     for i in 0..5 {
         if i == 2 {
             // A redeploy keeps the function's log: its sequence numbers go on.
-            p.deploy("flood", &flood(5000), "?timeout_ms=5000");
+            p.deploy(
+                "flood",
+                &flood(5000),
+                &DeployParams {
+                    timeout_ms: Some(5000),
+                    ..Default::default()
+                },
+            );
         }
         let flooded = call(&p.url, "flood", b"");
         assert_eq!(flooded.status, 200);
@@ -233,7 +248,7 @@ fn a_flood_of_lines_keeps_the_log_within_its_bound_and_the_newest_entries() {
 #[test]
 fn follow_streams_an_entry_written_after_the_request_and_ends_when_the_node_stops() {
     let p = Platform::start(&[]);
-    p.deploy("hello", mote_guests::HELLO.wasm, "");
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
     let before = call(&p.url, "hello", b"before");
     let streaming: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -278,8 +293,8 @@ fn follow_streams_an_entry_written_after_the_request_and_ends_when_the_node_stop
 #[test]
 fn mote_logs_prints_a_line_per_entry() {
     let p = Platform::start(&[]);
-    p.deploy("hello", mote_guests::HELLO.wasm, "");
-    p.deploy("trap", &fixtures::trap(), "");
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
+    p.deploy("trap", &fixtures::trap(), &DeployParams::default());
     let greeted = call(&p.url, "hello", b"cli");
     let trapped = call(&p.url, "trap", b"");
 
@@ -314,7 +329,11 @@ fn mote_logs_prints_a_line_per_entry() {
 #[test]
 fn a_component_s_stderr_and_trap_are_in_its_log() {
     let p = Platform::start(&[]);
-    p.deploy("web", mote_guests::HTTP_HELLO.wasm, "");
+    p.deploy(
+        "web",
+        mote_guests::HTTP_HELLO.wasm,
+        &DeployParams::default(),
+    );
     let hello = call(&p.url, "web", b"");
     assert_eq!(hello.status, 200);
     let r = agent()

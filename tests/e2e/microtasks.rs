@@ -3,6 +3,7 @@
 
 use crate::fixtures;
 use crate::platform::Platform;
+use mote_api::DeployParams;
 use mote_testbed::LocalS3;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -47,7 +48,7 @@ fn status_and_text(body: &[u8]) -> (u8, String) {
 #[test]
 fn objects_live_in_the_data_directory_by_default_and_missing_ones_are_reported() {
     let p = Platform::start(&[]);
-    p.deploy("store", &store_guest(), "");
+    p.deploy("store", &store_guest(), &DeployParams::default());
     // No bucket yet: S3's semantics, the guest is told which bucket and how to fix it.
     let r = p.invoke("store", b"");
     assert_eq!(r.status, 200, "{}", r.text());
@@ -78,8 +79,8 @@ fn an_unreachable_s3_server_fails_fast_with_its_address_and_the_platform_keeps_s
         &["--s3-endpoint", "http://127.0.0.1:9"],
         &[("MOTE_S3_ACCESS_KEY", "k"), ("MOTE_S3_SECRET_KEY", "s")],
     );
-    p.deploy("store", &store_guest(), "");
-    p.deploy("hello", mote_guests::HELLO.wasm, "");
+    p.deploy("store", &store_guest(), &DeployParams::default());
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
     let started = Instant::now();
     let r = p.invoke("store", b"lost?");
     assert_eq!(r.status, 200, "{}", r.text());
@@ -149,7 +150,7 @@ fn platform_on(s3: &LocalS3, args: &[&str]) -> Platform {
 fn objects_go_to_a_real_s3_server() {
     let s3 = s3s_fs();
     let p = platform_on(&s3, &[]);
-    p.deploy("store", &store_guest(), "");
+    p.deploy("store", &store_guest(), &DeployParams::default());
     let (status, message) = status_and_text(&p.invoke("store", b"in s3").body);
     assert_eq!(status, 0, "{message}");
     assert_eq!(std::fs::read(s3.dir().join("bkt/k")).unwrap(), b"in s3");
@@ -169,7 +170,14 @@ fn the_sort_application_sorts_through_a_real_s3_server_and_reports_what_is_missi
     let s3 = s3s_fs();
     let p = platform_on(&s3, &["--cores", "2"]);
     for guest in mote_guests::SORT {
-        p.deploy(guest.name, guest.wasm, "?memory_mb=256");
+        p.deploy(
+            guest.name,
+            guest.wasm,
+            &DeployParams {
+                memory_mb: Some(256),
+                ..Default::default()
+            },
+        );
     }
     let (parts, categories, per_part) = (3u64, 4u64, 2_000u64);
     let mut checksum: u128 = 0;
@@ -252,7 +260,7 @@ fn the_sort_application_sorts_through_a_real_s3_server_and_reports_what_is_missi
 #[test]
 fn ls_pages_through_a_bucket_of_more_than_a_thousand_objects() {
     let p = Platform::start(&[]);
-    p.deploy("ls", mote_guests::LS.wasm, "");
+    p.deploy("ls", mote_guests::LS.wasm, &DeployParams::default());
     let bucket = p.data.join("objects/many");
     std::fs::create_dir_all(bucket.join("in")).unwrap();
     // 2,345 objects under `in/`: three pages of the host's 1000; one more outside the prefix.

@@ -1,12 +1,45 @@
-//! Starting and talking to a real `mote up` process.
+//! Starting and talking to a real `mote up` process: raw HTTP for what a test checks on the
+//! wire (statuses, headers, error bodies), and the typed client, [`ApiClient`], for what a
+//! client reads of the API.
 
+use mote_api::{ApiClient, ApiError, DeployParams, FunctionInfo};
 use mote_testbed::KilledOnDrop;
 use parking_lot::Mutex;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::Duration;
+
+/// The runtime the typed client's requests run on: one, for every test, so that each client's
+/// pooled connections outlive a request.
+static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("building the typed client's runtime")
+});
+
+/// Waits for a typed client's request; a test's failure naming the error if it failed.
+pub fn wait<T>(request: impl Future<Output = Result<T, ApiError>>) -> T {
+    try_wait(request).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Waits for a typed client's request, for a test that expects it may fail.
+pub fn try_wait<T>(request: impl Future<Output = Result<T, ApiError>>) -> Result<T, ApiError> {
+    RUNTIME.block_on(request)
+}
+
+/// A typed client of the node at `url`, trusting `ca` if given (else the web PKI), sending
+/// `token` if given.
+pub fn api_client(url: &str, token: Option<&str>, ca: Option<&Path>) -> ApiClient {
+    let trust = match ca {
+        Some(ca) => mote_tls::Trust::from_file(ca).expect("reading the trusted certificates"),
+        None => mote_tls::Trust::default(),
+    };
+    ApiClient::new(url, token.map(str::to_owned), &trust).expect("a client of the node's URL")
+}
 
 /// A running `mote up`, killed when dropped.
 pub struct Platform {
@@ -19,6 +52,8 @@ pub struct Platform {
     ca: Option<PathBuf>,
     /// What `mote up` printed on stdout so far.
     printed: Arc<Mutex<Vec<String>>>,
+    /// The typed client, made on first use (after [`Platform::trusting`] may have named a CA).
+    api: OnceLock<ApiClient>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -190,6 +225,7 @@ impl Platform {
             data: data.to_owned(),
             ca: None,
             printed,
+            api: OnceLock::new(),
             _dir: None,
         }
     }
@@ -287,23 +323,23 @@ impl Platform {
         )
     }
 
-    /// Deploys `wasm` as `name` with optional query string, asserting success.
-    pub fn deploy(&self, name: &str, wasm: &[u8], query: &str) -> serde_json::Value {
-        let r = self.put(&format!("/v1/functions/{name}{query}"), wasm);
-        assert_eq!(r.status, 201, "deploying {name}: {}", r.text());
-        r.json()
+    /// The typed client of this node's API, with no token.
+    pub fn api(&self) -> &ApiClient {
+        self.api
+            .get_or_init(|| api_client(&self.url, None, self.ca.as_deref()))
+    }
+
+    /// Deploys `wasm` as `name` with `params` through the typed client, asserting success.
+    pub fn deploy(&self, name: &str, wasm: &[u8], params: &DeployParams) -> FunctionInfo {
+        let wasm = bytes::Bytes::copy_from_slice(wasm);
+        try_wait(self.api().deploy(name, wasm, params, |_| {}))
+            .unwrap_or_else(|e| panic!("deploying {name}: {e}"))
     }
 
     /// The names `GET /v1/functions` lists, in its order.
     pub fn function_names(&self) -> Vec<String> {
-        let list = self.get("/v1/functions").json();
-        let functions = list["functions"]
-            .as_array()
-            .expect("`functions` is an array");
-        functions
-            .iter()
-            .map(|f| f["name"].as_str().unwrap().to_owned())
-            .collect()
+        let list = wait(self.api().functions());
+        list.functions.into_iter().map(|f| f.name).collect()
     }
 
     pub fn invoke(&self, name: &str, body: &[u8]) -> Reply {

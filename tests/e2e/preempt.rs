@@ -3,6 +3,7 @@
 
 use crate::fixtures::busy;
 use crate::platform::{Platform, mote_bin};
+use mote_api::DeployParams;
 use std::time::{Duration, Instant};
 
 /// What [`short_calls_beside_a_long_one`] saw, as times since the long call was sent.
@@ -19,8 +20,8 @@ struct Seen {
 /// then sends three `hello` calls, one after another, while `slow` runs.
 fn short_calls_beside_a_long_one(preempt: &str) -> (Platform, Seen) {
     let p = Platform::start(&["--policy", "sept", "--cores", "1", "--preempt", preempt]);
-    p.deploy("hello", mote_guests::HELLO.wasm, "");
-    p.deploy("slow", &busy(600_000_000), "");
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
+    p.deploy("slow", &busy(600_000_000), &DeployParams::default());
     for _ in 0..3 {
         assert_eq!(p.invoke("hello", b"x").status, 200);
     }
@@ -128,8 +129,8 @@ fn recent_ms(p: &Platform, name: &str) -> Vec<f64> {
 #[test]
 fn a_preempted_call_learns_the_time_it_ran_not_the_time_it_waited() {
     let p = Platform::start(&["--policy", "sept", "--cores", "1", "--preempt", "on"]);
-    p.deploy("mid", &busy(150_000_000), "");
-    p.deploy("slow", &busy(600_000_000), "");
+    p.deploy("mid", &busy(150_000_000), &DeployParams::default());
+    p.deploy("slow", &busy(600_000_000), &DeployParams::default());
     for name in ["mid", "slow"] {
         assert_eq!(p.invoke(name, b"").status, 200);
     }

@@ -1,6 +1,7 @@
 //! State survives restarts, clean or not, and compiled artefacts are reused.
 
-use crate::platform::Platform;
+use crate::platform::{Platform, wait};
+use mote_api::DeployParams;
 use mote_testbed::KilledOnDrop;
 use std::time::SystemTime;
 
@@ -25,18 +26,25 @@ fn functions_survive_kill_and_restart_without_recompiling() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let p = Platform::start_in(&data, &[]);
-    p.deploy("hello", mote_guests::HELLO.wasm, "?timeout_ms=1234");
-    p.deploy("wc", mote_guests::WC.wasm, "");
+    p.deploy(
+        "hello",
+        mote_guests::HELLO.wasm,
+        &DeployParams {
+            timeout_ms: Some(1234),
+            ..Default::default()
+        },
+    );
+    p.deploy("wc", mote_guests::WC.wasm, &DeployParams::default());
     let before = artefacts(&p);
     assert_eq!(before.len(), 2);
     p.kill();
 
     let p = Platform::start_in(&data, &[]);
     assert_eq!(p.invoke("hello", b"again").text(), "Hello, again!\n");
-    assert_eq!(p.get("/v1/functions/hello").json()["timeout_ms"], 1234);
+    assert_eq!(wait(p.api().function("hello")).timeout_ms, 1234);
     assert_eq!(p.invoke("wc", b"a b").status, 200);
     // Deploying the same bytes again loads the cached artefact instead of compiling.
-    p.deploy("hello2", mote_guests::HELLO.wasm, "");
+    p.deploy("hello2", mote_guests::HELLO.wasm, &DeployParams::default());
     assert_eq!(artefacts(&p), before, "artefacts were rewritten");
     p.stop();
 
@@ -51,7 +59,7 @@ fn a_damaged_artefact_is_compiled_again_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let p = Platform::start_in(&data, &[]);
-    p.deploy("hello", mote_guests::HELLO.wasm, "");
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
     let (name, _) = artefacts(&p).pop().unwrap();
     p.stop();
     let path = data.join("artifacts").join(&name);
@@ -79,8 +87,8 @@ fn removing_a_function_removes_it_for_good_and_frees_unused_modules() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let p = Platform::start_in(&data, &[]);
-    p.deploy("a", mote_guests::HELLO.wasm, "");
-    p.deploy("b", mote_guests::HELLO.wasm, "");
+    p.deploy("a", mote_guests::HELLO.wasm, &DeployParams::default());
+    p.deploy("b", mote_guests::HELLO.wasm, &DeployParams::default());
     assert_eq!(p.delete("/v1/functions/a").status, 200);
     // `b` still uses the module.
     assert_eq!(artefacts(&p).len(), 1);
@@ -98,8 +106,8 @@ fn past_the_resident_budget_functions_are_evicted_and_start_cold_from_their_arte
     let data = dir.path().join("data");
     // A zero budget keeps only the most recently loaded function resident.
     let p = Platform::start_in(&data, &["--resident-mb", "0"]);
-    p.deploy("hello", mote_guests::HELLO.wasm, "");
-    p.deploy("echo", mote_guests::ECHO.wasm, "");
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
+    p.deploy("echo", mote_guests::ECHO.wasm, &DeployParams::default());
     for round in 0..3 {
         assert_eq!(
             p.invoke("hello", b"cold").text(),
@@ -160,7 +168,7 @@ fn with_store_url_functions_live_in_that_store() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let p = Platform::start_in(&data, &["--store", &store.url]);
-    p.deploy("hello", mote_guests::HELLO.wasm, "");
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
     p.kill();
     assert!(
         !data.join("store").exists(),

@@ -7,8 +7,9 @@
 
 use crate::cluster::{pose_as_node, wait_until};
 use crate::fixtures;
-use crate::platform::{Platform, mote_bin};
+use crate::platform::{Platform, mote_bin, wait};
 use crate::store::Reaper;
+use mote_api::DeployParams;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -35,7 +36,7 @@ fn a_self_signed_node_serves_https_only_and_keeps_its_certificate_across_restart
         "the key is readable by its owner only"
     );
 
-    node.deploy("busy", &fixtures::busy(10), "");
+    node.deploy("busy", &fixtures::busy(10), &DeployParams::default());
     let reply = node.invoke("busy", b"");
     assert_eq!(reply.status, 200, "{}", reply.text());
 
@@ -118,10 +119,7 @@ fn edge_args(name: &str, i: usize, ports: &[u16], scheme: &str) -> Vec<String> {
 }
 
 fn members(node: &Platform) -> usize {
-    node.get("/v1/cluster").json()["nodes"]
-        .as_array()
-        .expect("`nodes` is an array")
-        .len()
+    wait(node.api().cluster()).nodes.len()
 }
 
 #[test]
@@ -149,7 +147,7 @@ fn two_nodes_with_tls_and_one_secret_form_a_cluster_and_forward_calls() {
             members(node) == 2
         });
     }
-    nodes[0].deploy("busy", &fixtures::busy(10), "");
+    nodes[0].deploy("busy", &fixtures::busy(10), &DeployParams::default());
     wait_until("n2 lists the deploy", || {
         nodes[1].function_names() == ["busy"]
     });
@@ -185,7 +183,7 @@ fn an_edge_node_with_another_secret_gets_nothing_and_its_pulls_are_logged_refuse
     let n1 = start(0, SECRET);
     let n2 = start(1, SECRET);
     let n3 = start(2, "not-the-cluster-secret-0123456789");
-    n1.deploy("busy", &fixtures::busy(10), "");
+    n1.deploy("busy", &fixtures::busy(10), &DeployParams::default());
     wait_until("n2 lists the deploy", || n2.function_names() == ["busy"]);
     // n3 pulls every 20 ms: by now it has tried many times.
     std::thread::sleep(Duration::from_secs(1));
@@ -262,7 +260,7 @@ fn a_node_keeps_its_records_in_a_store_it_reaches_over_tls() {
     let ca = ca.to_str().unwrap();
     let data = dir.path().join("node");
     let node = Platform::start_in(&data, &["--store", &url, "--tls-ca", ca]);
-    node.deploy("busy", &fixtures::busy(10), "");
+    node.deploy("busy", &fixtures::busy(10), &DeployParams::default());
     node.stop();
     // A restart reads the record back from the store, over TLS again.
     let node = Platform::start_in(&data, &["--store", &url, "--tls-ca", ca]);
@@ -315,12 +313,11 @@ fn a_node_that_serves_tls_sends_its_cluster_secret_to_no_plain_http_peer() {
             true => node.trusting(&data.join("tls").join("cert.pem")),
             false => node,
         };
-        node.deploy("busy", &fixtures::busy(10), "");
+        node.deploy("busy", &fixtures::busy(10), &DeployParams::default());
         // A peer that says it is a node of the cluster at a plain http:// URL: anyone who can
         // write to the store, or a node an operator misconfigured.
         let (peer, heads) = recording_peer();
-        let view = node.get("/v1/cluster").json();
-        let endpoint = view["store"]["endpoints"].as_str().unwrap().to_owned();
+        let endpoint = wait(node.api().cluster()).store.endpoints;
         let runtime = tokio::runtime::Runtime::new().unwrap();
         runtime.block_on(async {
             let mut etcd = crate::store::client(&endpoint).await;

@@ -8,6 +8,7 @@
 
 use crate::fixtures;
 use crate::platform::{Platform, mote_bin};
+use mote_api::DeployParams;
 use mote_testbed::LocalS3;
 use sha2::Digest;
 use std::io::{BufRead, BufReader, Write};
@@ -179,7 +180,7 @@ fn mote_up_takes_its_s3_secret_key_from_a_file_and_not_from_its_command_line() {
     // The key works: s3s-fs checks every request's signature, and the deploy's copy of the
     // module in the modules bucket got through.
     let wasm = fixtures::busy(3);
-    p.deploy("kept", &wasm, "");
+    p.deploy("kept", &wasm, &DeployParams::default());
     let sha = hex::encode(sha2::Sha256::digest(&wasm));
     let copy = s3.dir().join("mote-modules").join(format!("{sha}.wasm"));
     assert!(copy.exists(), "no copy of the module in object storage");
@@ -355,8 +356,16 @@ fn a_guest_s_log_text_is_escaped_in_mote_logs_and_the_node_log() {
     let dir = tempfile::tempdir().unwrap();
     let node_log = dir.path().join("node.log");
     let p = Platform::start_logging(&[], &node_log, "warn,mote::guest=info");
-    p.deploy("forger", &logger(&[FORGED, PATH, PLAIN]), "");
-    p.deploy("failing", &fixtures::wasi_exit3_writing(FORGED), "");
+    p.deploy(
+        "forger",
+        &logger(&[FORGED, PATH, PLAIN]),
+        &DeployParams::default(),
+    );
+    p.deploy(
+        "failing",
+        &fixtures::wasi_exit3_writing(FORGED),
+        &DeployParams::default(),
+    );
     assert_eq!(p.invoke("forger", b"").status, 200);
     let failed = client(&["invoke", "failing", "--server", &p.url])
         .output()

@@ -6,11 +6,12 @@ use super::{
     objects_of, output, parse_centroids, parse_ranks, parse_weights, put_objects, reference,
     request, run_ok, split_objects,
 };
+use mote_api::DeployParams;
 
 #[test]
 fn lr_on_stored_points_matches_the_reference() {
     let p = node();
-    p.deploy("lr", mote_guests::LR.wasm, "");
+    p.deploy("lr", mote_guests::LR.wasm, &DeployParams::default());
     let objects = objects_of(&p);
     let (lines, points) = lr_lines(150, 11);
     // Three objects of 60, 50 and 40 points; the first has a blank line at its end.
@@ -42,7 +43,7 @@ fn lr_on_stored_points_matches_the_reference() {
 #[test]
 fn kmeans_on_stored_points_matches_the_reference() {
     let p = node();
-    p.deploy("kmeans", mote_guests::KMEANS.wasm, "");
+    p.deploy("kmeans", mote_guests::KMEANS.wasm, &DeployParams::default());
     let objects = objects_of(&p);
     let (lines, points) = kmeans_lines(200, 3);
     put_objects(
@@ -78,7 +79,11 @@ fn kmeans_on_stored_points_matches_the_reference() {
 #[test]
 fn pagerank_on_a_stored_edge_list_matches_the_reference() {
     let p = node();
-    p.deploy("pagerank", mote_guests::PAGERANK.wasm, "");
+    p.deploy(
+        "pagerank",
+        mote_guests::PAGERANK.wasm,
+        &DeployParams::default(),
+    );
     let objects = objects_of(&p);
     let graph = edge_objects();
     put_objects(&objects, "data", "graph", &graph);
@@ -108,8 +113,12 @@ fn pagerank_on_a_stored_edge_list_matches_the_reference() {
 #[test]
 fn generated_inputs_match_the_reference() {
     let p = node();
-    p.deploy("lr", mote_guests::LR.wasm, "");
-    p.deploy("pagerank", mote_guests::PAGERANK.wasm, "");
+    p.deploy("lr", mote_guests::LR.wasm, &DeployParams::default());
+    p.deploy(
+        "pagerank",
+        mote_guests::PAGERANK.wasm,
+        &DeployParams::default(),
+    );
     let objects = objects_of(&p);
     put_objects(&objects, "results", "", &[]);
 

@@ -3,6 +3,7 @@
 
 use super::{node, objects_of, put_objects, reference};
 use crate::cli::{mote, stdout};
+use mote_api::DeployParams;
 use std::process::Output;
 
 fn stderr(o: &Output) -> String {
@@ -12,8 +13,8 @@ fn stderr(o: &Output) -> String {
 #[test]
 fn mote_job_run_ls_status_and_cancel() {
     let p = node();
-    p.deploy("lr", mote_guests::LR.wasm, "");
-    p.deploy("busy", mote_guests::BUSY.wasm, "");
+    p.deploy("lr", mote_guests::LR.wasm, &DeployParams::default());
+    p.deploy("busy", mote_guests::BUSY.wasm, &DeployParams::default());
     put_objects(&objects_of(&p), "results", "", &[]);
 
     let o = mote(

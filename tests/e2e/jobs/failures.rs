@@ -5,6 +5,7 @@
 use super::{node, objects_of, put_objects, request, run_failing, run_ok, start, wait_ended};
 use crate::fixtures::wasm;
 use crate::platform::Platform;
+use mote_api::DeployParams;
 use std::time::{Duration, Instant};
 
 /// A job module whose driver declares one partitioned dataset, `blocks`, and one compute stage
@@ -59,14 +60,14 @@ fn assert_mentions(error: &str, parts: &[&str]) {
 #[test]
 fn failing_tasks_fail_their_job_and_the_node_keeps_serving() {
     let p = node();
-    p.deploy("hello", mote_guests::HELLO.wasm, "");
-    p.deploy("lr", mote_guests::LR.wasm, "");
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
+    p.deploy("lr", mote_guests::LR.wasm, &DeployParams::default());
 
     // A trap on partition 3 of 4.
     p.deploy(
         "trap",
         &compute_job("(if (i32.eq (local.get $index) (i32.const 3)) (then unreachable))"),
-        "",
+        &DeployParams::default(),
     );
     let error = run_failing(&p, &request("trap", None, 2, &[]));
     assert_mentions(
@@ -79,7 +80,10 @@ fn failing_tasks_fail_their_job_and_the_node_keeps_serving() {
     p.deploy(
         "spin",
         &compute_job("(if (i32.eq (local.get $index) (i32.const 1)) (then (loop $l (br $l))))"),
-        "?timeout_ms=100",
+        &DeployParams {
+            timeout_ms: Some(100),
+            ..Default::default()
+        },
     );
     let started = Instant::now();
     let error = run_failing(&p, &request("spin", None, 2, &[]));
@@ -106,7 +110,7 @@ fn failing_tasks_fail_their_job_and_the_node_keeps_serving() {
             "(if (i32.eq (local.get $index) (i32.const 2))
                (then (if (i32.eq (memory.grow (i32.const 1024)) (i32.const -1)) (then unreachable))))",
         ),
-        "?memory_mb=16",
+        &DeployParams { memory_mb: Some(16), ..Default::default() },
     );
     let error = run_failing(&p, &request("hog", None, 2, &[]));
     assert_mentions(
@@ -120,7 +124,7 @@ fn failing_tasks_fail_their_job_and_the_node_keeps_serving() {
     assert_serving(&p, "hog");
 
     // A job of a hundred million stages, cancelled.
-    p.deploy("busy", mote_guests::BUSY.wasm, "");
+    p.deploy("busy", mote_guests::BUSY.wasm, &DeployParams::default());
     let status = start(&p, &request("busy", None, 2, &[("stages", "100000000")]));
     let id = status["id"].as_str().unwrap().to_owned();
     let begun = Instant::now();
@@ -171,11 +175,15 @@ fn failing_tasks_fail_their_job_and_the_node_keeps_serving() {
 #[test]
 fn bad_job_requests_are_refused_with_the_reason() {
     let p = node();
-    p.deploy("lr", mote_guests::LR.wasm, "");
+    p.deploy("lr", mote_guests::LR.wasm, &DeployParams::default());
     let post = |body: &serde_json::Value| p.post_json("/v1/jobs", body);
 
     // A driver that closes a block it never opened.
-    p.deploy("unnested", &driver_job("(call $end)"), "");
+    p.deploy(
+        "unnested",
+        &driver_job("(call $end)"),
+        &DeployParams::default(),
+    );
     let r = post(&request("unnested", None, 1, &[]));
     assert_eq!(r.status, 400, "{}", r.text());
     assert_mentions(&r.error(), &["an `end` with no block open"]);
@@ -188,7 +196,7 @@ fn bad_job_requests_are_refused_with_the_reason() {
              (i32.store (i32.const 68) (call $dataset (i32.const 16) (i32.const 5) (i32.const 0)))
              (call $compute (i32.const 1) (i32.const 64) (i32.const 1) (i32.const 68) (i32.const 1))",
         ),
-        "",
+        &DeployParams::default(),
     );
     let r = post(&request("mixed", None, 1, &[]));
     assert_eq!(r.status, 400, "{}", r.text());
@@ -204,7 +212,7 @@ fn bad_job_requests_are_refused_with_the_reason() {
             "(i32.store (i32.const 64) (call $dataset (i32.const 0) (i32.const 6) (i32.const 1)))
              (call $load (i32.const 1) (i32.load (i32.const 64)) (i32.const 32) (i32.const 5))",
         ),
-        "",
+        &DeployParams::default(),
     );
     let r = post(&request("loader", None, 1, &[]));
     assert_eq!(r.status, 400, "{}", r.text());
@@ -223,7 +231,7 @@ fn bad_job_requests_are_refused_with_the_reason() {
     let r = post(&request("nothing", None, 1, &[]));
     assert_eq!(r.status, 404, "{}", r.text());
     assert_mentions(&r.error(), &["`nothing`"]);
-    p.deploy("hello", mote_guests::HELLO.wasm, "");
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
     let r = post(&request("hello", None, 1, &[]));
     assert_eq!(r.status, 400, "{}", r.text());
     assert_mentions(&r.error(), &["not a job"]);

@@ -10,8 +10,9 @@ use super::{
     split_objects, start, wait_ended,
 };
 use crate::cluster::wait_until;
-use crate::platform::Platform;
+use crate::platform::{Platform, wait};
 use crate::store::Store;
+use mote_api::DeployParams;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
@@ -37,8 +38,7 @@ impl Cluster {
             .collect();
         for node in &nodes {
             wait_until(&format!("{} sees {n} nodes", node.url), || {
-                let view = node.get("/v1/cluster").json();
-                view["nodes"].as_array().map(Vec::len) == Some(n)
+                wait(node.api().cluster()).nodes.len() == n
             });
         }
         Cluster {
@@ -80,7 +80,7 @@ impl Cluster {
 
     /// Deploys `wasm` as `name` on the first node and waits until every node lists it.
     pub(super) fn deploy(&self, name: &str, wasm: &[u8]) {
-        self.nodes[0].deploy(name, wasm, "");
+        self.nodes[0].deploy(name, wasm, &DeployParams::default());
         for node in &self.nodes {
             wait_until(&format!("{} lists {name}", node.url), || {
                 node.function_names().iter().any(|f| f == name)
