@@ -1,4 +1,5 @@
-//! Bad input gets a precise error, nothing is stored, and the platform keeps serving.
+//! Bad input gets a precise error, nothing is stored, and the platform keeps serving: the
+//! platform `mote up` runs, started in this process ([`Platform::in_process`]).
 
 use crate::fixtures;
 use crate::platform::Platform;
@@ -25,7 +26,7 @@ fn rejected(p: &Platform, wasm: &[u8], needles: &[&str]) {
 
 #[test]
 fn rejected_modules_name_the_problem_and_store_nothing() {
-    let p = Platform::start(&[]);
+    let p = Platform::in_process(|_| {});
     p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
     rejected(
         &p,
@@ -70,7 +71,7 @@ fn rejected_modules_name_the_problem_and_store_nothing() {
 
 #[test]
 fn bad_names_and_parameters_are_400() {
-    let p = Platform::start(&[]);
+    let p = Platform::in_process(|_| {});
     let r = p.put("/v1/functions/Bad.Name", mote_guests::HELLO.wasm);
     assert_eq!(r.status, 400);
     assert!(r.error().contains("a-z, 0-9"), "{}", r.error());
@@ -88,7 +89,7 @@ fn bad_names_and_parameters_are_400() {
 
 #[test]
 fn unknown_names_and_routes_are_404() {
-    let p = Platform::start(&[]);
+    let p = Platform::in_process(|_| {});
     let r = p.invoke("nope", b"");
     assert_eq!(r.status, 404);
     assert!(
@@ -103,7 +104,7 @@ fn unknown_names_and_routes_are_404() {
 
 #[test]
 fn guest_failures_are_500_with_the_reason() {
-    let p = Platform::start(&[]);
+    let p = Platform::in_process(|_| {});
     p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
     p.deploy("trap", &fixtures::trap(), &DeployParams::default());
     p.deploy("exit3", &fixtures::wasi_exit3(), &DeployParams::default());
@@ -139,7 +140,10 @@ fn guest_failures_are_500_with_the_reason() {
 
 #[test]
 fn oversized_bodies_are_413() {
-    let p = Platform::start(&["--max-body-mb", "1", "--max-module-mb", "1"]);
+    let p = Platform::in_process(|c| {
+        c.gateway.max_body_bytes = 1 << 20;
+        c.gateway.max_module_bytes = 1 << 20;
+    });
     p.deploy("echo", mote_guests::ECHO.wasm, &DeployParams::default());
     let r = p.invoke("echo", &vec![b'x'; (1 << 20) + 1]);
     assert_eq!(r.status, 413);

@@ -1,4 +1,6 @@
-//! Limits a guest cannot escape: timeouts and memory, while other calls carry on.
+//! Limits a guest cannot escape: timeouts and memory, while other calls carry on. The platform
+//! runs in this process ([`Platform::in_process`]) except where the test reads the process's
+//! own memory.
 
 use crate::fixtures;
 use crate::platform::{Platform, wait};
@@ -7,7 +9,7 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn an_infinite_loop_is_stopped_at_its_timeout_and_frees_its_core() {
-    let p = Platform::start(&["--cores", "1"]);
+    let p = Platform::in_process(|c| c.cores = Some(1));
     p.deploy(
         "spin",
         &fixtures::spin(),
@@ -45,7 +47,7 @@ fn an_infinite_loop_is_stopped_at_its_timeout_and_frees_its_core() {
 
 #[test]
 fn memory_grow_fails_at_the_limit() {
-    let p = Platform::start(&[]);
+    let p = Platform::in_process(|_| {});
     p.deploy(
         "probe",
         &fixtures::memory_probe(),
@@ -65,7 +67,7 @@ fn memory_grow_fails_at_the_limit() {
 
 #[test]
 fn a_memory_bomb_is_a_500_naming_the_limit_and_others_keep_running() {
-    let p = Platform::start(&["--cores", "2"]);
+    let p = Platform::in_process(|c| c.cores = Some(2));
     p.deploy(
         "bomb",
         &fixtures::memory_bomb(),
@@ -97,7 +99,10 @@ fn a_memory_bomb_is_a_500_naming_the_limit_and_others_keep_running() {
 
 #[test]
 fn a_100_microsecond_budget_is_enforced_and_repeat_offenders_are_quarantined() {
-    let p = Platform::start(&["--cores", "1", "--quarantine-after", "3"]);
+    let p = Platform::in_process(|c| {
+        c.cores = Some(1);
+        c.quarantine_after = 3;
+    });
     let d = p.deploy(
         "spin",
         &fixtures::spin(),
@@ -170,7 +175,7 @@ fn a_100_microsecond_budget_is_enforced_and_repeat_offenders_are_quarantined() {
 
 #[test]
 fn budgets_below_100_microseconds_or_in_two_units_are_refused() {
-    let p = Platform::start(&[]);
+    let p = Platform::in_process(|_| {});
     let r = p.put("/v1/functions/f?timeout_us=99", mote_guests::ECHO.wasm);
     assert_eq!(r.status, 400);
     assert!(

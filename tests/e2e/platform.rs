@@ -1,6 +1,8 @@
-//! Starting and talking to a real `mote up` process: raw HTTP for what a test checks on the
-//! wire (statuses, headers, error bodies), and the typed client, [`ApiClient`], for what a
-//! client reads of the API.
+//! Starting and talking to a platform: a real `mote up` process, or, for tests that need no
+//! process of their own (no flags parsed, no signals, no restart, no process memory), the same
+//! platform in this process ([`Platform::in_process`], `mote_platform`). Raw HTTP for what a
+//! test checks on the wire (statuses, headers, error bodies), and the typed client,
+//! [`ApiClient`], for what a client reads of the API.
 
 use mote_api::{ApiClient, ApiError, DeployParams, FunctionInfo};
 use mote_testbed::KilledOnDrop;
@@ -41,9 +43,36 @@ pub fn api_client(url: &str, token: Option<&str>, ca: Option<&Path>) -> ApiClien
     ApiClient::new(url, token.map(str::to_owned), &trust).expect("a client of the node's URL")
 }
 
-/// A running `mote up`, killed when dropped.
+/// What serves a [`Platform`].
+enum Host {
+    /// A `mote up` process, killed when dropped.
+    Process(KilledOnDrop),
+    /// A platform in this process.
+    InProcess(InProcess),
+}
+
+/// A platform started in this process, on a runtime of its own as `mote up` runs it; stopped
+/// when dropped.
+struct InProcess {
+    platform: Option<mote_platform::Platform>,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        if let Some(platform) = self.platform.take() {
+            let stopped = self.runtime.block_on(platform.stop());
+            // A test that already failed keeps its own message.
+            if !std::thread::panicking() {
+                stopped.expect("stopping the in-process platform");
+            }
+        }
+    }
+}
+
+/// A running platform, stopped when dropped.
 pub struct Platform {
-    child: KilledOnDrop,
+    host: Host,
     pub url: String,
     /// The dashboard's own listener (`dashboard on URL/ui`), unless `--ui-listen off`.
     pub dashboard: Option<String>,
@@ -93,6 +122,42 @@ impl Platform {
     /// Starts `mote up` on a fresh data directory.
     pub fn start(args: &[&str]) -> Self {
         Self::start_with_env(args, &[])
+    }
+
+    /// The platform `mote up` runs, started in this process on free loopback ports and a fresh
+    /// data directory, without a dashboard, after `configure` changed what the test needs.
+    pub fn in_process(configure: impl FnOnce(&mut mote_platform::PlatformConfig)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let mut config = mote_platform::PlatformConfig::new(any, &data);
+        config.store = mote_platform::StoreChoice::Embedded {
+            listen: any,
+            peer_listen: None,
+            peers: Vec::new(),
+        };
+        config.ui = mote_platform::UiListen::Off;
+        configure(&mut config);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("building the in-process platform's runtime");
+        let platform = runtime
+            .block_on(mote_platform::Platform::start(config))
+            .unwrap_or_else(|e| panic!("starting the platform in process: {e}"));
+        Self {
+            url: platform.serving().api_url(),
+            dashboard: None,
+            data,
+            ca: None,
+            printed: Arc::default(),
+            api: OnceLock::new(),
+            host: Host::InProcess(InProcess {
+                platform: Some(platform),
+                runtime,
+            }),
+            _dir: Some(dir),
+        }
     }
 
     /// `mote up` on free ports with its state in `data`, and `args`.
@@ -219,7 +284,7 @@ impl Platform {
         // Keep draining stdout so the child never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
         Self {
-            child: KilledOnDrop::new(child),
+            host: Host::Process(KilledOnDrop::new(child)),
             url,
             dashboard,
             data: data.to_owned(),
@@ -290,9 +355,26 @@ impl Platform {
         Reply { status, node, body }
     }
 
+    /// The `mote up` process; a test that needs one does not run the platform in process.
+    fn process(&mut self) -> &mut KilledOnDrop {
+        match &mut self.host {
+            Host::Process(child) => child,
+            Host::InProcess(_) => panic!("this test needs `mote up` as a process of its own"),
+        }
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        match &self.host {
+            Host::Process(child) => child.id(),
+            Host::InProcess(_) => panic!("this test needs `mote up` as a process of its own"),
+        }
+    }
+
     /// The server process's resident memory.
     pub fn resident_bytes(&self) -> u64 {
-        let statm = std::fs::read_to_string(format!("/proc/{}/statm", self.child.id())).unwrap();
+        let pid = self.pid();
+        let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).unwrap();
         let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
         pages * 4096
     }
@@ -346,21 +428,27 @@ impl Platform {
         self.post(&format!("/v1/invoke/{name}"), body)
     }
 
-    /// The server's process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
     /// Sends SIGKILL and waits.
     pub fn kill(mut self) {
-        let _ = self.child.kill_and_reap();
+        let _ = self.process().kill_and_reap();
     }
 
-    /// Sends SIGTERM and waits for a clean exit.
+    /// Stops the platform cleanly: SIGTERM to a process, which must exit successfully; an
+    /// in-process platform's [`mote_platform::Platform::stop`].
     pub fn stop(mut self) {
-        let pid = self.child.id().to_string();
-        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "mote up exited with {status} on SIGTERM");
+        match &mut self.host {
+            Host::Process(child) => {
+                let pid = child.id().to_string();
+                Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+                let status = child.wait().unwrap();
+                assert!(status.success(), "mote up exited with {status} on SIGTERM");
+            }
+            Host::InProcess(host) => {
+                let platform = host.platform.take().expect("not yet stopped");
+                host.runtime
+                    .block_on(platform.stop())
+                    .expect("stopping the in-process platform");
+            }
+        }
     }
 }
