@@ -5,7 +5,7 @@
 use super::{job, node, objects_of, put_objects, request, run_failing, run_ok, start, wait_ended};
 use crate::fixtures::wasm;
 use crate::platform::{Platform, wait};
-use mote_api::{DeployParams, JobState, RunRequest, WorkerChoice};
+use mote_api::{DeployParams, JobState, JobStatus, RunRequest, WorkerChoice};
 use std::time::{Duration, Instant};
 
 /// A job module whose driver declares one partitioned dataset, `blocks`, and one compute stage
@@ -297,4 +297,13 @@ fn bad_job_requests_are_refused_with_the_reason() {
     // None of the refused requests started a job.
     let jobs = wait(p.api().jobs());
     assert!(jobs.is_empty(), "{jobs:?}");
+
+    // A good request is created: 201, its body the job's status.
+    let r = post(&request("lr", None, 1, &generated));
+    assert_eq!(r.status, 201, "{}", r.text());
+    let started: JobStatus = serde_json::from_slice(&r.body)
+        .unwrap_or_else(|e| panic!("not a job's status ({e}): {}", r.text()));
+    assert_eq!(started.function, "lr", "{started:?}");
+    let status = wait_ended(&p, &started.id);
+    assert_eq!(status.state, JobState::Succeeded, "{status:?}");
 }
