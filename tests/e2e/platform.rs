@@ -395,13 +395,15 @@ impl Platform {
         Self::finish(self.agent().post(format!("{}{path}", self.url)).send(body))
     }
 
-    /// POSTs `body` as `application/json`, as the JSON routes require.
-    pub fn post_json(&self, path: &str, body: &serde_json::Value) -> Reply {
+    /// POSTs `body` written as JSON, with `content-type: application/json` as the JSON routes
+    /// require: a typed request sent raw, to check what the wire carries back.
+    pub fn post_json(&self, path: &str, body: &impl serde::Serialize) -> Reply {
+        let body = serde_json::to_string(body).expect("a request body written as JSON");
         Self::finish(
             self.agent()
                 .post(format!("{}{path}", self.url))
                 .header("content-type", "application/json")
-                .send(body.to_string()),
+                .send(body),
         )
     }
 

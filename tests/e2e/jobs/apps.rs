@@ -32,8 +32,8 @@ fn lr_on_stored_points_matches_the_reference() {
             ],
         ),
     );
-    assert_eq!(status["partitions"], 6, "{status}");
-    assert_eq!(status["iteration"], 7, "{status}");
+    assert_eq!(status.partitions, 6, "{status:?}");
+    assert_eq!(status.iteration, 7, "{status:?}");
     let weights = parse_weights(&output(&objects, "results", "lr"));
     let want = reference::logistic_regression(&points, 7, 0.5);
     assert_eq!(want.len(), reference::data::FEATURES);

@@ -2,10 +2,10 @@
 //! naming the stage, the partition and the cause; a cancel ends a job that would run for hours;
 //! and after each the node keeps serving calls and runs the next job.
 
-use super::{node, objects_of, put_objects, request, run_failing, run_ok, start, wait_ended};
+use super::{job, node, objects_of, put_objects, request, run_failing, run_ok, start, wait_ended};
 use crate::fixtures::wasm;
-use crate::platform::Platform;
-use mote_api::DeployParams;
+use crate::platform::{Platform, wait};
+use mote_api::{DeployParams, JobState, JobStatus, RunRequest, WorkerChoice};
 use std::time::{Duration, Instant};
 
 /// A job module whose driver declares one partitioned dataset, `blocks`, and one compute stage
@@ -125,32 +125,32 @@ fn failing_tasks_fail_their_job_and_the_node_keeps_serving() {
 
     // A job of a hundred million stages, cancelled.
     p.deploy("busy", mote_guests::BUSY.wasm, &DeployParams::default());
-    let status = start(&p, &request("busy", None, 2, &[("stages", "100000000")]));
-    let id = status["id"].as_str().unwrap().to_owned();
+    let id = start(&p, &request("busy", None, 2, &[("stages", "100000000")])).id;
     let begun = Instant::now();
     loop {
-        let status = p.get(&format!("/v1/jobs/{id}")).json();
-        assert_eq!(status["state"], "running", "{status}");
-        if status["tasks"].as_u64().unwrap() > 0 {
+        let status = job(&p, &id);
+        assert_eq!(status.state, JobState::Running, "{status:?}");
+        if status.tasks > 0 {
             break;
         }
         assert!(
             begun.elapsed() < super::DEADLINE,
-            "the busy job ran no task: {status}"
+            "the busy job ran no task: {status:?}"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let r = p.delete(&format!("/v1/jobs/{id}"));
-    assert_eq!(r.status, 200, "{}", r.text());
-    let cancelled = r.json();
-    assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
-    assert_mentions(cancelled["error"].as_str().unwrap(), &["cancelled"]);
+    let cancelled = wait(p.api().cancel_job(&id));
+    assert_eq!(cancelled.state, JobState::Cancelled, "{cancelled:?}");
+    let error = cancelled.error.as_deref();
+    assert_mentions(
+        error.unwrap_or_else(|| panic!("a cancelled job says so: {cancelled:?}")),
+        &["cancelled"],
+    );
     let status = wait_ended(&p, &id);
-    assert_eq!(status["state"], "cancelled", "{status}");
+    assert_eq!(status.state, JobState::Cancelled, "{status:?}");
     // Cancelling again leaves it as it ended.
-    let again = p.delete(&format!("/v1/jobs/{id}"));
-    assert_eq!(again.status, 200, "{}", again.text());
-    assert_eq!(again.json()["state"], "cancelled");
+    let again = wait(p.api().cancel_job(&id));
+    assert_eq!(again.state, JobState::Cancelled, "{again:?}");
     assert_serving(&p, "cancel");
 
     // And the node still runs jobs.
@@ -158,17 +158,17 @@ fn failing_tasks_fail_their_job_and_the_node_keeps_serving() {
         &p,
         &request("lr", None, 1, &[("generate", "100"), ("iterations", "2")]),
     );
-    assert_eq!(status["iteration"], 2, "{status}");
-    let list = p.get("/v1/jobs").json();
-    let states: Vec<&str> = list
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|j| j["state"].as_str().unwrap())
-        .collect();
+    assert_eq!(status.iteration, 2, "{status:?}");
+    let states: Vec<JobState> = wait(p.api().jobs()).iter().map(|j| j.state).collect();
     assert_eq!(
         states,
-        ["failed", "failed", "failed", "cancelled", "succeeded"]
+        [
+            JobState::Failed,
+            JobState::Failed,
+            JobState::Failed,
+            JobState::Cancelled,
+            JobState::Succeeded
+        ]
     );
 }
 
@@ -176,7 +176,8 @@ fn failing_tasks_fail_their_job_and_the_node_keeps_serving() {
 fn bad_job_requests_are_refused_with_the_reason() {
     let p = node();
     p.deploy("lr", mote_guests::LR.wasm, &DeployParams::default());
-    let post = |body: &serde_json::Value| p.post_json("/v1/jobs", body);
+    // Sent raw: what is checked is the status and the error on the wire.
+    let post = |body: &RunRequest| p.post_json("/v1/jobs", body);
 
     // A driver that closes a block it never opened.
     p.deploy(
@@ -272,12 +273,12 @@ fn bad_job_requests_are_refused_with_the_reason() {
     assert_mentions(&r.error(), &["nobucket"]);
 
     // Workers the cluster does not have, and partition counts out of range.
-    let r = post(&request("lr", Some(serde_json::json!(2)), 1, &generated));
+    let r = post(&request("lr", Some(WorkerChoice::Count(2)), 1, &generated));
     assert_eq!(r.status, 400, "{}", r.text());
     assert_mentions(&r.error(), &["--workers 2"]);
     let r = post(&request(
         "lr",
-        Some(serde_json::json!(["n9"])),
+        Some(WorkerChoice::List(vec!["n9".to_owned()])),
         1,
         &generated,
     ));
@@ -294,5 +295,15 @@ fn bad_job_requests_are_refused_with_the_reason() {
     assert_eq!(p.get("/v1/jobs/nope").status, 404);
     assert_eq!(p.delete("/v1/jobs/nope").status, 404);
     // None of the refused requests started a job.
-    assert_eq!(p.get("/v1/jobs").json(), serde_json::json!([]));
+    let jobs = wait(p.api().jobs());
+    assert!(jobs.is_empty(), "{jobs:?}");
+
+    // A good request is created: 201, its body the job's status.
+    let r = post(&request("lr", None, 1, &generated));
+    assert_eq!(r.status, 201, "{}", r.text());
+    let started: JobStatus = serde_json::from_slice(&r.body)
+        .unwrap_or_else(|e| panic!("not a job's status ({e}): {}", r.text()));
+    assert_eq!(started.function, "lr", "{started:?}");
+    let status = wait_ended(&p, &started.id);
+    assert_eq!(status.state, JobState::Succeeded, "{status:?}");
 }

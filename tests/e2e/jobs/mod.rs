@@ -12,8 +12,8 @@ mod nodes;
 mod recovery;
 mod reference;
 
-use crate::platform::Platform;
-use serde_json::{Value, json};
+use crate::platform::{Platform, try_wait};
+use mote_api::{JobState, JobStatus, RunRequest, WorkerChoice};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -66,66 +66,75 @@ fn output(objects: &Path, bucket: &str, prefix: &str) -> String {
         .collect()
 }
 
-/// A `POST /v1/jobs` body.
-fn request(function: &str, workers: Option<Value>, ppc: u32, args: &[(&str, &str)]) -> Value {
-    let mut body = json!({
-        "function": function,
-        "partitions_per_core": ppc,
-        "args": args.iter().map(|(k, v)| [k, v]).collect::<Vec<_>>(),
-    });
-    if let Some(workers) = workers {
-        body["workers"] = workers;
+/// A `POST /v1/jobs` request.
+fn request(
+    function: &str,
+    workers: Option<WorkerChoice>,
+    ppc: u32,
+    args: &[(&str, &str)],
+) -> RunRequest {
+    RunRequest {
+        function: function.to_owned(),
+        workers,
+        partitions_per_core: Some(ppc),
+        args: args
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        snapshot_every: None,
+        snapshot_to: None,
+        rebalance: None,
     }
-    body
 }
 
 /// Starts a job, asserting it is accepted; returns its status (a short job may have ended by
 /// the time the answer is sent).
-fn start(p: &Platform, request: &Value) -> Value {
-    let r = p.post_json("/v1/jobs", request);
-    assert_eq!(r.status, 201, "starting {request}: {}", r.text());
-    let status = r.json();
-    assert!(status["id"].is_string(), "{status}");
-    assert_eq!(status["function"], request["function"], "{status}");
+fn start(p: &Platform, request: &RunRequest) -> JobStatus {
+    let status =
+        try_wait(p.api().run_job(request)).unwrap_or_else(|e| panic!("starting {request:?}: {e}"));
+    assert_eq!(status.function, request.function, "{status:?}");
     status
 }
 
+/// Job `id`'s status.
+fn job(p: &Platform, id: &str) -> JobStatus {
+    try_wait(p.api().job(id)).unwrap_or_else(|e| panic!("job {id}: {e}"))
+}
+
 /// Polls job `id` until it is no longer running; returns its last status.
-fn wait_ended(p: &Platform, id: &str) -> Value {
+fn wait_ended(p: &Platform, id: &str) -> JobStatus {
     let started = Instant::now();
     loop {
-        let r = p.get(&format!("/v1/jobs/{id}"));
-        assert_eq!(r.status, 200, "job {id}: {}", r.text());
-        let status = r.json();
-        if status["state"] != "running" {
+        let status = job(p, id);
+        if status.state != JobState::Running {
             return status;
         }
         assert!(
             started.elapsed() < DEADLINE,
-            "job {id} still runs after {DEADLINE:?}: {status}"
+            "job {id} still runs after {DEADLINE:?}: {status:?}"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
 
 /// Runs a job to its end, asserting it succeeds; returns its final status.
-fn run_ok(p: &Platform, request: &Value) -> Value {
-    let id = start(p, request)["id"].as_str().unwrap().to_owned();
+fn run_ok(p: &Platform, request: &RunRequest) -> JobStatus {
+    let id = start(p, request).id;
     let status = wait_ended(p, &id);
-    assert_eq!(status["state"], "succeeded", "{request}: {status}");
-    assert!(status.get("error").is_none(), "{status}");
+    assert_eq!(status.state, JobState::Succeeded, "{request:?}: {status:?}");
+    assert_eq!(status.error, None, "{status:?}");
     status
 }
 
 /// Runs a job to its end, asserting it fails; returns its error.
-fn run_failing(p: &Platform, request: &Value) -> String {
-    let id = start(p, request)["id"].as_str().unwrap().to_owned();
+fn run_failing(p: &Platform, request: &RunRequest) -> String {
+    let id = start(p, request).id;
     let status = wait_ended(p, &id);
-    assert_eq!(status["state"], "failed", "{request}: {status}");
-    status["error"]
-        .as_str()
-        .unwrap_or_else(|| panic!("a failed job says why: {status}"))
-        .to_owned()
+    assert_eq!(status.state, JobState::Failed, "{request:?}: {status:?}");
+    status
+        .error
+        .clone()
+        .unwrap_or_else(|| panic!("a failed job says why: {status:?}"))
 }
 
 /// Asserts `got` and `want` agree to [`TOLERANCE`], relative to the larger.

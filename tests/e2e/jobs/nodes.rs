@@ -5,15 +5,14 @@
 
 use super::failures::compute_job;
 use super::{
-    assert_all_close, assert_ranks, edge_objects, edges_of, kmeans_lines, lr_lines, output,
+    assert_all_close, assert_ranks, edge_objects, edges_of, job, kmeans_lines, lr_lines, output,
     parse_centroids, parse_ranks, parse_weights, put_objects, reference, request, run_ok,
     split_objects, start, wait_ended,
 };
 use crate::cluster::wait_until;
 use crate::platform::{Platform, wait};
 use crate::store::Store;
-use mote_api::DeployParams;
-use serde_json::{Value, json};
+use mote_api::{DeployParams, JobState, JobStatus, WorkerChoice};
 use std::path::PathBuf;
 
 /// A store, the nodes sharing it, and their object directory. Fields drop in order: the nodes
@@ -91,26 +90,20 @@ impl Cluster {
 
 /// Asserts the job ran on the nodes named `names`, in that order, each holding some of its
 /// `partitions` (every group's, summed), each done.
-fn assert_spread(status: &Value, names: &[&str], partitions: u64) {
-    let workers = status["workers"].as_array().expect("`workers` is a list");
-    let listed: Vec<&str> = workers
-        .iter()
-        .map(|w| w["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(listed, names, "{status}");
+fn assert_spread(status: &JobStatus, names: &[&str], partitions: usize) {
+    let workers = &status.workers;
+    let listed: Vec<&str> = workers.iter().map(|w| w.name.as_str()).collect();
+    assert_eq!(listed, names, "{status:?}");
     for w in workers {
-        assert_eq!(w["cores"], 1, "{w}");
-        assert!(w["partitions"].as_u64().unwrap() > 0, "{status}");
-        assert!(w["tasks"].as_u64().unwrap() > 0, "{status}");
-        assert_eq!(w["done"], true, "{status}");
+        assert_eq!(w.cores, 1, "{w:?}");
+        assert!(w.partitions > 0, "{status:?}");
+        assert!(w.tasks > 0, "{status:?}");
+        assert!(w.done, "{status:?}");
     }
-    let held: u64 = workers
-        .iter()
-        .map(|w| w["partitions"].as_u64().unwrap())
-        .sum();
-    assert_eq!(held, partitions, "{status}");
-    let tasks: u64 = workers.iter().map(|w| w["tasks"].as_u64().unwrap()).sum();
-    assert_eq!(status["tasks"].as_u64(), Some(tasks), "{status}");
+    let held: usize = workers.iter().map(|w| w.partitions).sum();
+    assert_eq!(held, partitions, "{status:?}");
+    let tasks: u64 = workers.iter().map(|w| w.tasks).sum();
+    assert_eq!(status.tasks, tasks, "{status:?}");
 }
 
 #[test]
@@ -135,12 +128,12 @@ fn jobs_across_two_and_three_nodes_match_the_reference() {
         &cluster.nodes[0],
         &request(
             "lr",
-            Some(json!(2)),
+            Some(WorkerChoice::Count(2)),
             2,
             &[("input", "data/train"), ("output", "results/lr")],
         ),
     );
-    assert_eq!(status["partitions"], 4, "{status}");
+    assert_eq!(status.partitions, 4, "{status:?}");
     assert_spread(&status, &["n1", "n2"], 4 + 1);
     let weights = parse_weights(&output(objects, "results", "lr"));
     assert_all_close(
@@ -155,12 +148,12 @@ fn jobs_across_two_and_three_nodes_match_the_reference() {
         &cluster.nodes[1],
         &request(
             "pagerank",
-            Some(json!(3)),
+            Some(WorkerChoice::Count(3)),
             2,
             &[("input", "data/graph"), ("output", "results/ranks")],
         ),
     );
-    assert_eq!(status["partitions"], 6, "{status}");
+    assert_eq!(status.partitions, 6, "{status:?}");
     assert_spread(&status, &["n2", "n1", "n3"], 6 + 6 + 1 + 1);
     let ranks = parse_ranks(&output(objects, "results", "ranks"));
     assert_ranks(&ranks, &reference::pagerank(&edges_of(&graph), 10));
@@ -170,7 +163,7 @@ fn jobs_across_two_and_three_nodes_match_the_reference() {
         &cluster.nodes[0],
         &request(
             "kmeans",
-            Some(json!(["n3", "n2"])),
+            Some(WorkerChoice::List(vec!["n3".to_owned(), "n2".to_owned()])),
             2,
             &[
                 ("input", "data/points"),
@@ -194,10 +187,16 @@ fn jobs_across_two_and_three_nodes_match_the_reference() {
         &compute_job("(if (i32.eq (local.get $index) (i32.const 5)) (then unreachable))"),
     );
     cluster.deploy("busy", mote_guests::BUSY.wasm);
-    let failed = start(&cluster.nodes[0], &request("trap", Some(json!(3)), 2, &[]));
-    let status = wait_ended(&cluster.nodes[0], failed["id"].as_str().unwrap());
-    assert_eq!(status["state"], "failed", "{status}");
-    let error = status["error"].as_str().unwrap();
+    let failed = start(
+        &cluster.nodes[0],
+        &request("trap", Some(WorkerChoice::Count(3)), 2, &[]),
+    );
+    let status = wait_ended(&cluster.nodes[0], &failed.id);
+    assert_eq!(status.state, JobState::Failed, "{status:?}");
+    let error = status
+        .error
+        .as_deref()
+        .unwrap_or_else(|| panic!("a failed job says why: {status:?}"));
     assert!(
         error.contains("on worker n3: compute stage 0")
             && error.contains("partition 5 of")
@@ -206,47 +205,39 @@ fn jobs_across_two_and_three_nodes_match_the_reference() {
     );
     let busy = start(
         &cluster.nodes[2],
-        &request("busy", Some(json!(3)), 1, &[("stages", "100000000")]),
+        &request(
+            "busy",
+            Some(WorkerChoice::Count(3)),
+            1,
+            &[("stages", "100000000")],
+        ),
     );
-    let id = busy["id"].as_str().unwrap();
+    let id = &busy.id;
     wait_until("the busy job runs on every node", || {
-        let status = cluster.nodes[2].get(&format!("/v1/jobs/{id}")).json();
-        assert_eq!(status["state"], "running", "{status}");
-        status["workers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|w| w["tasks"].as_u64().unwrap() > 0)
+        let status = job(&cluster.nodes[2], id);
+        assert_eq!(status.state, JobState::Running, "{status:?}");
+        status.workers.iter().all(|w| w.tasks > 0)
     });
-    let r = cluster.nodes[2].delete(&format!("/v1/jobs/{id}"));
-    assert_eq!(r.status, 200, "{}", r.text());
-    assert_eq!(r.json()["state"], "cancelled");
+    let cancelled = wait(cluster.nodes[2].api().cancel_job(id));
+    assert_eq!(cancelled.state, JobState::Cancelled, "{cancelled:?}");
     // Jobs are listed by the node that started them.
     let on = |i: usize| -> Vec<String> {
-        let list = cluster.nodes[i].get("/v1/jobs").json();
-        list.as_array()
-            .unwrap()
+        wait(cluster.nodes[i].api().jobs())
             .iter()
-            .map(|j| {
-                format!(
-                    "{} {}",
-                    j["function"].as_str().unwrap(),
-                    j["state"].as_str().unwrap()
-                )
-            })
+            .map(|j| format!("{} {:?}", j.function, j.state))
             .collect()
     };
-    assert_eq!(on(2), ["busy cancelled"]);
-    assert_eq!(on(0), ["lr succeeded", "kmeans succeeded", "trap failed"]);
-    assert_eq!(on(1), ["pagerank succeeded"]);
+    assert_eq!(on(2), ["busy Cancelled"]);
+    assert_eq!(on(0), ["lr Succeeded", "kmeans Succeeded", "trap Failed"]);
+    assert_eq!(on(1), ["pagerank Succeeded"]);
     let status = run_ok(
         &cluster.nodes[2],
         &request(
             "lr",
-            Some(json!(3)),
+            Some(WorkerChoice::Count(3)),
             1,
             &[("generate", "90"), ("iterations", "3")],
         ),
     );
-    assert_eq!(status["iteration"], 3, "{status}");
+    assert_eq!(status.iteration, 3, "{status:?}");
 }

@@ -6,31 +6,35 @@
 
 use super::nodes::Cluster;
 use super::{
-    DEADLINE, assert_all_close, output, parse_weights, put_objects, reference, start, wait_ended,
+    DEADLINE, assert_all_close, job, output, parse_weights, put_objects, reference, request, start,
+    wait_ended,
 };
 use crate::platform::Platform;
-use serde_json::{Value, json};
+use mote_api::{JobState, JobStatus, RunRequest, SnapshotState, WorkerChoice};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-fn status(p: &Platform, id: &str) -> Value {
-    let r = p.get(&format!("/v1/jobs/{id}"));
-    assert_eq!(r.status, 200, "job {id}: {}", r.text());
-    r.json()
-}
-
 /// Polls job `id` until `done` says so, failing if the job ends first.
-fn wait_status(p: &Platform, id: &str, what: &str, mut done: impl FnMut(&Value) -> bool) -> Value {
+fn wait_status(
+    p: &Platform,
+    id: &str,
+    what: &str,
+    mut done: impl FnMut(&JobStatus) -> bool,
+) -> JobStatus {
     let started = Instant::now();
     loop {
-        let s = status(p, id);
+        let s = job(p, id);
         if done(&s) {
             return s;
         }
-        assert_eq!(s["state"], "running", "the job ended before {what}: {s}");
+        assert_eq!(
+            s.state,
+            JobState::Running,
+            "the job ended before {what}: {s:?}"
+        );
         assert!(
             started.elapsed() < DEADLINE,
-            "waited {DEADLINE:?} for {what}: {s}"
+            "waited {DEADLINE:?} for {what}: {s:?}"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -57,21 +61,19 @@ fn snapshot_objects(cluster: &Cluster, id: &str) -> Vec<String> {
     found
 }
 
-fn lr_request(points: u64, iterations: u64, extra: Value) -> Value {
-    let mut body = json!({
-        "function": "lr",
-        "partitions_per_core": 2,
-        "args": [
-            ["generate", points.to_string()],
-            ["seed", "7"],
-            ["iterations", iterations.to_string()],
-            ["output", "results/lr"],
+/// `lr` on `points` generated points for `iterations`, on `workers`, writing `results/lr`.
+fn lr_request(points: u64, iterations: u64, workers: usize) -> RunRequest {
+    request(
+        "lr",
+        Some(WorkerChoice::Count(workers)),
+        2,
+        &[
+            ("generate", &points.to_string()),
+            ("seed", "7"),
+            ("iterations", &iterations.to_string()),
+            ("output", "results/lr"),
         ],
-    });
-    for (k, v) in extra.as_object().unwrap() {
-        body[k] = v.clone();
-    }
-    body
+    )
 }
 
 /// Asserts `lr`'s output in `results/lr` is the reference's weights for its generated points.
@@ -85,12 +87,10 @@ fn assert_lr_output(cluster: &Cluster, points: u64, iterations: u64, what: &str)
     assert_all_close(what, &weights, &want);
 }
 
-fn complete_snapshots(s: &Value) -> usize {
-    s["snapshots"]
-        .as_array()
-        .unwrap()
+fn complete_snapshots(s: &JobStatus) -> usize {
+    s.snapshots
         .iter()
-        .filter(|x| x["state"] == "complete")
+        .filter(|x| x.state == SnapshotState::Complete)
         .count()
 }
 
@@ -101,70 +101,53 @@ fn a_killed_worker_is_replaced_from_the_snapshot_and_rejoins_once_restarted() {
     put_objects(&cluster.objects, "results", "", &[]);
     put_objects(&cluster.objects, "snapshots", "", &[]);
     let (points, iterations) = (600, 2500);
-    let request = lr_request(
-        points,
-        iterations,
-        json!({"workers": 3, "snapshot_every": 10, "snapshot_to": "snapshots/jobs", "rebalance": false}),
-    );
-    let id = start(&cluster.nodes[0], &request)["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let request = RunRequest {
+        snapshot_every: Some(10),
+        snapshot_to: Some("snapshots/jobs".to_owned()),
+        rebalance: Some(false),
+        ..lr_request(points, iterations, 3)
+    };
+    let id = start(&cluster.nodes[0], &request).id;
     let s = wait_status(&cluster.nodes[0], &id, "a complete snapshot", |s| {
-        complete_snapshots(s) > 0 && s["iteration"].as_u64().unwrap() >= 30
+        complete_snapshots(s) > 0 && s.iteration >= 30
     });
-    let killed_at = s["iteration"].as_u64().unwrap();
+    let killed_at = s.iteration;
 
     // SIGKILL the third worker: the others roll back to the last snapshot without it.
     cluster.kill(3);
     let s = wait_status(&cluster.nodes[0], &id, "the restore", |s| {
-        s["restores"]
-            .as_array()
-            .unwrap()
-            .first()
-            .is_some_and(|r| r["ms"].is_u64())
+        s.restores.first().is_some_and(|r| r.ms.is_some())
     });
-    let restore = &s["restores"][0];
-    let reason = restore["reason"].as_str().unwrap();
+    let restore = &s.restores[0];
+    let reason = &restore.reason;
     assert!(
         reason.contains("n3")
             && (reason.contains("could not be reached") || reason.contains("has not reported")),
-        "{s}"
+        "{s:?}"
     );
-    assert!(
-        restore["iteration"].as_u64().unwrap() <= killed_at + 10,
-        "{s}"
-    );
-    assert_eq!(s["workers"][2]["live"], false, "{s}");
+    assert!(restore.iteration <= killed_at + 10, "{s:?}");
+    assert!(!s.workers[2].live, "{s:?}");
     assert_eq!(
-        s["workers"][2]["partitions"], 0,
-        "n3's partitions went to the others: {s}"
+        s.workers[2].partitions, 0,
+        "n3's partitions went to the others: {s:?}"
     );
-    let held: u64 = (0..2)
-        .map(|w| s["workers"][w]["partitions"].as_u64().unwrap())
-        .sum();
-    assert_eq!(held, 6 + 1, "every partition is held: {s}");
+    let held: usize = s.workers[..2].iter().map(|w| w.partitions).sum();
+    assert_eq!(held, 6 + 1, "every partition is held: {s:?}");
 
     // Restarted, on a new port, it takes partitions again at the next snapshot.
     cluster.restart(3);
     let s = wait_status(&cluster.nodes[0], &id, "n3 to rejoin", |s| {
-        s["restores"].as_array().unwrap().len() >= 2 && s["workers"][2]["live"] == true
+        s.restores.len() >= 2 && s.workers[2].live
     });
-    assert!(
-        s["restores"][1]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("n3 is back"),
-        "{s}"
-    );
-    assert_eq!(s["workers"][2]["url"], cluster.nodes[2].url, "{s}");
-    assert!(s["workers"][2]["partitions"].as_u64().unwrap() > 0, "{s}");
+    assert!(s.restores[1].reason.contains("n3 is back"), "{s:?}");
+    assert_eq!(s.workers[2].url, cluster.nodes[2].url, "{s:?}");
+    assert!(s.workers[2].partitions > 0, "{s:?}");
 
     let s = wait_ended(&cluster.nodes[0], &id);
-    assert_eq!(s["state"], "succeeded", "{s}");
+    assert_eq!(s.state, JobState::Succeeded, "{s:?}");
     assert!(
-        s["workers"][2]["tasks"].as_u64().unwrap() > 0,
-        "n3 ran tasks after it rejoined: {s}"
+        s.workers[2].tasks > 0,
+        "n3 ran tasks after it rejoined: {s:?}"
     );
     assert_lr_output(
         &cluster,
@@ -172,8 +155,12 @@ fn a_killed_worker_is_replaced_from_the_snapshot_and_rejoins_once_restarted() {
         iterations,
         "weights after a kill and a rejoin",
     );
-    assert_eq!(snapshot_objects(&cluster, &id), Vec::<String>::new(), "{s}");
-    assert!(s.get("snapshots_left").is_none(), "{s}");
+    assert_eq!(
+        snapshot_objects(&cluster, &id),
+        Vec::<String>::new(),
+        "{s:?}"
+    );
+    assert_eq!(s.snapshots_left, None, "{s:?}");
 }
 
 /// Processes that keep one core busy, killed when dropped.
@@ -231,53 +218,45 @@ fn a_slowed_worker_gives_partitions_to_the_other_and_iterations_get_faster() {
     pin(cluster.nodes[1].pid(), 1);
     let _burners = Burners::on_core(1, 3);
     let (points, iterations) = (200_000, 800);
-    let mut request = lr_request(points, iterations, json!({"workers": 2}));
-    request["partitions_per_core"] = json!(4);
-    let id = start(&cluster.nodes[0], &request)["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let request = RunRequest {
+        partitions_per_core: Some(4),
+        ..lr_request(points, iterations, 2)
+    };
+    let id = start(&cluster.nodes[0], &request).id;
     // (ms since the job ran, iteration), sampled until it ends.
     let mut samples: Vec<(f64, f64)> = Vec::new();
     let s = loop {
-        let s = status(&cluster.nodes[0], &id);
-        samples.push((
-            s["elapsed_ms"].as_f64().unwrap(),
-            s["iteration"].as_f64().unwrap(),
-        ));
-        if s["state"] != "running" {
+        let s = job(&cluster.nodes[0], &id);
+        samples.push((s.elapsed_ms as f64, s.iteration as f64));
+        if s.state != JobState::Running {
             break s;
         }
-        assert!(samples.len() < 60_000, "the job never ends: {s}");
+        assert!(samples.len() < 60_000, "the job never ends: {s:?}");
         std::thread::sleep(Duration::from_millis(25));
     };
-    assert_eq!(s["state"], "succeeded", "{s}");
-    let migrations = s["migrations"].as_array().unwrap();
-    assert!(!migrations.is_empty(), "no partition moved: {s}");
+    assert_eq!(s.state, JobState::Succeeded, "{s:?}");
+    let migrations = &s.migrations;
+    assert!(!migrations.is_empty(), "no partition moved: {s:?}");
     for m in migrations {
-        assert!(m["ms"].is_u64(), "every move finished: {s}");
+        assert!(m.ms.is_some(), "every move finished: {s:?}");
     }
     // Other tests' processes may load core 0 for a while too, so the controller may also move
     // an index back for a window; what must hold is that it moved indices off n2 because n2
     // was slower, and that n1 ends with the larger share.
     assert!(
         migrations.iter().any(|m| {
-            (m["from"].as_str(), m["to"].as_str()) == (Some("n2"), Some("n1"))
-                && m["reason"].as_str().unwrap().contains("worker n2 took")
+            (m.from.as_str(), m.to.as_str()) == ("n2", "n1") && m.reason.contains("worker n2 took")
         }),
-        "no move from the slowed n2 to n1: {s}"
+        "no move from the slowed n2 to n1: {s:?}"
     );
-    let (p1, p2) = (
-        s["workers"][0]["partitions"].as_u64().unwrap(),
-        s["workers"][1]["partitions"].as_u64().unwrap(),
-    );
-    assert!(p1 > p2 + 2, "n1 holds more of the 8 indices than n2: {s}");
+    let (p1, p2) = (s.workers[0].partitions, s.workers[1].partitions);
+    assert!(p1 > p2 + 2, "n1 holds more of the 8 indices than n2: {s:?}");
 
     // Iteration rates before the first move started and after the last one ended.
-    let first = migrations[0]["at_ms"].as_f64().unwrap();
+    let first = migrations[0].at_ms as f64;
     let last = migrations
         .iter()
-        .map(|m| m["at_ms"].as_f64().unwrap() + m["ms"].as_f64().unwrap())
+        .map(|m| (m.at_ms + m.ms.expect("every move finished")) as f64)
         .fold(0.0, f64::max);
     let before: Vec<_> = samples
         .iter()
@@ -348,18 +327,17 @@ fn a_job_that_cannot_recover_says_why_and_an_ended_job_leaves_no_snapshots() {
     put_objects(&cluster.objects, "snapshots", "", &[]);
 
     // Without snapshots, a lost worker fails the job, and the error says what to do.
-    let request = lr_request(600, 1_000_000, json!({"workers": 2}));
-    let id = start(&cluster.nodes[0], &request)["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = start(&cluster.nodes[0], &lr_request(600, 1_000_000, 2)).id;
     wait_status(&cluster.nodes[0], &id, "a few iterations", |s| {
-        s["iteration"].as_u64().unwrap() >= 10
+        s.iteration >= 10
     });
     cluster.kill(2);
     let s = wait_ended(&cluster.nodes[0], &id);
-    assert_eq!(s["state"], "failed", "{s}");
-    let error = s["error"].as_str().unwrap();
+    assert_eq!(s.state, JobState::Failed, "{s:?}");
+    let error = s
+        .error
+        .as_deref()
+        .unwrap_or_else(|| panic!("a failed job says why: {s:?}"));
     assert!(
         error.contains("n2")
             && error.contains("no snapshots to fall back to")
@@ -368,34 +346,40 @@ fn a_job_that_cannot_recover_says_why_and_an_ended_job_leaves_no_snapshots() {
     );
 
     // A job that fails after some snapshots were taken deletes them as it ends.
-    let request = json!({
-        "function": "count",
-        "workers": 1,
-        "partitions_per_core": 2,
-        "snapshot_every": 50,
-        "snapshot_to": "snapshots/jobs",
-    });
-    let id = start(&cluster.nodes[0], &request)["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let request = RunRequest {
+        snapshot_every: Some(50),
+        snapshot_to: Some("snapshots/jobs".to_owned()),
+        ..super::request("count", Some(WorkerChoice::Count(1)), 2, &[])
+    };
+    let id = start(&cluster.nodes[0], &request).id;
     let s = wait_ended(&cluster.nodes[0], &id);
-    assert_eq!(s["state"], "failed", "{s}");
-    assert!(s["error"].as_str().unwrap().contains("unreachable"), "{s}");
-    let snapshots = s["snapshots"].as_array().unwrap();
-    assert!(!snapshots.is_empty(), "snapshots at 50, 100, ..., 350: {s}");
+    assert_eq!(s.state, JobState::Failed, "{s:?}");
+    assert!(
+        s.error
+            .as_deref()
+            .is_some_and(|e| e.contains("unreachable")),
+        "{s:?}"
+    );
+    let snapshots = &s.snapshots;
+    assert!(
+        !snapshots.is_empty(),
+        "snapshots at 50, 100, ..., 350: {s:?}"
+    );
     assert!(
         snapshots
             .iter()
-            .all(|x| x["state"] == "deleted" || x["state"] == "incomplete"),
-        "{s}"
+            .all(|x| matches!(x.state, SnapshotState::Deleted | SnapshotState::Incomplete)),
+        "{s:?}"
     );
-    assert!(s.get("snapshots_left").is_none(), "{s}");
+    assert_eq!(s.snapshots_left, None, "{s:?}");
     assert_eq!(snapshot_objects(&cluster, &id), Vec::<String>::new());
 
-    // Snapshots that cannot be written are refused before the job starts.
-    let mut bad = request.clone();
-    bad["snapshot_to"] = json!("no-such-bucket/x");
+    // Snapshots that cannot be written are refused before the job starts: sent raw, for the
+    // status and the message on the wire.
+    let bad = RunRequest {
+        snapshot_to: Some("no-such-bucket/x".to_owned()),
+        ..request.clone()
+    };
     let r = cluster.nodes[0].post_json("/v1/jobs", &bad);
     assert_eq!(r.status, 400, "{}", r.text());
     assert!(
@@ -404,8 +388,10 @@ fn a_job_that_cannot_recover_says_why_and_an_ended_job_leaves_no_snapshots() {
         "{}",
         r.text()
     );
-    let mut bad = request.clone();
-    bad.as_object_mut().unwrap().remove("snapshot_to");
+    let bad = RunRequest {
+        snapshot_to: None,
+        ..request
+    };
     let r = cluster.nodes[0].post_json("/v1/jobs", &bad);
     assert_eq!(r.status, 400, "{}", r.text());
     assert!(
