@@ -5,9 +5,8 @@
 use crate::cli::{mote, stdout};
 use crate::cluster::Cluster;
 use crate::fixtures;
-use crate::platform::Platform;
-use mote_api::DeployParams;
-use std::io::{BufRead, BufReader};
+use crate::platform::{Platform, api_client, wait};
+use mote_api::{DeployParams, LogLine, LogStream};
 use std::time::{Duration, Instant};
 
 /// A call's answer: status, the `mote-call-id` and `mote-node` it named, and the body.
@@ -54,48 +53,35 @@ fn answered(r: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Called 
     }
 }
 
-/// The entries `GET /v1/functions/NAME/logs` + `query` gives.
-fn entries(base: &str, name: &str, query: &str) -> Vec<serde_json::Value> {
-    let mut r = agent()
-        .get(format!("{base}/v1/functions/{name}/logs{query}"))
-        .call()
-        .expect("request reached the server");
-    assert_eq!(r.status().as_u16(), 200);
-    assert_eq!(r.headers()["content-type"], "application/x-ndjson");
-    let body = r.body_mut().read_to_string().unwrap();
-    body.lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
+/// The entries of `name`'s log at the node at `base`, the newest `tail` if given, read with the
+/// typed client.
+fn entries(base: &str, name: &str, tail: Option<usize>) -> Vec<LogLine> {
+    let client = api_client(base, None, None);
+    let mut log = wait(client.logs(name, tail, false));
+    let mut entries = Vec::new();
+    while let Some(entry) = wait(log.next_entry()) {
+        entries.push(entry);
+    }
+    entries
 }
 
-/// A followed log, read a line at a time.
-struct Followed(std::io::Lines<BufReader<ureq::BodyReader<'static>>>);
+/// A followed log (`follow=true`), read an entry at a time with the typed client.
+struct Followed(LogStream);
 
 impl Followed {
-    fn start(base: &str, name: &str, query: &str) -> Self {
-        let streaming: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .build()
-            .into();
-        let response = streaming
-            .get(format!(
-                "{base}/v1/functions/{name}/logs?follow=true{query}"
-            ))
-            .call()
-            .unwrap();
-        assert_eq!(response.status().as_u16(), 200);
-        Self(BufReader::new(response.into_body().into_reader()).lines())
+    fn start(base: &str, name: &str, tail: Option<usize>) -> Self {
+        let client = api_client(base, None, None).with_timeout(Duration::from_secs(60));
+        Self(wait(client.logs(name, tail, true)))
     }
 
     /// The next entry, or `None` once the stream ended.
-    fn next(&mut self) -> Option<serde_json::Value> {
-        let line = self.0.next()?.expect("reading the stream");
-        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}")))
+    fn next(&mut self) -> Option<LogLine> {
+        wait(self.0.next_entry())
     }
 }
 
-fn of_call<'a>(entries: &'a [serde_json::Value], call: &str) -> Vec<&'a serde_json::Value> {
-    entries.iter().filter(|e| e["call"] == call).collect()
+fn of_call<'a>(entries: &'a [LogLine], call: &str) -> Vec<&'a LogLine> {
+    entries.iter().filter(|e| e.call == call).collect()
 }
 
 #[test]
@@ -113,34 +99,43 @@ fn a_call_s_lines_and_stderr_carry_the_id_its_response_named() {
         first.call
     );
 
-    let log = entries(&p.url, "hello", "");
+    // The wire format: NDJSON, a line per entry.
+    let mut raw = agent()
+        .get(format!("{}/v1/functions/hello/logs", p.url))
+        .call()
+        .expect("request reached the server");
+    assert_eq!(raw.status().as_u16(), 200);
+    assert_eq!(raw.headers()["content-type"], "application/x-ndjson");
+    let text = raw.body_mut().read_to_string().unwrap();
+    assert_eq!(text.lines().count(), 2, "{text}");
+    let log = entries(&p.url, "hello", None);
     let lines = of_call(&log, &second.call);
     assert_eq!(lines.len(), 1, "{log:?}");
     let line = lines[0];
-    assert_eq!(line["text"], "greeting two");
-    assert_eq!(line["stream"], "log");
-    assert_eq!(line["outcome"], "ok");
-    assert_eq!(line["node"], second.node.as_str());
-    assert!(line["time"].as_str().unwrap().ends_with('Z'), "{line}");
-    assert!(line["seq"].as_u64().unwrap() > of_call(&log, &first.call)[0]["seq"].as_u64().unwrap());
+    assert_eq!(line.text, "greeting two");
+    assert_eq!(line.stream, "log");
+    assert_eq!(line.outcome, "ok");
+    assert_eq!(line.node, second.node);
+    assert!(line.time.ends_with('Z'), "{line:?}");
+    assert!(line.seq > of_call(&log, &first.call)[0].seq);
     assert_eq!(
-        entries(&p.url, "hello", "?tail=1"),
+        entries(&p.url, "hello", Some(1)),
         std::slice::from_ref(line)
     );
 
     // A WASI command's stderr, and then why its call failed.
     let exited = call(&p.url, "exits", b"");
     assert_eq!(exited.status, 500);
-    let log = entries(&p.url, "exits", "");
+    let log = entries(&p.url, "exits", None);
     let lines = of_call(&log, &exited.call);
     let shown: Vec<(&str, &str)> = lines
         .iter()
-        .map(|e| (e["stream"].as_str().unwrap(), e["text"].as_str().unwrap()))
+        .map(|e| (e.stream.as_str(), e.text.as_str()))
         .collect();
     assert_eq!(shown[0], ("stderr", "oops"), "{log:?}");
     assert_eq!(shown[1].0, "outcome");
     assert!(shown[1].1.contains("exited with status 3"), "{log:?}");
-    assert!(lines.iter().all(|e| e["outcome"] == "exit"), "{log:?}");
+    assert!(lines.iter().all(|e| e.outcome == "exit"), "{log:?}");
 
     let missing = agent()
         .get(format!("{}/v1/functions/nobody/logs", p.url))
@@ -163,12 +158,12 @@ fn a_trap_and_a_budget_kill_leave_their_errors_in_the_log() {
     );
     let trapped = call(&p.url, "trap", b"");
     assert_eq!(trapped.status, 500);
-    let log = entries(&p.url, "trap", "");
+    let log = entries(&p.url, "trap", None);
     assert_eq!(log.len(), 1, "{log:?}");
-    assert_eq!(log[0]["call"], trapped.call.as_str());
-    assert_eq!(log[0]["stream"], "outcome");
-    assert_eq!(log[0]["outcome"], "trap");
-    let text = log[0]["text"].as_str().unwrap();
+    assert_eq!(log[0].call, trapped.call);
+    assert_eq!(log[0].stream, "outcome");
+    assert_eq!(log[0].outcome, "trap");
+    let text = &log[0].text;
     assert!(
         text.contains("trapped") && text.contains("unreachable"),
         "{text}"
@@ -176,11 +171,11 @@ fn a_trap_and_a_budget_kill_leave_their_errors_in_the_log() {
 
     let killed = call(&p.url, "spin", b"");
     assert_eq!(killed.status, 504);
-    let log = entries(&p.url, "spin", "");
+    let log = entries(&p.url, "spin", None);
     assert_eq!(log.len(), 1, "{log:?}");
-    assert_eq!(log[0]["call"], killed.call.as_str());
-    assert_eq!(log[0]["outcome"], "timeout");
-    let text = log[0]["text"].as_str().unwrap();
+    assert_eq!(log[0].call, killed.call);
+    assert_eq!(log[0].outcome, "timeout");
+    let text = &log[0].text;
     assert!(text.contains("timeout of 100 ms"), "{text}");
 }
 
@@ -224,23 +219,23 @@ fn a_flood_of_lines_keeps_the_log_within_its_bound_and_the_newest_entries() {
         assert_eq!(flooded.status, 200);
         last = Some(flooded.call);
     }
-    let log = entries(&p.url, "flood", "");
+    let log = entries(&p.url, "flood", None);
     let bytes: usize = log
         .iter()
-        .map(|e| mote_node::ENTRY_BYTES + e["text"].as_str().unwrap().len())
+        .map(|e| mote_node::ENTRY_BYTES + e.text.len())
         .sum();
     assert!(
         bytes <= KB << 10,
         "{bytes} bytes kept under a bound of {KB} KiB"
     );
     assert!(log.len() > 10, "only {} entries kept", log.len());
-    let seqs: Vec<u64> = log.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    let seqs: Vec<u64> = log.iter().map(|e| e.seq).collect();
     assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
     // The newest survive: the last call's, ending with the note of what it dropped.
     let newest = log.last().unwrap();
-    assert_eq!(newest["call"], last.unwrap().as_str());
-    assert_eq!(newest["stream"], "outcome");
-    let text = newest["text"].as_str().unwrap();
+    assert_eq!(newest.call, last.unwrap());
+    assert_eq!(newest.stream, "outcome");
+    let text = &newest.text;
     assert!(text.contains("4000 more lines were dropped"), "{text}");
     assert_eq!(*seqs.last().unwrap(), 5 * 1001);
 }
@@ -250,27 +245,13 @@ fn follow_streams_an_entry_written_after_the_request_and_ends_when_the_node_stop
     let p = Platform::start(&[]);
     p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
     let before = call(&p.url, "hello", b"before");
-    let streaming: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let response = streaming
-        .get(format!(
-            "{}/v1/functions/hello/logs?follow=true&tail=1",
-            p.url
-        ))
-        .call()
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 200);
-    let mut lines = BufReader::new(response.into_body().into_reader()).lines();
-    let entry = |line: Option<std::io::Result<String>>| -> serde_json::Value {
-        serde_json::from_str(&line.expect("the stream goes on").unwrap()).unwrap()
-    };
-    assert_eq!(entry(lines.next())["call"], before.call.as_str());
+    let mut followed = Followed::start(&p.url, "hello", Some(1));
+    let entry = |e: Option<LogLine>| e.expect("the stream goes on");
+    assert_eq!(entry(followed.next()).call, before.call);
     let after = call(&p.url, "hello", b"after");
-    let streamed = entry(lines.next());
-    assert_eq!(streamed["call"], after.call.as_str());
-    assert_eq!(streamed["text"], "greeting after");
+    let streamed = entry(followed.next());
+    assert_eq!(streamed.call, after.call);
+    assert_eq!(streamed.text, "greeting after");
 
     let stopping = Instant::now();
     let pid = p.pid().to_string();
@@ -279,7 +260,7 @@ fn follow_streams_an_entry_written_after_the_request_and_ends_when_the_node_stop
         .status()
         .unwrap();
     assert!(
-        lines.next().is_none(),
+        followed.next().is_none(),
         "the stream ends when the node stops"
     );
     assert!(
@@ -341,17 +322,17 @@ fn a_component_s_stderr_and_trap_are_in_its_log() {
         .call()
         .unwrap();
     assert_eq!(r.status().as_u16(), 500);
-    let log = entries(&p.url, "web", "");
+    let log = entries(&p.url, "web", None);
     assert!(of_call(&log, &hello.call).is_empty(), "{log:?}");
     let panicked = log
         .iter()
-        .find(|e| e["stream"] == "stderr" && e["text"] == "asked to trap")
+        .find(|e| e.stream == "stderr" && e.text == "asked to trap")
         .unwrap_or_else(|| panic!("the panic's message on stderr: {log:?}"));
     let outcome = log.last().unwrap();
-    assert_eq!(outcome["stream"], "outcome");
-    assert_eq!(outcome["outcome"], "trap");
-    assert_eq!(outcome["call"], panicked["call"]);
-    assert!(log.iter().all(|e| e["call"] == panicked["call"]), "{log:?}");
+    assert_eq!(outcome.stream, "outcome");
+    assert_eq!(outcome.outcome, "trap");
+    assert_eq!(outcome.call, panicked.call);
+    assert!(log.iter().all(|e| e.call == panicked.call), "{log:?}");
 }
 
 #[test]
@@ -363,26 +344,28 @@ fn a_node_merges_its_peers_logs_and_names_a_peer_that_does_not_answer() {
     let second = call_here(&n2, "hello", b"on-n2");
     assert_eq!((first.node.as_str(), second.node.as_str()), ("n1", "n2"));
     for base in [&n1, &n2] {
-        let log = entries(base, "hello", "");
-        let texts: Vec<&str> = log.iter().map(|e| e["text"].as_str().unwrap()).collect();
+        let log = entries(base, "hello", None);
+        let texts: Vec<&str> = log.iter().map(|e| e.text.as_str()).collect();
         assert_eq!(texts, ["greeting on-n1", "greeting on-n2"], "from {base}");
-        assert_eq!(log[1]["call"], second.call.as_str());
-        assert_eq!(log[1]["node"], "n2");
+        assert_eq!(log[1].call, second.call);
+        assert_eq!(log[1].node, "n2");
     }
-    // Asked for its own log only, a node does not ask its peers.
-    assert_eq!(entries(&n2, "hello", "?local=true").len(), 1);
+    // Asked for its own log only (a query the typed client does not make: peers use it), a
+    // node does not ask its peers.
+    let local = cluster.node(1).get("/v1/functions/hello/logs?local=true");
+    assert_eq!(local.text().lines().count(), 1, "{}", local.text());
 
-    let mut followed = Followed::start(&n1, "hello", "&tail=0");
+    let mut followed = Followed::start(&n1, "hello", Some(0));
     let third = call_here(&n2, "hello", b"later");
     let streamed = followed.next().unwrap();
-    assert_eq!(streamed["call"], third.call.as_str());
-    assert_eq!(streamed["node"], "n2");
+    assert_eq!(streamed.call, third.call);
+    assert_eq!(streamed.node, "n2");
 
     cluster.nodes[1].take().unwrap().kill();
     let gone = followed.next().unwrap();
     assert_eq!(
-        (gone["stream"].as_str(), gone["node"].as_str()),
-        (Some("missing"), Some("n2"))
+        (gone.stream.as_str(), gone.node.as_str()),
+        ("missing", "n2")
     );
     let r = agent()
         .get(format!("{n1}/v1/functions/hello/logs"))
@@ -393,14 +376,14 @@ fn a_node_merges_its_peers_logs_and_names_a_peer_that_does_not_answer() {
         .unwrap()
         .to_owned();
     assert!(missing.starts_with("n2 ("), "{missing}");
-    let log = entries(&n1, "hello", "");
+    let log = entries(&n1, "hello", None);
     let last = log.last().unwrap();
     assert_eq!(
-        (last["stream"].as_str(), last["node"].as_str()),
-        (Some("missing"), Some("n2"))
+        (last.stream.as_str(), last.node.as_str()),
+        ("missing", "n2")
     );
     assert_eq!(
-        log.iter().filter(|e| e["stream"] == "log").count(),
+        log.iter().filter(|e| e.stream == "log").count(),
         1,
         "{log:?}"
     );
