@@ -5,9 +5,9 @@
 //! token; a node off loopback is closed unless `--insecure`. Repeated failures are in the
 //! attacks' `guessing` module.
 
-use crate::platform::{Platform, mote_bin};
+use crate::platform::{Platform, api_client, mote_bin, try_wait};
 use crate::store::Store;
-use mote_api::DeployParams;
+use mote_api::{CreateToken, DeployParams};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -46,21 +46,17 @@ pub(crate) fn read_trimmed(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap().trim().to_owned()
 }
 
-/// Makes a token with `scopes` through the API, with the admin token; returns it.
+/// Makes a token with `scopes` through the typed client, with the admin token; returns it.
 pub(crate) fn make_token(url: &str, admin: &str, name: &str, scopes: &[&str]) -> String {
-    let body = serde_json::json!({ "name": name, "scopes": scopes }).to_string();
-    let made = send(
-        "POST",
-        &format!("{url}/v1/tokens"),
-        &[
-            ("authorization", &bearer(admin)),
-            ("content-type", "application/json"),
-        ],
-        body.as_bytes(),
-    );
-    assert_eq!(made.status, 201, "making {name}: {}", made.body);
-    let json: serde_json::Value = serde_json::from_str(&made.body).unwrap();
-    json["token"].as_str().unwrap().to_owned()
+    let request = CreateToken {
+        name: name.to_owned(),
+        scopes: scopes.iter().map(|s| s.to_string()).collect(),
+        replace: false,
+    };
+    let made = try_wait(api_client(url, Some(admin), None).create_token(&request))
+        .unwrap_or_else(|e| panic!("making {name}: {e}"));
+    assert_eq!(made.scopes, request.scopes);
+    made.token.expect("the answer that made a token carries it")
 }
 
 /// A node that requires tokens, with the example functions, a public one, and a token per
