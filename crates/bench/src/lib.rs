@@ -25,6 +25,9 @@
 //!   processes driven by one keep-alive load generator at several concurrencies: requests/s and
 //!   latency percentiles, side by side.
 //! - [`stats`]: the median every report takes, `None` where there is no data.
+//! - `node_api`: the benchmarks' client of a node's public API for what surrounds a
+//!   measurement (deploys, the cluster view, jobs): `mote_api::ApiClient` on a runtime of its
+//!   own. The calls a benchmark measures keep their own clients.
 //! - [`results`]: the directory a benchmark writes its files to (`--out`, or a fresh one under
 //!   the system's temp dir, never the repository), and the outcome it hands back.
 //!
@@ -42,6 +45,7 @@ pub mod cluster;
 pub mod http;
 pub mod jobs;
 pub mod micro;
+mod node_api;
 pub mod plot;
 pub mod results;
 pub mod sort;

@@ -11,8 +11,10 @@
 
 use super::{agent, node, store};
 use crate::burst::{Distribution, PaperLoad, load_scale, schedule};
+use crate::node_api::NodeApi;
 use crate::stats::median;
 use anyhow::{Context, bail};
+use mote_api::DeployParams;
 use mote_sched::Policy;
 use mote_testbed::Served;
 use serde::Serialize;
@@ -118,22 +120,22 @@ fn suite() -> Vec<(&'static str, &'static [u8], &'static [u8])> {
 }
 
 /// Deploys the suite on `node` with limits no call reaches, as the burst experiment does.
-fn deploy(agent: &ureq::Agent, node: &Served) -> anyhow::Result<()> {
+fn deploy(node: &Served) -> anyhow::Result<()> {
+    let api = NodeApi::new(node.url())?;
+    let params = DeployParams {
+        timeout_ms: Some(mote_types::Limits::MAX_TIMEOUT_MS),
+        memory_mb: Some(512),
+        ..DeployParams::default()
+    };
     for (name, wasm, _) in suite() {
-        let url = format!(
-            "{}/v1/functions/{name}?timeout_ms={}&memory_mb=512",
-            node.url(),
-            mote_types::Limits::MAX_TIMEOUT_MS
-        );
-        let reply = agent.put(&url).send(wasm)?;
-        if reply.status() != 201 {
-            bail!("deploying {name} answered {}", reply.status());
-        }
+        api.deploy(name, wasm, &params)
+            .with_context(|| format!("deploying {name}"))?;
     }
     Ok(())
 }
 
-/// Calls `name` on `url` once; the time it took and the node that ran it.
+/// Calls `name` on `url` once; the time it took and the node that ran it. The burst's calls
+/// and the idle times they are divided by are measured with this client.
 fn call(
     agent: &ureq::Agent,
     url: &str,
@@ -155,7 +157,8 @@ fn call(
     Ok((took, node))
 }
 
-/// Waits until `node` lists every suite function and calls each once (adopting it).
+/// Waits until `node` runs every suite function, calling each until it answers (the first
+/// call adopts it).
 fn ready(agent: &ureq::Agent, node: &Served) -> anyhow::Result<()> {
     let start = Instant::now();
     for (name, _, input) in suite() {
@@ -256,8 +259,8 @@ fn cluster(
             )
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    deploy(&started[0])?;
     let agent = agent(Duration::from_secs(60));
-    deploy(&agent, &started[0])?;
     for node in &started {
         ready(&agent, node)?;
     }

@@ -11,8 +11,10 @@
 //! are counted in the report and left out of the latencies.
 
 use super::{agent, node, store};
+use crate::node_api::NodeApi;
 use anyhow::{Context, bail};
 use hdrhistogram::Histogram;
+use mote_api::DeployParams;
 use mote_cluster::{Event, Load, Membership, Placement, PlacementConfig, Report};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -176,12 +178,9 @@ pub fn run(config: &ClusterBenchConfig) -> anyhow::Result<ClusterReport> {
         .iter()
         .find(|g| g.name == "echo")
         .context("the echo example")?;
-    let deployed = agent
-        .put(format!("{}/v1/functions/{function}", n2.url()))
-        .send(echo.wasm)?;
-    if deployed.status() != 201 {
-        bail!("deploying {function} answered {}", deployed.status());
-    }
+    NodeApi::new(n2.url())?
+        .deploy(&function, echo.wasm, &DeployParams::default())
+        .with_context(|| format!("deploying {function} on n2"))?;
     // Until n1 knows both the function and n2, its calls run on n1.
     let ready = Instant::now();
     loop {

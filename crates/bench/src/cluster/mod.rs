@@ -2,6 +2,9 @@
 //! nodes started from the `mote` binary): `forward`, what forwarding a call costs against
 //! sending it to its node; `burst`, the scheduling paper's burst sent to one node of a two-node
 //! cluster against the same burst on one node.
+//!
+//! Both set their nodes up through `crate::node_api` (deploys); the calls they measure, and
+//! the calls that wait for a node to run a function, go through `agent`.
 
 mod burst;
 mod forward;
@@ -33,7 +36,9 @@ pub(crate) fn node(
     Ok(node.start()?)
 }
 
-/// An HTTP client that keeps connections alive and waits up to `timeout` for an answer.
+/// An HTTP client that keeps connections alive and waits up to `timeout` for an answer: the
+/// client of the calls both benchmarks measure, kept as it was so that their results stay
+/// comparable with earlier runs.
 pub(crate) fn agent(timeout: Duration) -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)

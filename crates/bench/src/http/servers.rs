@@ -1,9 +1,13 @@
 //! The servers under test, real processes on loopback started through
 //! [`mote_testbed::Launch`]: `mote up` with `http-hello` deployed on its route and `echo`
 //! ([`start_mote`]), and `wasmtime serve` with the same component bytes ([`start_wasmtime`]),
-//! each waited for until it answers `http-hello`'s greeting.
+//! each waited for until it answers `http-hello`'s greeting. mote's functions are deployed
+//! through its API's typed client (`crate::node_api`); the greeting is asked with a plain HTTP
+//! client, as it is a component's route, the same on both servers, not the API's.
 
+use crate::node_api::NodeApi;
 use anyhow::{Context, bail};
+use mote_api::DeployParams;
 use mote_testbed::{Announces, Launch, Served};
 use std::path::Path;
 use std::process::Command;
@@ -63,26 +67,18 @@ pub(super) fn start_mote(
         .log(dir.join("mote.log"))
         .pin(cpu)
         .start()?;
-    let agent = agent();
-    let deploy = |name: &str, query: &str, wasm: &'static [u8]| -> anyhow::Result<()> {
-        let url = format!("{}/v1/functions/{name}{query}", server.url());
-        let mut response = agent.put(&url).send(wasm)?;
-        if !response.status().is_success() {
-            bail!(
-                "PUT {url} answered {}: {}",
-                response.status(),
-                response.body_mut().read_to_string().unwrap_or_default()
-            );
-        }
-        Ok(())
+    let api = NodeApi::new(server.url())?;
+    let on_route = DeployParams {
+        route: Some(ROUTE.to_owned()),
+        ..DeployParams::default()
     };
-    let route = format!("?route={ROUTE}");
-    deploy(
-        mote_guests::HTTP_HELLO.name,
-        &route,
-        mote_guests::HTTP_HELLO.wasm,
-    )?;
-    deploy(mote_guests::ECHO.name, "", mote_guests::ECHO.wasm)?;
+    for (guest, params) in [
+        (&mote_guests::HTTP_HELLO, on_route),
+        (&mote_guests::ECHO, DeployParams::default()),
+    ] {
+        api.deploy(guest.name, guest.wasm, &params)
+            .with_context(|| format!("deploying {}", guest.name))?;
+    }
     wait_ready(&mut server, MOTE_PATH, HELLO_BODY)?;
     Ok(server)
 }

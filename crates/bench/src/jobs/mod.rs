@@ -33,9 +33,11 @@ pub use figures::{
     ScaleOut, Validation, WorkPoint,
 };
 
+use crate::node_api::NodeApi;
 use crate::results::{cpu_model, load_average};
 use anyhow::{Context, bail};
-use nodes::{JobSpec, Status, run_job, up};
+use mote_api::{JobStatus, RunRequest};
+use nodes::{job, run_job, up};
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -108,31 +110,29 @@ fn median(values: &[f64]) -> f64 {
 /// Steady-state wall time per task of `job` (whose `stages` argument is appended), by
 /// differencing a short and a long run, `reps` times; and the long runs' statuses.
 fn per_task(
-    url: &str,
-    job: &JobSpec<'_>,
+    api: &NodeApi,
+    job: &RunRequest,
     long: Duration,
     reps: usize,
-) -> anyhow::Result<(Vec<f64>, Vec<Status>)> {
-    let with_stages = |stages: u64| JobSpec {
-        function: job.function,
-        workers: job.workers,
-        partitions_per_core: job.partitions_per_core,
+) -> anyhow::Result<(Vec<f64>, Vec<JobStatus>)> {
+    let with_stages = |stages: u64| RunRequest {
         args: job
             .args
             .iter()
             .cloned()
             .chain([("stages".into(), stages.to_string())])
             .collect(),
+        ..job.clone()
     };
     // A probe sizes the runs; its start-up makes it overestimate, so the runs come out shorter.
-    let probe = run_job(url, &with_stages(200))?;
+    let probe = run_job(api, &with_stages(200))?;
     let per_stage_ms = probe.elapsed_ms.max(1) as f64 / 200.0;
     let long_stages = ((long.as_secs_f64() * 1e3 / per_stage_ms) as u64).max(1000);
     let short_stages = long_stages / 5;
     let (mut ns, mut statuses) = (Vec::new(), Vec::new());
     for _ in 0..reps {
-        let short = run_job(url, &with_stages(short_stages))?;
-        let long = run_job(url, &with_stages(long_stages))?;
+        let short = run_job(api, &with_stages(short_stages))?;
+        let long = run_job(api, &with_stages(long_stages))?;
         let tasks = long.tasks.saturating_sub(short.tasks).max(1) as f64;
         let ms = long.elapsed_ms.saturating_sub(short.elapsed_ms) as f64;
         ns.push(ms * 1e6 / tasks);
@@ -141,38 +141,31 @@ fn per_task(
     Ok((ns, statuses))
 }
 
-fn busy(workers: Option<usize>, work: u64) -> JobSpec<'static> {
-    JobSpec {
-        function: "busy",
-        workers,
-        partitions_per_core: 10,
-        args: vec![("work".into(), work.to_string())],
-    }
+fn busy(workers: Option<usize>, work: u64) -> RunRequest {
+    job("busy", workers, 10, vec![("work".into(), work.to_string())])
 }
 
 /// LR iterations: runs of 1 and `1 + iterations` iterations, differenced, `reps` times.
 fn lr(
-    url: &str,
+    api: &NodeApi,
     workers: Option<usize>,
     partitions_per_core: u32,
     data: &[(&str, String)],
     iterations: u64,
     reps: usize,
 ) -> anyhow::Result<LrPoint> {
-    let job = |k: u64| JobSpec {
-        function: "lr",
-        workers,
-        partitions_per_core,
-        args: data
+    let request = |k: u64| {
+        let args = data
             .iter()
             .map(|(k, v)| (k.to_string(), v.clone()))
             .chain([("iterations".into(), k.to_string())])
-            .collect(),
+            .collect();
+        job("lr", workers, partitions_per_core, args)
     };
     let (mut times, mut rates, mut per_iteration, mut partitions) = (vec![], vec![], 0.0, 0);
     for _ in 0..reps {
-        let short = run_job(url, &job(1))?;
-        let long = run_job(url, &job(1 + iterations))?;
+        let short = run_job(api, &request(1))?;
+        let long = run_job(api, &request(1 + iterations))?;
         let ms = long.elapsed_ms.saturating_sub(short.elapsed_ms) as f64;
         let tasks = long.tasks.saturating_sub(short.tasks) as f64;
         times.push(ms / iterations as f64);
@@ -213,9 +206,9 @@ pub fn run(
 
     // 1. Figure 4 on one core.
     let node = up(&config.mote, dir.path(), "one", 1, None)?;
-    let mut runs: Vec<(u64, Vec<f64>, Vec<Status>)> = Vec::new();
+    let mut runs: Vec<(u64, Vec<f64>, Vec<JobStatus>)> = Vec::new();
     for &work in &config.works {
-        let (ns, long) = per_task(node.url(), &busy(None, work), config.busy_long, reps)
+        let (ns, long) = per_task(node.api(), &busy(None, work), config.busy_long, reps)
             .with_context(|| format!("busy work={work}: {}", node.log_tail()))?;
         progress(&format!(
             "figure 4: work={work}: {:.0} ns per task ({:?})",
@@ -228,7 +221,7 @@ pub fn run(
         bail!("Figure 4 needs work=0 first");
     };
     let empty_ns = median(empty);
-    let counters = |s: &Status| {
+    let counters = |s: &JobStatus| {
         let t = s.tasks.max(1) as f64;
         (s.task_us as f64 * 1e3 / t, s.scheduling_us as f64 * 1e3 / t)
     };
@@ -262,7 +255,7 @@ pub fn run(
     };
     let validation_work = ((9.0 * empty_ns / step_ns.max(1e-3)).round() as u64).max(1);
     let (ns, long) = per_task(
-        node.url(),
+        node.api(),
         &busy(None, validation_work),
         config.busy_long,
         reps,
@@ -294,12 +287,12 @@ pub fn run(
     let bucket = node.data.join("objects/bench/lr");
     std::fs::create_dir_all(&bucket)?;
     std::fs::copy(&points_file, bucket.join("points.csv"))?;
-    let (ns, _) = per_task(node.url(), &busy(None, 0), config.busy_long, reps)
+    let (ns, _) = per_task(node.api(), &busy(None, 0), config.busy_long, reps)
         .with_context(|| format!("busy on 2 cores: {}", node.log_tail()))?;
     let tasks_per_s_2core = 1e9 / median(&ns);
     progress(&format!("2 cores: {tasks_per_s_2core:.0} empty tasks/s"));
     let from_file = [("input", "bench/lr".to_owned())];
-    let lr_file = lr(node.url(), None, 10, &from_file, config.iterations, reps)
+    let lr_file = lr(node.api(), None, 10, &from_file, config.iterations, reps)
         .with_context(|| format!("lr from the file: {}", node.log_tail()))?;
     progress(&format!(
         "lr from the file: {:.2} ms per iteration, {:.0} tasks/s",
@@ -311,7 +304,7 @@ pub fn run(
     ];
     let mut figure8 = Vec::new();
     for &ppc in &config.partitions_per_core {
-        let point = lr(node.url(), None, ppc, &generated, config.iterations, reps)
+        let point = lr(node.api(), None, ppc, &generated, config.iterations, reps)
             .with_context(|| format!("lr at {ppc} partitions per core: {}", node.log_tail()))?;
         progress(&format!(
             "figure 8: {ppc} partitions per core: {:.2} ms per iteration, {:.0} tasks/s",
@@ -328,16 +321,16 @@ pub fn run(
     n1.wait_for_nodes(2)?;
     let scale = |workers: usize| -> anyhow::Result<(LrPoint, f64, f64)> {
         let lr = lr(
-            n1.url(),
+            n1.api(),
             Some(workers),
             10,
             &generated,
             config.iterations,
             reps,
         )?;
-        let (empty, _) = per_task(n1.url(), &busy(Some(workers), 0), config.busy_long, reps)?;
+        let (empty, _) = per_task(n1.api(), &busy(Some(workers), 0), config.busy_long, reps)?;
         let (work, _) = per_task(
-            n1.url(),
+            n1.api(),
             &busy(Some(workers), validation_work),
             config.busy_long,
             reps,

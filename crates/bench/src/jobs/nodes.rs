@@ -1,18 +1,20 @@
 //! The processes the benchmark runs its jobs on (`mote up` nodes started from the `mote` binary,
-//! on loopback, each in a data directory of its own) and the HTTP calls it makes to them: deploy
-//! `busy`, run a job and wait for it to end.
+//! on loopback, each in a data directory of its own) and what it asks them through their API:
+//! deploy `busy`, run a job and wait for it to end.
 
+use crate::node_api::NodeApi;
 use anyhow::{Context, bail};
+use mote_api::{DeployParams, JobState, JobStatus, MemberState, RunRequest, WorkerChoice};
 use mote_testbed::{Launch, Served};
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The longest a job may run before the benchmark gives up on it.
 const JOB_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// A `mote up` node, killed when dropped.
+/// A `mote up` node, killed when dropped, and a client of its API.
 pub(super) struct Up {
+    api: NodeApi,
     served: Served,
     /// Its data directory; objects are under `objects/`.
     pub data: PathBuf,
@@ -36,23 +38,26 @@ pub(super) fn up(
     if let Some(store) = store {
         launch = launch.args(["--store", store]);
     }
-    let node = Up {
-        served: launch.start()?,
+    let served = launch.start()?;
+    let api = NodeApi::new(served.url())?;
+    api.deploy("busy", mote_guests::BUSY.wasm, &DeployParams::default())
+        .with_context(|| format!("deploying busy on {name}"))?;
+    Ok(Up {
+        api,
+        served,
         data: dir,
-    };
-    let deployed = agent()
-        .put(format!("{}/v1/functions/busy", node.url()))
-        .send(mote_guests::BUSY.wasm)?;
-    if !deployed.status().is_success() {
-        bail!("deploying busy on {name} answered {}", deployed.status());
-    }
-    Ok(node)
+    })
 }
 
 impl Up {
     /// Where its API serves.
     pub fn url(&self) -> &str {
         self.served.url()
+    }
+
+    /// A client of its API.
+    pub fn api(&self) -> &NodeApi {
+        &self.api
     }
 
     /// The last lines of its log, for an error message.
@@ -64,12 +69,12 @@ impl Up {
     pub fn wait_for_nodes(&self, nodes: usize) -> anyhow::Result<()> {
         let started = Instant::now();
         loop {
-            let mut response = agent().get(format!("{}/v1/cluster", self.url())).call()?;
-            let view: serde_json::Value =
-                serde_json::from_slice(&response.body_mut().read_to_vec()?)?;
-            let up = view["nodes"]
-                .as_array()
-                .map_or(0, |n| n.iter().filter(|n| n["state"] == "up").count());
+            let view = self.api.answer(|api| api.cluster())?;
+            let up = view
+                .nodes
+                .iter()
+                .filter(|n| n.state == MemberState::Up)
+                .count();
             if up >= nodes {
                 return Ok(());
             }
@@ -81,89 +86,51 @@ impl Up {
     }
 }
 
-/// An HTTP client that keeps connections alive.
-pub(super) fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(60)))
-        .build()
-        .into()
-}
-
-/// What the benchmark reads of `GET /v1/jobs/{id}` (the job service's `JobStatus`).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Status {
-    /// The job's id.
-    pub id: String,
-    /// `running`, `succeeded`, `failed` or `cancelled`.
-    pub state: String,
-    /// Why it failed.
-    #[serde(default)]
-    pub error: Option<String>,
-    /// Its partition count.
-    pub partitions: u32,
-    /// Signals resolved.
-    pub iteration: u64,
-    /// Tasks run, on every worker.
-    pub tasks: u64,
-    /// From its start until it ended, ms.
-    pub elapsed_ms: u64,
-    /// Time executors spent in guest tasks, µs.
-    pub task_us: u64,
-    /// Executor busy time outside guest code, µs.
-    pub scheduling_us: u64,
-    /// The workers.
-    pub workers: Vec<serde_json::Value>,
-}
-
-/// A job to run: the function, its workers (a count, or every node), partitions per core, and
-/// its arguments.
-pub(super) struct JobSpec<'a> {
-    pub function: &'a str,
-    pub workers: Option<usize>,
-    pub partitions_per_core: u32,
-    pub args: Vec<(String, String)>,
-}
-
-/// Runs `job` with `url` as its controller and waits for it to end; an error unless it
-/// succeeded.
-pub(super) fn run_job(url: &str, job: &JobSpec<'_>) -> anyhow::Result<Status> {
-    let agent = agent();
-    let mut body = serde_json::json!({
-        "function": job.function,
-        "partitions_per_core": job.partitions_per_core,
-        "args": job.args,
-    });
-    if let Some(workers) = job.workers {
-        body["workers"] = workers.into();
+/// A job of `function` on `workers` (a count, or every node if none), `partitions_per_core`
+/// partitions per core, with `args`.
+pub(super) fn job(
+    function: &str,
+    workers: Option<usize>,
+    partitions_per_core: u32,
+    args: Vec<(String, String)>,
+) -> RunRequest {
+    RunRequest {
+        function: function.to_owned(),
+        workers: workers.map(WorkerChoice::Count),
+        partitions_per_core: Some(partitions_per_core),
+        args,
+        snapshot_every: None,
+        snapshot_to: None,
+        rebalance: None,
     }
-    let mut response = agent
-        .post(format!("{url}/v1/jobs"))
-        .header("content-type", "application/json")
-        .send(serde_json::to_vec(&body)?)?;
-    let bytes = response.body_mut().read_to_vec()?;
-    if response.status() != 201 {
-        bail!(
-            "starting {body} answered {}: {}",
-            response.status(),
-            String::from_utf8_lossy(&bytes)
-        );
-    }
-    let mut status: Status = serde_json::from_slice(&bytes).context("the job's status")?;
+}
+
+/// Runs `request` with `api`'s node as its controller and waits for it to end; an error unless
+/// it succeeded.
+pub(super) fn run_job(api: &NodeApi, request: &RunRequest) -> anyhow::Result<JobStatus> {
+    let job = || format!("{} with {:?}", request.function, request.args);
+    let mut status = api
+        .answer(|api| api.run_job(request))
+        .with_context(|| format!("starting {}", job()))?;
     let started = Instant::now();
-    while status.state == "running" {
+    while status.state == JobState::Running {
         if started.elapsed() > JOB_TIMEOUT {
-            bail!("job {} ({body}) still ran after {JOB_TIMEOUT:?}", status.id);
+            bail!(
+                "job {} ({}) still ran after {JOB_TIMEOUT:?}",
+                status.id,
+                job()
+            );
         }
         std::thread::sleep(Duration::from_millis(10));
-        let mut response = agent.get(format!("{url}/v1/jobs/{}", status.id)).call()?;
-        status = serde_json::from_slice(&response.body_mut().read_to_vec()?)
-            .context("the job's status")?;
+        status = api
+            .answer(|api| api.job(&status.id))
+            .with_context(|| format!("job {} ({})", status.id, job()))?;
     }
-    if status.state != "succeeded" {
+    if status.state != JobState::Succeeded {
         bail!(
-            "job {} ({body}) {}: {}",
+            "job {} ({}) {:?}: {}",
             status.id,
+            job(),
             status.state,
             status.error.as_deref().unwrap_or("no error given")
         );

@@ -13,14 +13,15 @@
 //!    and 2 + K iterations differenced: the added time per iteration over the bytes a snapshot
 //!    stores, and the workers' own barrier-to-stored time over those bytes.
 
-use crate::cluster::{agent, node, store};
+use crate::cluster::{node, store};
+use crate::node_api::NodeApi;
 use crate::plot::{ErrorBar, Line, Panel, error_bar_png};
 use crate::results::{cpu_model, load_average};
 use anyhow::{Context, bail};
+use mote_api::{JobState, JobStatus, MigrationStatus, RunRequest, SnapshotState, WorkerChoice};
 use mote_testbed::cpu::{pin_command, pin_process};
 use mote_testbed::{KilledOnDrop, Served};
 use serde::Serialize;
-use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
@@ -98,7 +99,7 @@ pub struct SlowdownRun {
     /// Iteration time over the run's last quarter, ms.
     pub after_ms: f64,
     /// The controller's moves, as its status lists them.
-    pub migrations: Vec<Value>,
+    pub migrations: Vec<MigrationStatus>,
 }
 
 /// One kill of a worker.
@@ -159,8 +160,10 @@ pub struct RecoveryReport {
     pub snapshot: SnapshotCost,
 }
 
-/// A store and 1-core nodes `n1`... sharing an object directory with the bucket `snapshots`.
+/// A store and 1-core nodes `n1`... sharing an object directory with the bucket `snapshots`,
+/// and a client of `n1`'s API, the controller of every job.
 struct Nodes {
+    api: NodeApi,
     nodes: Vec<Option<Served>>,
     _store: Served,
     _dir: tempfile::TempDir,
@@ -183,87 +186,97 @@ impl Nodes {
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
         let started = Instant::now();
-        let first = nodes[0].as_ref().expect("started").url().to_owned();
+        let api = NodeApi::new(nodes[0].as_ref().expect("started").url())?;
         loop {
-            let view = get(&first, "/v1/cluster")?;
-            if view["nodes"].as_array().map_or(0, Vec::len) >= n {
+            let view = api.answer(|api| api.cluster())?;
+            if view.nodes.len() >= n {
                 break;
             }
             if started.elapsed() > Duration::from_secs(30) {
-                bail!("{first} saw fewer than {n} nodes after 30 s: {view}");
+                let seen: Vec<String> = view
+                    .nodes
+                    .iter()
+                    .map(|m| format!("{} ({})", m.name, m.state))
+                    .collect();
+                bail!(
+                    "{} saw fewer than {n} nodes after 30 s: {}",
+                    view.node,
+                    seen.join(", ")
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
         Ok(Self {
+            api,
             nodes,
             _store: store,
             _dir: dir,
         })
     }
-
-    fn url(&self, i: usize) -> &str {
-        self.nodes[i].as_ref().expect("not killed").url()
-    }
 }
 
-fn get(url: &str, path: &str) -> anyhow::Result<Value> {
-    let mut r = agent(Duration::from_secs(30))
-        .get(format!("{url}{path}"))
-        .call()?;
-    let body = r.body_mut().read_to_vec()?;
-    serde_json::from_slice(&body).with_context(|| format!("GET {path}"))
+fn start_job(api: &NodeApi, request: &RunRequest) -> anyhow::Result<String> {
+    let status = api
+        .answer(|api| api.run_job(request))
+        .with_context(|| format!("starting {} with {:?}", request.function, request.args))?;
+    Ok(status.id)
 }
 
-fn start_job(url: &str, body: &Value) -> anyhow::Result<String> {
-    let mut r = agent(Duration::from_secs(60))
-        .post(format!("{url}/v1/jobs"))
-        .header("content-type", "application/json")
-        .send(body.to_string())?;
-    let bytes = r.body_mut().read_to_vec()?;
-    if r.status() != 201 {
-        bail!(
-            "starting {body}: {} {}",
-            r.status(),
-            String::from_utf8_lossy(&bytes)
-        );
-    }
-    let status: Value = serde_json::from_slice(&bytes)?;
-    Ok(status["id"].as_str().context("the job's id")?.to_owned())
-}
-
-fn cancel(url: &str, id: &str) -> anyhow::Result<()> {
-    agent(Duration::from_secs(60))
-        .delete(format!("{url}/v1/jobs/{id}"))
-        .call()?;
+fn cancel(api: &NodeApi, id: &str) -> anyhow::Result<()> {
+    api.answer(|api| api.cancel_job(id))?;
     Ok(())
 }
 
-fn lr_job(points: u64, iterations: u64, workers: usize, extra: Value) -> Value {
-    let mut body = json!({
-        "function": "lr",
-        "workers": workers,
-        "partitions_per_core": 4,
-        "args": [["generate", points.to_string()], ["seed", "1"], ["iterations", iterations.to_string()]],
-    });
-    for (k, v) in extra.as_object().expect("an object") {
-        body[k] = v.clone();
+/// `lr` on `workers` workers, 4 partitions per core, over `points` generated points for
+/// `iterations` iterations; rebalancing and snapshots as the server has them by default.
+fn lr_job(points: u64, iterations: u64, workers: usize) -> RunRequest {
+    RunRequest {
+        function: "lr".into(),
+        workers: Some(WorkerChoice::Count(workers)),
+        partitions_per_core: Some(4),
+        args: vec![
+            ("generate".into(), points.to_string()),
+            ("seed".into(), "1".into()),
+            ("iterations".into(), iterations.to_string()),
+        ],
+        snapshot_every: None,
+        snapshot_to: None,
+        rebalance: None,
     }
-    body
 }
 
-/// Polls job `id` until `done`; an error if it ended otherwise or took over a minute.
-fn wait(url: &str, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> anyhow::Result<Value> {
+/// A job's state and error, for a message.
+fn ended(s: &JobStatus) -> String {
+    format!(
+        "{:?}: {}",
+        s.state,
+        s.error.as_deref().unwrap_or("no error given")
+    )
+}
+
+/// Polls job `id` until `done`; an error if it ended otherwise or took over two minutes.
+fn wait(
+    api: &NodeApi,
+    id: &str,
+    what: &str,
+    done: impl Fn(&JobStatus) -> bool,
+) -> anyhow::Result<JobStatus> {
     let started = Instant::now();
     loop {
-        let s = get(url, &format!("/v1/jobs/{id}"))?;
+        let s = api.answer(|api| api.job(id))?;
         if done(&s) {
             return Ok(s);
         }
-        if s["state"] != "running" {
-            bail!("job {id} ended before {what}: {s}");
+        if s.state != JobState::Running {
+            bail!("job {id} ended before {what}: {}", ended(&s));
         }
         if started.elapsed() > Duration::from_secs(120) {
-            bail!("job {id}: waited 2 minutes for {what}: {s}");
+            bail!(
+                "job {id}: waited 2 minutes for {what}: iteration {}, {} snapshots, {} restores",
+                s.iteration,
+                s.snapshots.len(),
+                s.restores.len()
+            );
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -288,25 +301,22 @@ fn slowdown(config: &RecoveryConfig, rebalance: bool) -> anyhow::Result<Slowdown
         let pid = served.as_ref().expect("started").pid();
         pin_process(pid, i).with_context(|| format!("pinning node {pid} to CPU {i}"))?;
     }
-    let url = nodes.url(0).to_owned();
-    let body = lr_job(
-        config.slowdown_points,
-        100_000_000,
-        2,
-        json!({"rebalance": rebalance}),
-    );
-    let id = start_job(&url, &body)?;
+    let job = RunRequest {
+        rebalance: Some(rebalance),
+        ..lr_job(config.slowdown_points, 100_000_000, 2)
+    };
+    let id = start_job(&nodes.api, &job)?;
     let run = config.slowdown_run;
     let mut samples: Vec<(f64, f64)> = Vec::new();
     let mut burners = None;
     let mut slowed_at_s = 0.0;
     let status = loop {
-        let s = get(&url, &format!("/v1/jobs/{id}"))?;
-        if s["state"] != "running" {
-            bail!("the slowdown's job ended: {s}");
+        let s = nodes.api.answer(|api| api.job(&id))?;
+        if s.state != JobState::Running {
+            bail!("the slowdown's job {id} ended: {}", ended(&s));
         }
-        let at = s["elapsed_ms"].as_f64().unwrap_or(0.0) / 1000.0;
-        samples.push((at, s["iteration"].as_f64().unwrap_or(0.0)));
+        let at = s.elapsed_ms as f64 / 1000.0;
+        samples.push((at, s.iteration as f64));
         if burners.is_none() && at >= run.as_secs_f64() / 2.0 {
             burners = Some(busy_loops(1, 3)?);
             slowed_at_s = at;
@@ -316,7 +326,7 @@ fn slowdown(config: &RecoveryConfig, rebalance: bool) -> anyhow::Result<Slowdown
         }
         std::thread::sleep(Duration::from_millis(25));
     };
-    cancel(&url, &id)?;
+    cancel(&nodes.api, &id)?;
     drop(burners);
     let bin = BIN.as_secs_f64();
     let bins = (run.as_secs_f64() / bin).ceil() as usize;
@@ -354,87 +364,86 @@ fn slowdown(config: &RecoveryConfig, rebalance: bool) -> anyhow::Result<Slowdown
         series,
         before_ms: mean_between(1.0, slowed_at_s),
         after_ms: mean_between(end - (end - slowed_at_s) / 2.0, end),
-        migrations: status["migrations"].as_array().cloned().unwrap_or_default(),
+        migrations: status.migrations,
     })
 }
 
 fn recovery(config: &RecoveryConfig) -> anyhow::Result<RecoveryRun> {
     let mut nodes = Nodes::start(&config.mote, 3)?;
-    let url = nodes.url(0).to_owned();
-    let body = lr_job(
-        config.recovery_points,
-        100_000_000,
-        3,
-        json!({"snapshot_every": 10, "snapshot_to": "snapshots/bench", "rebalance": false}),
-    );
-    let id = start_job(&url, &body)?;
-    let s = wait(&url, &id, "a complete snapshot", |s| {
-        s["snapshots"]
-            .as_array()
-            .is_some_and(|a| a.iter().any(|x| x["state"] == "complete"))
-            && s["elapsed_ms"].as_u64().unwrap_or(0) > 2000
+    let job = RunRequest {
+        snapshot_every: Some(10),
+        snapshot_to: Some("snapshots/bench".into()),
+        rebalance: Some(false),
+        ..lr_job(config.recovery_points, 100_000_000, 3)
+    };
+    let id = start_job(&nodes.api, &job)?;
+    let s = wait(&nodes.api, &id, "a complete snapshot", |s| {
+        s.snapshots
+            .iter()
+            .any(|x| x.state == SnapshotState::Complete)
+            && s.elapsed_ms > 2000
     })?;
     let sampled = Instant::now();
-    let killed_at_iteration = s["iteration"].as_u64().unwrap_or(0);
-    let elapsed_at_sample = s["elapsed_ms"].as_f64().unwrap_or(0.0);
+    let killed_at_iteration = s.iteration;
+    let elapsed_at_sample = s.elapsed_ms as f64;
     let killed = Instant::now();
     nodes.nodes[2] = None;
     let kill_ms = elapsed_at_sample + (killed - sampled).as_secs_f64() * 1000.0;
-    let s = wait(&url, &id, "the restore", |s| {
-        s["restores"]
-            .as_array()
-            .and_then(|r| r.first())
-            .is_some_and(|r| r["ms"].is_u64())
+    let s = wait(&nodes.api, &id, "the restore", |s| {
+        s.restores.first().is_some_and(|r| r.ms.is_some())
     })?;
-    let restore = s["restores"][0].clone();
-    let restored_iteration = restore["iteration"].as_u64().unwrap_or(0);
-    wait(&url, &id, "the iterations to pass the snapshot's", |s| {
-        s["iteration"].as_u64().unwrap_or(0) > restored_iteration
-    })?;
+    let restore = s.restores[0].clone();
+    let restored_iteration = restore.iteration;
+    wait(
+        &nodes.api,
+        &id,
+        "the iterations to pass the snapshot's",
+        |s| s.iteration > restored_iteration,
+    )?;
     let running_again_ms = killed.elapsed().as_secs_f64() * 1000.0;
-    cancel(&url, &id)?;
+    cancel(&nodes.api, &id)?;
     Ok(RecoveryRun {
-        detect_ms: restore["at_ms"].as_f64().unwrap_or(f64::NAN) - kill_ms,
-        restore_ms: restore["ms"].as_f64().unwrap_or(f64::NAN),
+        detect_ms: restore.at_ms as f64 - kill_ms,
+        restore_ms: restore.ms.map_or(f64::NAN, |ms| ms as f64),
         running_again_ms,
         killed_at_iteration,
         restored_iteration,
-        reason: restore["reason"].as_str().unwrap_or_default().to_owned(),
+        reason: restore.reason,
     })
 }
 
 /// One run of `iterations` iterations: its time from running to its end, ms, and its status.
-fn timed_run(url: &str, body: &Value) -> anyhow::Result<(f64, Value)> {
-    let id = start_job(url, body)?;
-    let s = wait(url, &id, "the end", |s| s["state"] != "running")?;
-    if s["state"] != "succeeded" {
-        bail!("job {id} {}: {s}", s["state"]);
+fn timed_run(api: &NodeApi, job: &RunRequest) -> anyhow::Result<(f64, JobStatus)> {
+    let id = start_job(api, job)?;
+    let s = wait(api, &id, "the end", |s| s.state != JobState::Running)?;
+    if s.state != JobState::Succeeded {
+        bail!("job {id} {}", ended(&s));
     }
-    Ok((s["elapsed_ms"].as_f64().unwrap_or(f64::NAN), s))
+    Ok((s.elapsed_ms as f64, s))
 }
 
 fn snapshot_cost(config: &RecoveryConfig) -> anyhow::Result<SnapshotCost> {
     let nodes = Nodes::start(&config.mote, 2)?;
-    let url = nodes.url(0).to_owned();
     let k = config.snapshot_iterations;
-    let with = json!({"snapshot_every": 1, "snapshot_to": "snapshots/cost", "rebalance": false});
-    let without = json!({"rebalance": false});
+    let job = |iterations: u64, snapshots: bool| RunRequest {
+        snapshot_every: snapshots.then_some(1),
+        snapshot_to: snapshots.then(|| "snapshots/cost".to_owned()),
+        rebalance: Some(false),
+        ..lr_job(config.snapshot_points, iterations, 2)
+    };
     let mut runs = Vec::new();
     let mut bytes = 0u64;
     let mut writes = Vec::new();
     for _ in 0..config.reps {
         let mut per = [0.0f64; 2];
-        for (n, extra) in [&without, &with].into_iter().enumerate() {
-            let short = timed_run(&url, &lr_job(config.snapshot_points, 2, 2, extra.clone()))?.0;
-            let (long, s) = timed_run(
-                &url,
-                &lr_job(config.snapshot_points, 2 + k, 2, extra.clone()),
-            )?;
+        for (n, snapshots) in [false, true].into_iter().enumerate() {
+            let short = timed_run(&nodes.api, &job(2, snapshots))?.0;
+            let (long, s) = timed_run(&nodes.api, &job(2 + k, snapshots))?;
             per[n] = (long - short) / k as f64;
-            if n == 1 {
-                for snap in s["snapshots"].as_array().into_iter().flatten() {
-                    bytes = bytes.max(snap["bytes"].as_u64().unwrap_or(0));
-                    writes.push(snap["write_ms"].as_f64().unwrap_or(f64::NAN));
+            if snapshots {
+                for snap in &s.snapshots {
+                    bytes = bytes.max(snap.bytes);
+                    writes.push(snap.write_ms);
                 }
             }
         }
