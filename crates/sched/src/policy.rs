@@ -64,20 +64,20 @@ impl PriorityPolicy for FairChoice {
     }
 }
 
-/// The scheduling policies a node can run with; Fair-Choice unless told otherwise.
+/// The scheduling policies a node can run with; Fair-Choice unless told otherwise. The variants'
+/// docs are `mote up --policy`'s help, so they carry no links.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Policy {
-    /// First in, first out ([`Fifo`]).
+    /// First in, first out.
     Fifo,
-    /// Shortest expected processing time first ([`Sept`]).
+    /// Shortest expected processing time first.
     Sept,
-    /// Earliest expected completion time first ([`Eect`]).
+    /// Earliest expected completion time first.
     Eect,
-    /// Recent expected completion time first ([`Rect`]).
+    /// Recent expected completion time first.
     Rect,
-    /// Fair-Choice: the function that recently asked for the least core time first
-    /// ([`FairChoice`]).
+    /// Fair-Choice: the function that recently asked for the least core time first.
     #[default]
     Fc,
     /// OpenWhisk's default: calls start as they arrive, sharing cores through the OS, up to a
