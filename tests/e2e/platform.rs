@@ -48,7 +48,7 @@ enum Host {
     /// A `mote up` process, killed when dropped.
     Process(KilledOnDrop),
     /// A platform in this process.
-    InProcess(InProcess),
+    InProcess(Box<InProcess>),
 }
 
 /// A platform started in this process, on a runtime of its own as `mote up` runs it; stopped
@@ -152,10 +152,10 @@ impl Platform {
             ca: None,
             printed: Arc::default(),
             api: OnceLock::new(),
-            host: Host::InProcess(InProcess {
+            host: Host::InProcess(Box::new(InProcess {
                 platform: Some(platform),
                 runtime,
-            }),
+            })),
             _dir: Some(dir),
         }
     }
