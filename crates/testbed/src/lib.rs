@@ -3,8 +3,8 @@
 //!
 //! - [`KilledOnDrop`]: a child process that is killed and reaped when its owner drops it, so a
 //!   failing test or an interrupted benchmark leaves nothing running.
-//! - [`free_ports`]: loopback ports that were free a moment ago, for servers that must be told
-//!   their port up front.
+//! - [`free_ports`]: loopback ports below the ephemeral range, free a moment ago, for servers
+//!   that must be told their port up front.
 //! - [`Launch`]: a server started as a child process (`mote up`, `mote store`, `wasmtime
 //!   serve`...) that says where it serves on a line of its output, waited for until it does, and
 //!   handed back as a [`Served`] with its URL; [`last_lines`] of its log for error messages.

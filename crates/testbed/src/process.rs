@@ -4,6 +4,7 @@ use std::io;
 use std::net::TcpListener;
 use std::ops::{Deref, DerefMut};
 use std::process::{Child, ExitStatus};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A child process that is killed (SIGKILL) and reaped when this is dropped, so a panicking test
 /// or a benchmark that gives up leaves no process running and no zombie behind.
@@ -50,10 +51,61 @@ impl Drop for KilledOnDrop {
     }
 }
 
-/// `n` distinct loopback ports that were free a moment ago: all are held open at once while
-/// they are picked, so they differ. Another process may take one before the caller binds it;
-/// callers that can should retry on fresh ports.
+/// The lowest port [`free_ports`] hands out: below it are the well-known services' ports.
+const LOWEST_PICKED: u16 = 10_000;
+
+/// How far into the picking range the next call of [`free_ports`] in this process starts.
+static NEXT_PICK: AtomicU32 = AtomicU32::new(0);
+
+/// `n` distinct loopback ports that were free a moment ago, for processes that must be told
+/// their ports before they start (replicas that name each other).
+///
+/// They are picked below the kernel's ephemeral range (`ip_local_port_range`), so no listener
+/// bound to port 0 and no outgoing connection can take one before the caller binds it, as it
+/// could when these were ephemeral ports themselves; and a process never hands out a port
+/// twice, so two tests of one process never share one. Only another process binding these
+/// very ports could still take one.
 pub fn free_ports(n: usize) -> io::Result<Vec<u16>> {
+    let below = ephemeral_low().unwrap_or(32_768);
+    let span = u32::from(below.saturating_sub(LOWEST_PICKED));
+    if span < 1_000 {
+        return ephemeral_ports(n);
+    }
+    // Processes picking at once start at different points of the range.
+    let offset = std::process::id().wrapping_mul(7_919);
+    let mut held = Vec::with_capacity(n);
+    let mut ports = Vec::with_capacity(n);
+    for _ in 0..span {
+        if ports.len() == n {
+            break;
+        }
+        let step = NEXT_PICK.fetch_add(1, Ordering::Relaxed);
+        let port = LOWEST_PICKED + (offset.wrapping_add(step) % span) as u16;
+        if let Ok(listener) = TcpListener::bind(("127.0.0.1", port)) {
+            held.push(listener);
+            ports.push(port);
+        }
+    }
+    match ports.len() == n {
+        true => Ok(ports),
+        false => Err(io::Error::new(
+            io::ErrorKind::AddrNotAvailable,
+            format!(
+                "only {} of {n} loopback ports below {below} are free",
+                ports.len()
+            ),
+        )),
+    }
+}
+
+/// The lowest port the kernel hands out for port 0 and outgoing connections.
+fn ephemeral_low() -> Option<u16> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    range.split_whitespace().next()?.parse().ok()
+}
+
+/// `n` distinct ephemeral ports, where the kernel leaves no room below its range.
+fn ephemeral_ports(n: usize) -> io::Result<Vec<u16>> {
     let listeners: Vec<TcpListener> = (0..n)
         .map(|_| TcpListener::bind("127.0.0.1:0"))
         .collect::<Result<_, _>>()?;
@@ -115,5 +167,27 @@ mod tests {
         ports.sort_unstable();
         ports.dedup();
         assert_eq!(ports.len(), 5);
+    }
+
+    #[test]
+    fn free_ports_are_distinct_bindable_and_below_the_ephemeral_range() {
+        let low = ephemeral_low().unwrap_or(32_768);
+        let first = free_ports(8).unwrap();
+        let second = free_ports(8).unwrap();
+        let all: std::collections::BTreeSet<u16> = first.iter().chain(&second).copied().collect();
+        assert_eq!(
+            all.len(),
+            16,
+            "a port was handed out twice: {first:?} {second:?}"
+        );
+        if low > LOWEST_PICKED + 1_000 {
+            assert!(
+                all.iter().all(|p| (LOWEST_PICKED..low).contains(p)),
+                "{all:?}"
+            );
+        }
+        for port in all {
+            TcpListener::bind(("127.0.0.1", port)).unwrap();
+        }
     }
 }

@@ -28,30 +28,21 @@ pub(super) struct Cluster {
 }
 
 impl Cluster {
-    /// How many times a cluster is started on fresh ports before giving up: another process
-    /// may take a port between our probe and the member's bind.
-    const ATTEMPTS: usize = 3;
-
     /// Starts `size` members of `system` and waits until each answers a health check.
     pub(super) fn start(
         config: &StoreBenchConfig,
         system: System,
         size: usize,
     ) -> anyhow::Result<Self> {
-        let mut last = None;
-        for _ in 0..Self::ATTEMPTS {
-            match Self::start_once(config, system, size) {
-                Ok(cluster) => return Ok(cluster),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last.expect("at least one attempt").context(format!(
-            "cannot start {} with {size} members",
-            system.name()
-        )))
+        Self::launch(config, system, size).map_err(|e| {
+            e.context(format!(
+                "cannot start {} with {size} members",
+                system.name()
+            ))
+        })
     }
 
-    fn start_once(config: &StoreBenchConfig, system: System, size: usize) -> anyhow::Result<Self> {
+    fn launch(config: &StoreBenchConfig, system: System, size: usize) -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix(&format!(
                 "mote-bench-store-{}-{size}-",
