@@ -1,4 +1,4 @@
-//! A platform started, used, drained and stopped in this process.
+//! `mote_platform` as a library: a platform started, used, drained and stopped in this process.
 //!
 //! What a drain does to new work, as these tests pin it: the listeners close at once, so a new
 //! connection is refused (not answered 503), while a call already in progress finishes and its
