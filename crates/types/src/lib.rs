@@ -9,6 +9,7 @@
 //!   ([`Grantor`]), a node's [`OutboundCeiling`], the special-purpose address ranges
 //!   ([`special_range`]) and the decision for one request ([`OutboundRules`]).
 //! - [`ClusterSecret`]: what the nodes and store replicas of one cluster show each other.
+//! - [`with_causes`]: an error and its causes on one line.
 //! - [`Escaped`]: someone else's text (a guest's log line) as a log or a terminal shows it: one
 //!   line, no control characters.
 //! - [`abi`]: the names and status codes of the mote guest ABI (the `mote-abi` crate, which the
@@ -16,6 +17,7 @@
 
 pub use mote_abi as abi;
 
+mod causes;
 mod escape;
 mod http;
 mod limits;
@@ -24,6 +26,7 @@ mod outbound;
 mod record;
 mod secret;
 
+pub use causes::with_causes;
 pub use escape::Escaped;
 pub use http::{HttpSettings, Route, RouteError};
 pub use limits::{Limits, LimitsError, ShowBudget, Timeout};

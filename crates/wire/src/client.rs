@@ -4,7 +4,7 @@
 //! clear: a node that serves TLS sends nothing to a peer with a plain `http://` URL
 //! ([`mote_tls::PeerAccess::secret_header_for`]).
 
-use crate::error::{Failure, Peer, WireError, chain};
+use crate::error::{Failure, Peer, WireError};
 use crate::request::PeerRequest;
 use crate::route::FORWARDED_BY;
 use bytes::Bytes;
@@ -16,6 +16,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use mote_types::CLUSTER_SECRET_HEADER;
+use mote_types::with_causes;
 use std::time::Duration;
 
 /// How long an idle kept-alive connection to a peer stays open.
@@ -64,7 +65,7 @@ impl WireClient {
                 .map_err(|_| to.failed(Failure::TimedOut(limit)))?,
         };
         answer.map_err(|e| {
-            let detail = chain(&e);
+            let detail = with_causes(&e);
             to.failed(match e.is_connect() {
                 true => Failure::Unreachable(detail),
                 false => Failure::Lost(detail),
@@ -140,7 +141,7 @@ async fn read(to: &Peer<'_>, body: Incoming, limit: u64) -> Result<Bytes, WireEr
         Err(e) if e.is::<http_body_util::LengthLimitError>() => {
             Err(to.failed(Failure::TooLarge(limit)))
         }
-        Err(e) => Err(to.failed(Failure::Body(chain(&*e)))),
+        Err(e) => Err(to.failed(Failure::Body(with_causes(&*e)))),
     }
 }
 

@@ -117,16 +117,3 @@ pub enum Failure {
     #[error("sent an answer longer than {0} bytes; refused")]
     TooLarge(u64),
 }
-
-/// An error and its causes on one line: hyper's top-level messages ("client error (Connect)")
-/// say little alone.
-pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}

@@ -1,9 +1,10 @@
 //! [`LogStream`]: a function's log as it arrives, one NDJSON line at a time.
 
-use crate::error::{ApiError, chain};
+use crate::error::ApiError;
 use crate::logs::LogLine;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
+use mote_types::with_causes;
 
 /// The longest line a log may send: an entry's text is bounded far below this.
 const MAX_LINE: usize = 16 << 20;
@@ -63,7 +64,7 @@ impl LogStream {
                     return Err(ApiError::Lost {
                         server: self.server.clone(),
                         route: self.route.clone(),
-                        detail: chain(&e),
+                        detail: with_causes(&e),
                     });
                 }
             }

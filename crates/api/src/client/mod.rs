@@ -11,7 +11,7 @@ pub use body::Upload;
 pub use logs::LogStream;
 
 use crate::cluster::ClusterView;
-use crate::error::{ApiError, ErrorBody, ErrorStatus, chain};
+use crate::error::{ApiError, ErrorBody, ErrorStatus};
 use crate::functions::{DeployParams, FunctionInfo, FunctionList, Released};
 use crate::jobs::{JobStatus, RunRequest};
 use crate::tokens::{CreateToken, Revoked, TokenInfo, TokenList};
@@ -25,6 +25,7 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use mote_types::with_causes;
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -359,7 +360,7 @@ impl ApiClient {
             detail: e.to_string(),
         })?;
         self.client.request(request).await.map_err(|e| {
-            let detail = chain(&e);
+            let detail = with_causes(&e);
             match e.is_connect() {
                 true => ApiError::Unreachable {
                     server: self.server.clone(),
@@ -395,7 +396,7 @@ impl ApiClient {
             Err(e) => Err(ApiError::Lost {
                 server: self.server.clone(),
                 route: route.to_owned(),
-                detail: chain(&*e),
+                detail: with_causes(&*e),
             }),
         }
     }
