@@ -40,6 +40,21 @@ pub struct RunRequest {
     pub rebalance: Option<bool>,
 }
 
+impl RunRequest {
+    /// A job of `function` with `args`, everything else as the server has it when absent.
+    pub fn new(function: &str, args: Vec<(String, String)>) -> Self {
+        Self {
+            function: function.to_owned(),
+            workers: None,
+            partitions_per_core: None,
+            args,
+            snapshot_every: None,
+            snapshot_to: None,
+            rebalance: None,
+        }
+    }
+}
+
 /// Where a job is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -73,17 +73,14 @@ fn request(
     ppc: u32,
     args: &[(&str, &str)],
 ) -> RunRequest {
+    let args = args
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
     RunRequest {
-        function: function.to_owned(),
         workers,
         partitions_per_core: Some(ppc),
-        args: args
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect(),
-        snapshot_every: None,
-        snapshot_to: None,
-        rebalance: None,
+        ..RunRequest::new(function, args)
     }
 }
 

@@ -95,13 +95,9 @@ pub(super) fn job(
     args: Vec<(String, String)>,
 ) -> RunRequest {
     RunRequest {
-        function: function.to_owned(),
         workers: workers.map(WorkerChoice::Count),
         partitions_per_core: Some(partitions_per_core),
-        args,
-        snapshot_every: None,
-        snapshot_to: None,
-        rebalance: None,
+        ..RunRequest::new(function, args)
     }
 }
 

@@ -230,18 +230,15 @@ fn cancel(api: &NodeApi, id: &str) -> anyhow::Result<()> {
 /// `lr` on `workers` workers, 4 partitions per core, over `points` generated points for
 /// `iterations` iterations; rebalancing and snapshots as the server has them by default.
 fn lr_job(points: u64, iterations: u64, workers: usize) -> RunRequest {
+    let args = vec![
+        ("generate".into(), points.to_string()),
+        ("seed".into(), "1".into()),
+        ("iterations".into(), iterations.to_string()),
+    ];
     RunRequest {
-        function: "lr".into(),
         workers: Some(WorkerChoice::Count(workers)),
         partitions_per_core: Some(4),
-        args: vec![
-            ("generate".into(), points.to_string()),
-            ("seed".into(), "1".into()),
-            ("iterations".into(), iterations.to_string()),
-        ],
-        snapshot_every: None,
-        snapshot_to: None,
-        rebalance: None,
+        ..RunRequest::new("lr", args)
     }
 }
 
