@@ -4,9 +4,8 @@
 //! connection is refused (not answered 503), while a call already in progress finishes and its
 //! answer arrives.
 
-use mote_platform::{
-    Drained, Platform, PlatformConfig, PlatformError, StoreChoice, TlsChoice, UiListen,
-};
+use crate::platform::in_process_config;
+use mote_platform::{Drained, Platform, PlatformConfig, PlatformError, TlsChoice};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -14,14 +13,7 @@ use tokio::net::TcpStream;
 
 /// A platform of one core on free ports, its state in `dir`, without a dashboard.
 fn config(dir: &tempfile::TempDir) -> PlatformConfig {
-    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let mut config = PlatformConfig::new(any, dir.path().join("data"));
-    config.store = StoreChoice::Embedded {
-        listen: any,
-        peer_listen: None,
-        peers: Vec::new(),
-    };
-    config.ui = UiListen::Off;
+    let mut config = in_process_config(&dir.path().join("data"));
     config.cores = Some(1);
     config.node_name = Some("in-process".to_owned());
     config.stop_timeout = Duration::from_secs(20);

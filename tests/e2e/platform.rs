@@ -33,6 +33,20 @@ pub fn try_wait<T>(request: impl Future<Output = Result<T, ApiError>>) -> Result
     RUNTIME.block_on(request)
 }
 
+/// The platform `mote up` runs with its state in `data`, its API and embedded store on free
+/// loopback ports, without a dashboard: what a test starts in process.
+pub fn in_process_config(data: &Path) -> mote_platform::PlatformConfig {
+    let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let mut config = mote_platform::PlatformConfig::new(any, data);
+    config.store = mote_platform::StoreChoice::Embedded {
+        listen: any,
+        peer_listen: None,
+        peers: Vec::new(),
+    };
+    config.ui = mote_platform::UiListen::Off;
+    config
+}
+
 /// A typed client of the node at `url`, trusting `ca` if given (else the web PKI), sending
 /// `token` if given.
 pub fn api_client(url: &str, token: Option<&str>, ca: Option<&Path>) -> ApiClient {
@@ -124,19 +138,12 @@ impl Platform {
         Self::start_with_env(args, &[])
     }
 
-    /// The platform `mote up` runs, started in this process on free loopback ports and a fresh
-    /// data directory, without a dashboard, after `configure` changed what the test needs.
+    /// The platform `mote up` runs, started in this process as [`in_process_config`] has it on
+    /// a fresh data directory, after `configure` changed what the test needs.
     pub fn in_process(configure: impl FnOnce(&mut mote_platform::PlatformConfig)) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
-        let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
-        let mut config = mote_platform::PlatformConfig::new(any, &data);
-        config.store = mote_platform::StoreChoice::Embedded {
-            listen: any,
-            peer_listen: None,
-            peers: Vec::new(),
-        };
-        config.ui = mote_platform::UiListen::Off;
+        let mut config = in_process_config(&data);
         configure(&mut config);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
