@@ -15,6 +15,10 @@
 //!   partition, and releases a task when its inputs are ready (section 4.3).
 //!
 //! - [`Handoffs`] and [`arrive`] move a partition between running workers (section 4.4).
+//! - [`Supervisor`] is a job's controller after the job started: it takes the workers'
+//!   reports and looks at the job with the time and the cluster's live nodes, and answers
+//!   what to do (move partitions, complete and delete snapshots, restore, fail or end the
+//!   job), for the controller to carry out ([`supervisor`]).
 //!
 //! The wire messages between workers and to the controller are in [`message`]; the images of
 //! partitions' instances, which move between workers and into snapshots, in [`image`].
@@ -26,6 +30,7 @@ pub mod image;
 mod map;
 pub mod message;
 mod program;
+pub mod supervisor;
 
 pub use cursor::{Cursor, Declared, Next};
 pub use graph::{EarlyPieces, Input, TaskGraph, TaskKind, TaskRef, TaskView};
@@ -35,6 +40,7 @@ pub use program::{
     DatasetId, DatasetInfo, GroupId, Groups, Op, Program, ProgramBuilder, ProgramError, Stage,
     StageId, StageKind,
 };
+pub use supervisor::Supervisor;
 
 /// The value of job argument `key` among `args` (`--arg K=V`, in order): the last given wins.
 pub fn arg<'a>(args: &'a [(String, String)], key: &str) -> Option<&'a str> {

@@ -157,11 +157,17 @@ impl SnapshotPlan {
     /// The object key of partition `key`'s image in job `job`'s snapshot at `iteration`.
     pub fn object(&self, job: &str, iteration: u64, key: PartitionKey) -> String {
         format!(
-            "{}{iteration:010}/{}-{}",
-            self.job_prefix(job),
+            "{}{}-{}",
+            self.snapshot_prefix(job, iteration),
             key.group.0,
             key.index
         )
+    }
+
+    /// The prefix of every object of job `job`'s snapshot at `iteration`: what a
+    /// `supervisor::Action::DeleteSnapshot` deletes.
+    pub fn snapshot_prefix(&self, job: &str, iteration: u64) -> String {
+        format!("{}{iteration:010}/", self.job_prefix(job))
     }
 
     /// The prefix of every object of job `job`'s snapshots.
