@@ -177,6 +177,14 @@ pub struct JobsArgs {
     /// again, and what a snapshot costs per GB (recovery.json, recovery.md, slowdown.png).
     #[arg(long)]
     recovery: bool,
+    /// Calls beside a job instead: `hello`'s latency alone and while `lr` runs on the same
+    /// 2-core node, and lr's iteration rate alone and beside the calls (sharing.json).
+    #[arg(long, conflicts_with = "recovery")]
+    sharing: bool,
+    /// With --sharing: another `mote` binary measured in the same rounds, alternated, as the
+    /// baseline.
+    #[arg(long, value_name = "MOTE", requires = "sharing")]
+    against: Option<PathBuf>,
     /// Directory for the results [default: a new directory under the system's temp dir,
     /// printed at the end; with --smoke, one removed at exit].
     #[arg(long)]
@@ -381,6 +389,28 @@ fn run_jobs(args: JobsArgs) -> anyhow::Result<()> {
         config.reps = args.reps.unwrap_or(config.reps).max(1);
         let out = Results::create(args.out, args.smoke, "jobs-recovery")?;
         let report = jobs::recovery::run(&config, out.path(), &mut progress)?;
+        return print_report(&report, args.json, |r| r.table());
+    }
+    if args.sharing {
+        let mut builds = vec![("this".to_owned(), mote)];
+        builds.extend(args.against.map(|other| ("against".to_owned(), other)));
+        let config = jobs::sharing::SharingConfig {
+            builds,
+            rate: 500,
+            window: match args.smoke {
+                true => Duration::from_secs(1),
+                false => Duration::from_secs(8),
+            },
+            points: args.points.unwrap_or(200_000),
+            rounds: args.reps.unwrap_or(if args.smoke { 1 } else { 3 }).max(1),
+            command: command_line(),
+        };
+        let out = Results::create(args.out, args.smoke, "jobs-sharing")?;
+        let report = jobs::sharing::run(&config, out.path(), &mut progress)?;
+        std::fs::write(
+            out.path().join("sharing.json"),
+            serde_json::to_vec_pretty(&report)?,
+        )?;
         return print_report(&report, args.json, |r| r.table());
     }
     let peers = match args.no_peers {

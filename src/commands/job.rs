@@ -231,6 +231,9 @@ fn older(n: usize) -> String {
 
 fn print_status(s: &JobStatus) -> anyhow::Result<()> {
     outln!("job {} ({}): {}", s.id, s.function, state_name(s.state));
+    if !s.controller.is_empty() {
+        outln!("controller: {}", Escaped(&s.controller));
+    }
     if let Some(e) = &s.error {
         outln!("error: {}", Escaped(e));
     }

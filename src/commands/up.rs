@@ -8,6 +8,7 @@ use super::signal::shutdown_signal;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use mote_gateway::{GatewayConfig, ListenLimits};
+use mote_node::priority::{JobShare, MAX_JOB_SHARE};
 use mote_node::{MicrotaskMode, PreemptConfig};
 use mote_objects::S3Endpoint;
 use mote_platform::data_dir::ADMIN_TOKEN_FILE;
@@ -146,6 +147,11 @@ pub struct UpArgs {
     /// Refused, with what to use instead: every user of the machine reads a command line.
     #[arg(long = "s3-secret-key", value_name = "KEY", hide = true)]
     s3_secret_key_in_argv: Option<String>,
+    /// Percent of a core a running job keeps while calls want it, 0 to 50 (0: jobs run only
+    /// on cores no call wants). A job uses idle cores fully whatever its share.
+    #[arg(long, value_name = "PERCENT", default_value_t = defaults().job_share.percent(),
+          value_parser = clap::value_parser!(u8).range(0..=i64::from(MAX_JOB_SHARE)))]
+    job_share: u8,
     /// Confine executor threads with a seccomp allow-list (Linux): code running there cannot
     /// open files, sockets or processes.
     #[arg(long, value_enum, default_value_t = Switch::from(defaults().seccomp))]
@@ -313,6 +319,7 @@ fn config(args: UpArgs, s3_secret_key: Option<String>) -> anyhow::Result<Platfor
             ..PreemptConfig::default()
         }),
         seccomp: args.seccomp.on(),
+        job_share: JobShare::new(args.job_share)?,
         max_queue: args.max_queue,
         quarantine_after: args.quarantine_after,
         resident_mb: args.resident_mb,

@@ -175,6 +175,10 @@ pub struct JobStatus {
     pub function: String,
     /// Where it is.
     pub state: JobState,
+    /// The node controlling it: the one it started on, or the one that took it over when that
+    /// node left the cluster (empty from a server that does not say).
+    #[serde(default)]
+    pub controller: String,
     /// Why it failed, naming the stage, the partition and the cause.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

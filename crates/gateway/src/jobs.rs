@@ -29,7 +29,7 @@ pub(crate) async fn job_status(
     State(gw): State<Gateway>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    Ok(axum::Json(gw.jobs.status(&id)?).into_response())
+    Ok(axum::Json(gw.jobs.status(&id).await?).into_response())
 }
 
 pub(crate) async fn cancel_job(

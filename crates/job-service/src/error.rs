@@ -35,14 +35,16 @@ pub enum JobServiceError {
     /// This node's worker of a job.
     #[error(transparent)]
     Worker(#[from] WorkerError),
-    /// No job of that id was started on this node.
-    #[error(
-        "no job `{id}` was started on this node (jobs are listed by the node that started them: mote job ls)"
-    )]
+    /// No job of that id is known: this node does not control it and the cluster's store
+    /// has no record of it.
+    #[error("no job `{id}` is known to the cluster; mote job ls lists the jobs there are")]
     NoSuchJob {
         /// The id asked for.
         id: String,
     },
+    /// The cluster's job records could not be read or written.
+    #[error("the cluster's store could not be reached for the job records: {0}; try again")]
+    Records(String),
 }
 
 impl JobServiceError {
@@ -53,6 +55,7 @@ impl JobServiceError {
             Self::Run(e) => e.kind(),
             Self::Worker(e) => e.kind(),
             Self::NoSuchJob { .. } => ErrorKind::NotFound,
+            Self::Records(_) => ErrorKind::Unavailable,
         }
     }
 }
@@ -147,6 +150,14 @@ pub enum RunError {
         /// The argument.
         arg: String,
     },
+    /// The program stores its output under an argument that was not given.
+    #[error(
+        "the job stores its output under the argument `{arg}`, which was not given: add --arg {arg}=BUCKET/PREFIX"
+    )]
+    OutputMissing {
+        /// The argument.
+        arg: String,
+    },
     /// A load's or store's argument is not `BUCKET/PREFIX`.
     #[error("--arg {arg}={value}: expected BUCKET/PREFIX")]
     NotBucketPrefix {
@@ -172,7 +183,7 @@ pub enum RunError {
     },
     /// An output prefix holds objects already.
     #[error(
-        "--arg {arg}={value}: the output prefix already holds {count} objects (the first is {bucket}/{first}); choose another prefix or delete them"
+        "--arg {arg}={value}: the output directory already holds {count} objects (the first is {bucket}/{first}); choose another directory or delete them"
     )]
     OutputNotEmpty {
         /// The argument.
@@ -252,6 +263,10 @@ pub enum RunError {
         /// Why.
         source: TransportError,
     },
+    /// The workers chosen and the map computed disagree, which is a fault of this node's
+    /// (the cluster changed while the job was set up, at worst): running again chooses anew.
+    #[error("the job's supervision could not be set up ({0}); run the job again")]
+    Supervision(#[source] mote_jobs::supervisor::SetupError),
 }
 
 impl RunError {
@@ -259,7 +274,9 @@ impl RunError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Self::OutputNotEmpty { .. } => ErrorKind::Conflict,
-            Self::WorkerStart { .. } | Self::WorkerRun { .. } => ErrorKind::Unavailable,
+            Self::WorkerStart { .. } | Self::WorkerRun { .. } | Self::Supervision(_) => {
+                ErrorKind::Unavailable
+            }
             _ => ErrorKind::Invalid,
         }
     }

@@ -1,12 +1,13 @@
-//! A job's object I/O: the input a load stage reads and the output a store stage writes, in the
-//! node's object storage (a directory, or an S3 server in production).
+//! A job's input: what a load stage reads from the node's object storage (a directory, or an
+//! S3 server in production).
 //!
-//! Input is every object under `BUCKET/PREFIX`, in key order, read as one stream of lines (each
-//! object ends its last line). Partition `i` of `n` takes the lines that start in the `i`-th
-//! `n`-th of the stream's bytes, so the split needs only the listing's sizes, every worker reads
-//! only the objects its partitions overlap, and every line goes to exactly one partition.
-//! Output partition `k` is the object `PREFIX/part-NNNNN`; the controller refuses to start a job
-//! whose output prefix already holds objects, so a result is never mixed with an older one.
+//! `BUCKET/PREFIX` names an object, or a directory: every object under `PREFIX/` whose name
+//! below it has no part starting with `_` or `.` (Hadoop's convention: a committed output's
+//! `_SUCCESS`, a running job's `_temporary/`), in key order, read as one stream of lines (each
+//! object ends its last line). `words` never reads `words-old/`. Partition `i` of `n` takes the
+//! lines that start in the `i`-th `n`-th of the stream's bytes, so the split needs only the
+//! listing's sizes, every worker reads only the objects its partitions overlap, and every line
+//! goes to exactly one partition. Where output goes is `crate::output`'s.
 
 use bytes::Bytes;
 use mote_objects::{ObjectError, Objects};
@@ -20,12 +21,38 @@ pub fn bucket_and_prefix(value: &str) -> Option<(&str, &str)> {
     (!bucket.is_empty()).then_some((bucket, prefix))
 }
 
-/// The key of output partition `index` under `prefix`.
-pub fn output_key(prefix: &str, index: u32) -> String {
+/// `prefix` as a directory: `out/counts` and `out/counts/` are `out/counts/`; the empty prefix
+/// is the whole bucket.
+pub fn directory(prefix: &str) -> String {
     match prefix.trim_end_matches('/') {
-        "" => format!("part-{index:05}"),
-        p => format!("{p}/part-{index:05}"),
+        "" => String::new(),
+        p => format!("{p}/"),
     }
+}
+
+/// Whether `name`, a key below an input directory, is read: no part of it is hidden.
+fn visible(name: &str) -> bool {
+    name.split('/')
+        .all(|part| !part.starts_with('_') && !part.starts_with('.'))
+}
+
+/// The objects input `prefix` names, in key order, with their sizes: the object of that name,
+/// and the visible objects under it as a directory.
+pub async fn list_input(
+    objects: &Objects,
+    bucket: &str,
+    prefix: &str,
+) -> Result<Vec<(String, u64)>, ObjectError> {
+    let exact = prefix.trim_end_matches('/');
+    let dir = directory(prefix);
+    let listed = list_all(objects, bucket, exact).await?;
+    Ok(listed
+        .into_iter()
+        .filter(|(key, _)| {
+            (!exact.is_empty() && key == exact)
+                || key.strip_prefix(dir.as_str()).is_some_and(visible)
+        })
+        .collect())
 }
 
 /// Every object under `prefix`, in key order, with its size.
@@ -113,7 +140,7 @@ pub async fn read_shares(
             value: value.to_owned(),
         });
     };
-    let listing = list_all(objects, bucket, prefix)
+    let listing = list_input(objects, bucket, prefix)
         .await
         .map_err(|source| InputError::List {
             value: value.to_owned(),
@@ -192,7 +219,17 @@ mod tests {
         assert_eq!(bucket_and_prefix("data/points/"), Some(("data", "points/")));
         assert_eq!(bucket_and_prefix("data"), Some(("data", "")));
         assert_eq!(bucket_and_prefix("/x"), None);
-        assert_eq!(output_key("out/lr/", 3), "out/lr/part-00003");
-        assert_eq!(output_key("", 0), "part-00000");
+        assert_eq!(directory("out/lr"), "out/lr/");
+        assert_eq!(directory("out/lr//"), "out/lr/");
+        assert_eq!(directory(""), "");
+    }
+
+    #[test]
+    fn hidden_names_are_not_input() {
+        assert!(visible("part-00000"));
+        assert!(visible("2026/11/a.txt"));
+        for hidden in ["_SUCCESS", "_temporary/7/part-00000", "a/.b", ".c"] {
+            assert!(!visible(hidden), "{hidden}");
+        }
     }
 }

@@ -5,7 +5,9 @@
 //!   /v1/internal/jobs/{id}`), and passes workers' messages and reports to the right one.
 //! - A [`Worker`] runs its own copy of the job's driver and the tasks of the partitions it
 //!   holds, on threads of its own; it talks to other workers directly.
-//! - The [`Controller`] chose the workers and the partition map, then only listens.
+//! - The [`Controller`] chose the workers and the partition map, then carries out what
+//!   `mote_jobs::Supervisor` decides from the workers' reports; it commits the job's output
+//!   (`output`) when the job succeeds.
 //! - [`Transport`] is the node-to-node traffic, over the node's internal HTTP service
 //!   ([`HttpTransport`]).
 //! - Errors are typed by kind of operation, finding and compiling a job's code ([`CodeError`]),
@@ -19,6 +21,9 @@ mod controller;
 mod env;
 mod error;
 pub mod input;
+pub mod output;
+mod record;
+mod recorded;
 mod request;
 mod service;
 mod transport;
@@ -28,9 +33,10 @@ pub use controller::{
     Controller, ControllerSetup, JobState, JobStatus, MigrationStatus, RestoreStatus,
     SnapshotState, SnapshotStatus, WorkerStatus,
 };
-pub use env::WorkerEnv;
+pub use env::{JobThreads, WorkerEnv};
 pub use error::{CodeError, ErrorKind, JobServiceError, RunError};
 pub use mote_api::{RunRequest, WorkerChoice};
+pub use record::{JobRecord, JobRecords, RecordedWorker};
 pub use request::{ClusterNodes, NodeInfo, snapshot_plan};
 pub use service::JobService;
 pub use transport::{HttpTransport, INTERNAL_JOBS, Transport, TransportError};

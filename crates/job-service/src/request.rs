@@ -16,10 +16,16 @@ pub struct NodeInfo {
     pub cores: u32,
 }
 
-/// The nodes a controller may choose workers from: this node first.
+/// The cluster's nodes as a controller sees them.
 pub trait ClusterNodes: Send + Sync {
-    /// Every live node, this one first.
+    /// The nodes a controller may choose workers from: every node that takes calls, this one
+    /// first.
     fn nodes(&self) -> Vec<NodeInfo>;
+
+    /// Every node whose lease is alive, draining and unreachable ones too: a job's worker on a
+    /// node missing here left the cluster. None when the controller cannot tell (it never saw
+    /// the cluster).
+    fn live(&self) -> Vec<NodeInfo>;
 }
 
 /// Where a job's snapshots go, from `--snapshot-to BUCKET/PREFIX` and `--snapshot-every N`.

@@ -3,10 +3,12 @@
 //! workers started and run), answers for the jobs it controls, and keeps this node's workers of
 //! any job (prepared, run, given messages and restores, stopped).
 
-use crate::controller::{Controller, ControllerSetup, JobState, JobStatus};
-use crate::env::WorkerEnv;
+use crate::controller::{Controller, ControllerSetup, JobStatus};
+use crate::env::{JobThreads, WorkerEnv};
 use crate::error::{CodeError, JobServiceError, RunError};
 use crate::input;
+use crate::output::{self, Output};
+use crate::record::JobRecords;
 use crate::request::{ClusterNodes, NodeInfo, snapshot_plan};
 use crate::transport::HttpTransport;
 use crate::worker::{JobCode, Worker, WorkerError};
@@ -14,7 +16,6 @@ use mote_api::{RunRequest, WorkerChoice};
 use mote_jobs::message::{Envelope, JobSpec, Report, SnapshotPlan, WorkerMessage};
 use mote_jobs::{Op, PartitionKey, PartitionMap, Program, StageKind, WorkerId};
 use mote_node::Node;
-use mote_node::confine::ExecutorFilter;
 use mote_objects::Objects;
 use mote_runtime::{JobContext, JobEngine, JobModule};
 use mote_types::{FunctionRecord, GuestKind};
@@ -26,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Ended jobs kept for `mote job ls` and `status`.
 const KEEP_ENDED: usize = 100;
 
-/// The longest a stopping worker waits for its snapshot images to be stored.
+/// The longest a stopping worker waits for its snapshot images and output to be written.
 const STORE_DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The largest partition image a restore reads.
@@ -35,36 +36,43 @@ const MAX_IMAGE_BYTES: u64 = 8 << 30;
 /// This node's jobs: the controllers it runs and its workers of any job.
 pub struct JobService {
     node: Arc<Node>,
-    env: WorkerEnv,
-    cluster: Arc<dyn ClusterNodes>,
+    pub(crate) env: WorkerEnv,
+    pub(crate) cluster: Arc<dyn ClusterNodes>,
     workers: Mutex<HashMap<String, Arc<Worker>>>,
-    jobs: Mutex<Vec<Arc<Controller>>>,
+    pub(crate) jobs: Mutex<Vec<Arc<Controller>>>,
+    /// The cluster's job records, when the node has a store.
+    pub(crate) records: Option<JobRecords>,
+    /// The statuses the records showed at the last look, for jobs controlled elsewhere.
+    pub(crate) recorded: Mutex<Vec<JobStatus>>,
     next: AtomicU64,
 }
 
 impl JobService {
-    /// The job side of `node`, whose workers use `cores` threads (confined by `confine` when
-    /// given), read and write `objects`, and reach the other workers with `access`.
+    /// The job side of `node`, whose workers run on `threads`, read and write `objects`, and
+    /// reach the other workers with `access`; jobs are recorded in `records` when given, which
+    /// makes them visible to every node and lets another take one over
+    /// ([`JobService::watch_records`]).
     pub fn new(
         node: Arc<Node>,
         objects: Option<Arc<Objects>>,
         cluster: Arc<dyn ClusterNodes>,
-        cores: usize,
-        confine: Option<Arc<ExecutorFilter>>,
+        threads: JobThreads,
         access: &mote_tls::PeerAccess,
+        records: Option<JobRecords>,
     ) -> Result<Arc<Self>, mote_runtime::RuntimeError> {
         Ok(Arc::new(Self {
             node,
             env: WorkerEnv {
                 engine: Arc::new(JobEngine::new()?),
-                cores,
+                threads,
                 transport: Arc::new(HttpTransport::new(access)),
                 objects,
-                confine,
             },
             cluster,
             workers: Mutex::new(HashMap::new()),
             jobs: Mutex::new(Vec::new()),
+            records,
+            recorded: Mutex::new(Vec::new()),
             next: AtomicU64::new(1),
         }))
     }
@@ -111,6 +119,7 @@ impl JobService {
             args: Arc::from(args),
             partitions,
             limits: record.limits,
+            stopped: Arc::default(),
         };
         let sha256 = record.sha256.clone();
         tokio::task::spawn_blocking(move || {
@@ -155,9 +164,15 @@ impl JobService {
         }
     }
 
-    /// Checks the arguments the program's loads and stores name, and that no output prefix
-    /// holds objects already.
-    async fn check_io(&self, program: &Program, args: &[(String, String)]) -> Result<(), RunError> {
+    /// Checks the arguments the program's loads and stores name: each is given, names
+    /// `BUCKET/PREFIX`, an input holds objects and an output holds no committed ones. Answers
+    /// the outputs, which the controller commits when the job succeeds.
+    async fn check_io(
+        &self,
+        program: &Program,
+        args: &[(String, String)],
+    ) -> Result<Vec<Output>, RunError> {
+        let mut outputs = Vec::new();
         for stage in &program.stages {
             let (arg, output) = match &stage.kind {
                 StageKind::Load { arg } => (arg, false),
@@ -165,11 +180,10 @@ impl JobService {
                 _ => continue,
             };
             let Some(value) = mote_jobs::arg(args, arg) else {
-                if output {
-                    // A job may store only when asked to (its output argument is optional).
-                    continue;
-                }
-                return Err(RunError::InputMissing { arg: arg.clone() });
+                return Err(match output {
+                    true => RunError::OutputMissing { arg: arg.clone() },
+                    false => RunError::InputMissing { arg: arg.clone() },
+                });
             };
             let Some((bucket, prefix)) = input::bucket_and_prefix(value) else {
                 return Err(RunError::NotBucketPrefix {
@@ -180,35 +194,40 @@ impl JobService {
             let Some(objects) = &self.env.objects else {
                 return Err(RunError::NoObjectStorage);
             };
-            let listed = input::list_all(objects, bucket, prefix)
-                .await
-                .map_err(|source| RunError::List {
-                    arg: arg.clone(),
-                    value: value.to_owned(),
-                    source: Box::new(source),
-                });
-            match (output, listed) {
-                (true, Ok(found)) if !found.is_empty() => {
+            let listed = match output {
+                true => output::committed(objects, bucket, prefix).await,
+                false => input::list_input(objects, bucket, prefix).await,
+            };
+            let found = listed.map_err(|source| RunError::List {
+                arg: arg.clone(),
+                value: value.to_owned(),
+                source: Box::new(source),
+            })?;
+            match (output, found.first()) {
+                (true, Some((first, _))) => {
                     return Err(RunError::OutputNotEmpty {
                         arg: arg.clone(),
                         value: value.to_owned(),
                         count: found.len(),
                         bucket: bucket.to_owned(),
-                        first: found[0].0.clone(),
+                        first: first.clone(),
                     });
                 }
-                (true, Ok(_)) => {}
-                (false, Ok(found)) if found.is_empty() => {
+                (false, None) => {
                     return Err(RunError::InputEmpty {
                         arg: arg.clone(),
                         value: value.to_owned(),
                     });
                 }
-                (_, Err(e)) => return Err(e),
-                (false, Ok(_)) => {}
+                (true, None) => outputs.push(Output {
+                    arg: arg.clone(),
+                    bucket: bucket.to_owned(),
+                    prefix: prefix.to_owned(),
+                }),
+                (false, Some(_)) => {}
             }
         }
-        Ok(())
+        Ok(outputs)
     }
 
     /// The snapshot plan `--snapshot-every` and `--snapshot-to` ask for, once it is known to
@@ -264,18 +283,13 @@ impl JobService {
         let nodes = self.choose(request.workers.as_ref())?;
         let cores: Vec<u32> = nodes.iter().map(|n| n.cores.max(1)).collect();
         let partitions = ppc.saturating_mul(cores.iter().sum());
-        let me = self
-            .cluster
-            .nodes()
-            .first()
-            .map(|n| n.url.clone())
-            .unwrap_or_default();
+        let me = self.me();
         let peers: Vec<String> = nodes.iter().map(|n| n.url.clone()).collect();
         let wasm = self.module_bytes(&record.sha256).await?;
         let (_, _, program) = self
             .compile(&record, wasm, request.args.clone(), partitions)
             .await?;
-        self.check_io(&program, &request.args).await?;
+        let outputs = self.check_io(&program, &request.args).await?;
         let snapshots = self.check_snapshots(&program, &request).await?;
         let map = PartitionMap::assign(program.groups.sizes(), &cores);
         let id = format!(
@@ -298,7 +312,7 @@ impl JobService {
             workers: peers.clone(),
             me: WorkerId(0),
             map: map.clone(),
-            controller: me.clone(),
+            controller: me.url.clone(),
             generation: 0,
             live: vec![true; nodes.len()],
             snapshots,
@@ -306,25 +320,20 @@ impl JobService {
         let controller = Controller::new(
             partitions,
             &workers,
-            &map,
             self.env.transport.clone(),
             ControllerSetup {
                 spec: template.clone(),
                 rebalance: request.rebalance.unwrap_or(true),
                 objects: self.env.objects.clone(),
+                outputs,
                 cluster: self.cluster.clone(),
+                records: self.records.clone(),
+                me: me.name,
             },
-        );
-        {
-            let mut jobs = self.jobs.lock();
-            jobs.push(controller.clone());
-            let ended = jobs.iter().filter(|j| j.ended()).count();
-            if ended > KEEP_ENDED
-                && let Some(oldest) = jobs.iter().position(|j| j.ended())
-            {
-                jobs.remove(oldest);
-            }
-        }
+        )
+        .map_err(RunError::Supervision)?;
+        self.keep(controller.clone());
+        controller.save().await;
         let starts = nodes.iter().enumerate().map(|(w, node)| {
             let spec = JobSpec {
                 me: WorkerId(w as u16),
@@ -347,9 +356,7 @@ impl JobService {
         // them all at once rather than add their start times up.
         let started = futures_util::future::join_all(starts).await;
         if let Some(error) = started.into_iter().find_map(Result::err) {
-            controller
-                .end(JobState::Failed, Some(error.to_string()))
-                .await;
+            controller.fail(error.to_string()).await;
             return Err(error.into());
         }
         controller.running();
@@ -372,42 +379,42 @@ impl JobService {
         if let Some(error) = ran.into_iter().find_map(Result::err)
             && !controller.ending()
         {
-            controller
-                .end(JobState::Failed, Some(error.to_string()))
-                .await;
+            controller.fail(error.to_string()).await;
             return Err(error.into());
         }
         controller.watch();
         Ok(controller.status())
     }
 
-    fn controller(&self, id: &str) -> Result<Arc<Controller>, JobServiceError> {
+    /// Keeps a controller of this node's, and the latest [`KEEP_ENDED`] that ended.
+    pub(crate) fn keep(&self, controller: Arc<Controller>) {
+        let mut jobs = self.jobs.lock();
+        jobs.push(controller);
+        let ended = jobs.iter().filter(|j| j.ended()).count();
+        if ended > KEEP_ENDED
+            && let Some(oldest) = jobs.iter().position(|j| j.ended())
+        {
+            jobs.remove(oldest);
+        }
+    }
+
+    /// This node, as the cluster knows it.
+    pub(crate) fn me(&self) -> NodeInfo {
+        self.cluster.nodes().into_iter().next().unwrap_or(NodeInfo {
+            name: String::new(),
+            url: String::new(),
+            cores: 0,
+        })
+    }
+
+    /// This node's controller of job `id`, unless it stood down for another node's.
+    pub(crate) fn controller(&self, id: &str) -> Result<Arc<Controller>, JobServiceError> {
         self.jobs
             .lock()
             .iter()
-            .find(|j| j.id() == id)
+            .find(|j| j.id() == id && !j.stood_down())
             .cloned()
             .ok_or_else(|| JobServiceError::NoSuchJob { id: id.to_owned() })
-    }
-
-    /// Every job this node started, oldest first.
-    pub fn list(&self) -> Vec<JobStatus> {
-        let jobs: Vec<Arc<Controller>> = self.jobs.lock().clone();
-        jobs.iter().map(|j| j.status()).collect()
-    }
-
-    /// One job's status.
-    pub fn status(&self, id: &str) -> Result<JobStatus, JobServiceError> {
-        Ok(self.controller(id)?.status())
-    }
-
-    /// Cancels a job; a job that already ended is left as it ended.
-    pub async fn cancel(&self, id: &str) -> Result<JobStatus, JobServiceError> {
-        let controller = self.controller(id)?;
-        controller
-            .end(JobState::Cancelled, Some("cancelled by a user".into()))
-            .await;
-        Ok(controller.status())
     }
 
     /// A controller's report from one of its workers.
@@ -451,6 +458,7 @@ impl JobService {
             program: Arc::new(program),
             module,
             ctx,
+            log: self.node.logs().get(&spec.function),
         };
         let worker = tokio::task::spawn_blocking(move || {
             let _runtime = handle.enter();
@@ -549,8 +557,8 @@ impl JobService {
     }
 
     /// Stops this node's worker of `id` (the job ended); its partitions are dropped.
-    /// It answers once the snapshot images the worker was storing are stored, so that the
-    /// controller, which deletes the job's snapshots next, finds them all.
+    /// It answers once the snapshot images and output the worker was writing are written, so
+    /// that the controller, which deletes the job's snapshots or output next, finds them all.
     pub async fn stop_worker(&self, id: &str) -> Result<(), JobServiceError> {
         let worker = self.workers.lock().remove(id);
         match worker {

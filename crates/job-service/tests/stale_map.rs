@@ -17,7 +17,7 @@
 //! are the sequential reference's.
 
 use async_trait::async_trait;
-use mote_job_service::{JobCode, Transport, TransportError, Worker, WorkerEnv};
+use mote_job_service::{JobCode, JobThreads, Transport, TransportError, Worker, WorkerEnv};
 use mote_jobs::message::{Envelope, JobSpec, Report, WorkerMessage};
 use mote_jobs::{Entry, GroupId, PartitionKey, PartitionMap, WorkerId};
 use mote_objects::{Objects, ObjectsConfig};
@@ -176,6 +176,7 @@ fn pieces_under_a_stale_map_are_held_then_forwarded_and_each_is_used_once() {
         args: Arc::from(args.clone()),
         partitions,
         limits: Limits::default(),
+        stopped: Arc::default(),
     };
     let program = Arc::new(engine.program(&module, &ctx).unwrap());
     let group = |name: &str| {
@@ -217,10 +218,12 @@ fn pieces_under_a_stale_map_are_held_then_forwarded_and_each_is_used_once() {
     let wire = Arc::new(Wire::default());
     let env = WorkerEnv {
         engine: engine.clone(),
-        cores: 1,
+        threads: JobThreads {
+            cores: 1,
+            ..JobThreads::default()
+        },
         transport: wire.clone(),
         objects: Some(objects),
-        confine: None,
     };
     let mut workers = Vec::new();
     for (me, map) in [(A, map_a), (B, map_b), (C, map_c)] {
@@ -241,7 +244,12 @@ fn pieces_under_a_stale_map_are_held_then_forwarded_and_each_is_used_once() {
         let code = JobCode {
             program: program.clone(),
             module: module.clone(),
-            ctx: ctx.clone(),
+            // Each worker stops on its own.
+            ctx: JobContext {
+                stopped: Arc::default(),
+                ..ctx.clone()
+            },
+            log: None,
         };
         let worker = Worker::prepare(spec, code, &env).unwrap();
         let url = URLS[me.0 as usize].to_owned();
@@ -320,7 +328,9 @@ fn pieces_under_a_stale_map_are_held_then_forwarded_and_each_is_used_once() {
     assert!(pieces_to(&sent, URLS[1], global).is_empty());
     assert_eq!(a.progress().iterations, iterations as u64);
 
-    let text = std::fs::read_to_string(dir.path().join("out/lr/part-00000")).unwrap();
+    // No controller commits here: the output is where the worker staged it.
+    let staged = mote_job_service::output::staged_key("lr", "stale", 0);
+    let text = std::fs::read_to_string(dir.path().join("out").join(staged)).unwrap();
     let got: Vec<f64> = text.lines().map(|l| l.parse().unwrap()).collect();
     let points = reference::generate_labelled_points(points, seed);
     let want = reference::logistic_regression(&points, iterations as u32, 1.0);

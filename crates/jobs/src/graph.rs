@@ -25,7 +25,7 @@ use crate::map::{PartitionKey, PartitionMap, WorkerId};
 use crate::program::{GroupId, Program, StageId, StageKind};
 use bytes::Bytes;
 use rustc_hash::FxHashMap;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 /// A task, by its slot and generation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -121,7 +121,11 @@ pub struct TaskGraph {
     /// By group: the indices this worker holds.
     held: Vec<Vec<u32>>,
     ready: VecDeque<TaskRef>,
-    gathers: FxHashMap<(u64, u32), TaskRef>,
+    /// Gathers still missing pieces, by occurrence and index: the task, and how many.
+    gathers: FxHashMap<(u64, u32), (TaskRef, u32)>,
+    /// How many gathers of each occurrence wait for pieces: the oldest bounds how far the
+    /// worker declares ahead (`oldest_waiting_gather`).
+    waiting_gathers: BTreeMap<u64, u32>,
     /// By occurrence, gather group and index.
     early: FxHashMap<(u64, GroupId, u32), EarlyPieces>,
     live: usize,
@@ -157,6 +161,7 @@ impl TaskGraph {
             held,
             ready: VecDeque::new(),
             gathers: FxHashMap::default(),
+            waiting_gathers: BTreeMap::new(),
             early: FxHashMap::default(),
             live: 0,
             deps: Vec::new(),
@@ -267,7 +272,9 @@ impl TaskGraph {
                     }
                     let task = self.spawn(view(TaskKind::Gather, *gather, to, index), sources);
                     self.link(task, &[], &stage.writes, index);
+                    let mut missing = sources;
                     if let Some(early) = self.early.remove(&(seq, to, index)) {
+                        missing -= early.len() as u32;
                         let t = &mut self.tasks[task.slot as usize];
                         t.waiting -= early.len() as u32;
                         t.inputs
@@ -278,11 +285,12 @@ impl TaskGraph {
                                 })
                             }));
                     }
-                    let t = &self.tasks[task.slot as usize];
-                    if t.waiting == 0 {
+                    if missing > 0 {
+                        self.gathers.insert((seq, index), (task, missing));
+                        *self.waiting_gathers.entry(seq).or_default() += 1;
+                    }
+                    if self.tasks[task.slot as usize].waiting == 0 {
                         self.ready.push_back(task);
-                    } else {
-                        self.gathers.insert((seq, index), task);
                     }
                 }
             }
@@ -464,13 +472,24 @@ impl TaskGraph {
         source: u32,
         data: Option<Bytes>,
     ) {
-        match self.gathers.get(&(seq, index)) {
-            Some(&task) => {
+        match self.gathers.get_mut(&(seq, index)) {
+            Some((task, missing)) => {
+                let task = *task;
+                *missing -= 1;
+                if *missing == 0 {
+                    // Its last piece: what it may still wait for is an earlier task here.
+                    self.gathers.remove(&(seq, index));
+                    if let Some(n) = self.waiting_gathers.get_mut(&seq) {
+                        *n -= 1;
+                        if *n == 0 {
+                            self.waiting_gathers.remove(&seq);
+                        }
+                    }
+                }
                 let t = &mut self.tasks[task.slot as usize];
                 t.inputs.extend(data.map(|data| Input { source, data }));
                 t.waiting -= 1;
                 if t.waiting == 0 {
-                    self.gathers.remove(&(seq, index));
                     self.ready.push_back(task);
                 }
             }
@@ -480,6 +499,13 @@ impl TaskGraph {
                 .or_default()
                 .push((source, data)),
         }
+    }
+
+    /// The oldest occurrence with a gather here still waiting for pieces from other workers:
+    /// a worker that declares far past it would hold ever more pieces for gathers that cannot
+    /// run yet, so it stops a bounded distance ahead.
+    pub fn oldest_waiting_gather(&self) -> Option<u64> {
+        self.waiting_gathers.keys().next().copied()
     }
 
     /// A load task's input.

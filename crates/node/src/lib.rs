@@ -29,21 +29,23 @@
 //!   calls wrote and why failing calls failed, each under its call's [`CallId`], written by the
 //!   ledger when the call settles, read and followed by the gateway.
 //! - `schedule`: what `GET /v1/node` shows ([`ScheduleSnapshot`]); [`NodeMetrics`]: the
-//!   Prometheus metrics; [`confine`]: the seccomp allow-list executor threads run under.
+//!   Prometheus metrics; [`confine`]: the seccomp allow-list executor threads run under;
+//!   [`priority`]: how threads other than the call executors give way to calls (object I/O, a
+//!   job's executors at their [`priority::JobShare`]).
 //!
 //! The [`Node`] (`node`) ties these together: its call path (`node::call`), control path
 //! (`node::control`) and what it reports (`node::status`); [`NodeConfig`] (`config`) sets it up.
 //!
 //! Modules depend one way; each uses only those on the lines above it (`#[cfg(test)]` modules
 //! aside, which may drive a module through a [`Node`]):
-//! - `activity`, `metrics`, `pending`, `quarantine`, `confine`: nothing
+//! - `activity`, `metrics`, `pending`, `quarantine`, `confine`, `priority`: nothing
 //! - `error` -> confine; `logs`, `resident` -> metrics
 //! - `registry` -> activity, error, logs, metrics, quarantine, resident
 //! - `ledger` -> error, logs, metrics, pending, registry
 //! - `executor` (`call` <- `preempt` <- `mod`) -> activity, confine, error, ledger, metrics,
 //!   pending, registry
 //! - `microtask` (`config` <- `gate` <- `pool` <- `http`) -> confine, error, executor, ledger,
-//!   metrics, registry
+//!   metrics, priority, registry
 //! - `schedule` -> microtask, pending, registry; `config` -> executor, logs, microtask
 //! - `node` (`mod` <- `call`, `control`, `status`) -> everything above
 
@@ -60,6 +62,7 @@ mod metrics;
 mod microtask;
 mod node;
 mod pending;
+pub mod priority;
 mod quarantine;
 mod registry;
 mod resident;
@@ -72,7 +75,7 @@ pub use executor::{Executors, ExecutorsConfig, PreemptConfig};
 pub use ledger::Reply;
 pub use logs::{
     CallId, DEFAULT_FUNCTION_LOG_BYTES, ENTRY_BYTES, EntryStream, FunctionLogs, LogEntry,
-    LogFollower, LogRing,
+    LogFollower, LogRing, Writer,
 };
 pub use metrics::{NodeMetrics, Outcome};
 pub use microtask::{ClassSnapshot, MicrotaskConfig, MicrotaskMode, Microtasks};

@@ -1,5 +1,5 @@
-//! Each function's log: the lines its calls wrote (`mote.log`, stderr) and how its failing
-//! calls failed, in a [`LogRing`] bounded in bytes, where the oldest entries go first. The
+//! Each function's log: the lines its calls (or a job's tasks) wrote (`mote.log`, stderr) and
+//! how its failing calls (or tasks) failed, in a [`LogRing`] bounded in bytes, where the oldest entries go first. The
 //! node's [`FunctionLogs`] holds one ring per deployed function, by name: a redeploy keeps the
 //! ring (its lines still explain the calls before it), removing the function drops it.
 //!
@@ -40,6 +40,26 @@ impl CallId {
     }
 }
 
+/// Who wrote an entry: a call, or a task of a job (the job function's log holds its tasks'
+/// lines and failures).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Writer {
+    /// A call, by its number.
+    Call(CallId),
+    /// A job's task, as the log shows it (`job ID, compute stage 0, partition 3`).
+    Task(Arc<str>),
+}
+
+impl Writer {
+    /// The writer as users see it: a call's `NODE-N`, or the task.
+    pub fn render(&self, node: &str) -> String {
+        match self {
+            Self::Call(call) => call.render(node),
+            Self::Task(task) => task.to_string(),
+        }
+    }
+}
+
 /// What an entry is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EntryStream {
@@ -66,8 +86,8 @@ pub struct LogEntry {
     pub seq: u64,
     /// When its call settled, in milliseconds since the Unix epoch.
     pub unix_ms: u64,
-    /// The call that wrote it.
-    pub call: CallId,
+    /// The call or task that wrote it.
+    pub call: Writer,
     /// What it is.
     pub stream: EntryStream,
     /// How its call ended.
@@ -178,12 +198,27 @@ impl LogRing {
         error: Option<String>,
         log: GuestLog,
     ) {
+        self.write(Writer::Call(call), outcome, error, log);
+    }
+
+    /// Writes what a job's task logged, and why it failed (`error`), if it did.
+    pub fn record_task(
+        &self,
+        task: Arc<str>,
+        outcome: Outcome,
+        error: Option<String>,
+        log: GuestLog,
+    ) {
+        self.write(Writer::Task(task), outcome, error, log);
+    }
+
+    fn write(&self, call: Writer, outcome: Outcome, error: Option<String>, log: GuestLog) {
         let unix_ms = now_ms();
         let dropped = log.dropped();
         let entry = |stream, text| LogEntry {
             seq: 0,
             unix_ms,
-            call,
+            call: call.clone(),
             stream,
             outcome,
             text,
@@ -338,7 +373,7 @@ mod tests {
         LogEntry {
             seq: 0,
             unix_ms: 0,
-            call: CallId(1),
+            call: Writer::Call(CallId(1)),
             stream: EntryStream::Guest(LogStream::Log),
             outcome: Outcome::Ok,
             text: text.to_owned(),
@@ -412,10 +447,13 @@ mod tests {
         assert_eq!((entries.len(), last), (2, 2));
         assert_eq!(entries[0].stream, EntryStream::Outcome);
         assert_eq!(entries[0].outcome, Outcome::Trap);
-        assert_eq!(entries[0].call, CallId(7));
+        assert_eq!(entries[0].call, Writer::Call(CallId(7)));
         assert_eq!(entries[0].text, "function trapped: unreachable");
         assert_eq!(entries[1].stream.as_str(), "stderr");
-        assert_eq!((entries[1].call, entries[1].seq), (CallId(8), 2));
+        assert_eq!(
+            (entries[1].call.clone(), entries[1].seq),
+            (Writer::Call(CallId(8)), 2)
+        );
     }
 
     #[tokio::test]

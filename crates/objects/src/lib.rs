@@ -200,10 +200,24 @@ impl Objects {
         }
     }
 
+    /// Moves the object `from` to `to` in `bucket`, replacing any object there: a rename in a
+    /// directory, a server-side copy and a delete in S3.
+    pub async fn rename(&self, bucket: &str, from: &str, to: &str) -> Result<(), ObjectError> {
+        let (store, source) = self.locate(bucket, from)?;
+        check_key(to)?;
+        let target = ObjectPath::from_iter(to.split('/'));
+        store
+            .rename(&source, &target)
+            .await
+            .map_err(|e| self.explain(e, bucket, Some(from)))
+    }
+
     /// Deletes every object whose key starts with `prefix` (a "directory", ending in `/`);
     /// returns how many. In a directory, files a writer killed mid-put left under it go too:
     /// a put is staged in a file beside its key and renamed into place, and listings skip the
-    /// staged files, so nothing else would ever remove them.
+    /// staged files, so nothing else would ever remove them. The directories left empty above
+    /// it go as well, up to the bucket's: S3 has no directories, and a job that cleans up
+    /// after itself should leave none behind.
     pub async fn delete_prefix(&self, bucket: &str, prefix: &str) -> Result<usize, ObjectError> {
         let mut deleted = 0;
         loop {
@@ -231,6 +245,13 @@ impl Objects {
                         key: Some(prefix.to_owned()),
                         reason: format!("cannot remove {}: {e}", path.display()),
                     });
+                }
+            }
+            // An ancestor that still holds something stays, and so do those above it.
+            let top = root.join(bucket);
+            for dir in path.ancestors().skip(1).take_while(|d| *d != top) {
+                if std::fs::remove_dir(dir).is_err() {
+                    break;
                 }
             }
         }
@@ -405,6 +426,42 @@ mod tests {
         let left = objects.list("bkt", "", 100).await.unwrap();
         assert_eq!(left.entries.len(), 1, "{left:?}");
         assert_eq!(objects.delete_prefix("bkt", "job/").await.unwrap(), 0);
+
+        // Directories left empty above the prefix go, up to the bucket; one that holds
+        // something stays.
+        for key in ["a/b/c/x", "a/y"] {
+            objects
+                .put("bkt", key, Bytes::from_static(b"x"))
+                .await
+                .unwrap();
+        }
+        assert_eq!(objects.delete_prefix("bkt", "a/b/c/").await.unwrap(), 1);
+        assert!(!dir.path().join("bkt/a/b").exists(), "a/b was left empty");
+        assert!(dir.path().join("bkt/a/y").exists(), "a holds y");
+        objects.delete("bkt", "a/y").await.unwrap();
+        objects.delete("bkt", "other/d").await.unwrap();
+        assert_eq!(objects.delete_prefix("bkt", "a/").await.unwrap(), 0);
+        assert!(dir.path().join("bkt").is_dir(), "the bucket stays");
+    }
+
+    #[tokio::test]
+    async fn a_rename_moves_the_object_and_replaces_the_target() {
+        let (_dir, objects) = directory();
+        for (key, body) in [("out/_temporary/1/part-0", "new"), ("out/part-0", "old")] {
+            objects.put("data", key, Bytes::from(body)).await.unwrap();
+        }
+        objects
+            .rename("data", "out/_temporary/1/part-0", "out/part-0")
+            .await
+            .unwrap();
+        assert_eq!(
+            &objects.get("data", "out/part-0", 10).await.unwrap()[..],
+            b"new"
+        );
+        let left = objects.list("data", "", 10).await.unwrap().entries;
+        assert_eq!(left.len(), 1, "{left:?}");
+        let e = objects.rename("data", "nothing", "x").await.unwrap_err();
+        assert!(e.to_string().contains("`nothing`"), "{e}");
     }
 
     #[tokio::test]

@@ -158,6 +158,27 @@ async fn objects_round_trip_through_a_real_s3_server() {
     objects.delete(bucket, "input/part-0").await.unwrap();
     let e = objects.get(bucket, "input/part-0", 10).await.unwrap_err();
     assert!(matches!(e, ObjectError::NoSuchKey { .. }), "{e:?}");
+
+    // A job's commit: a staged part renamed into place (a server-side copy and a delete).
+    objects
+        .put(
+            bucket,
+            "out/_temporary/7/part-00000",
+            Bytes::from_static(b"done\n"),
+        )
+        .await
+        .unwrap();
+    objects
+        .rename(bucket, "out/_temporary/7/part-00000", "out/part-00000")
+        .await
+        .unwrap();
+    let out = objects.list(bucket, "out/", 10).await.unwrap();
+    let out: Vec<_> = out.entries.iter().map(|e| e.key.as_str()).collect();
+    assert_eq!(out, ["out/part-00000"]);
+    assert_eq!(
+        &objects.get(bucket, "out/part-00000", 10).await.unwrap()[..],
+        b"done\n"
+    );
 }
 
 #[tokio::test]

@@ -4,6 +4,7 @@
 
 use crate::error::PlatformError;
 use mote_gateway::GatewayConfig;
+use mote_node::priority::JobShare;
 use mote_node::{ExecutorsConfig, MicrotaskConfig, MicrotaskMode, NodeConfig, PreemptConfig};
 use mote_objects::S3Endpoint;
 use mote_sched::Policy;
@@ -81,6 +82,8 @@ pub struct PlatformConfig {
     pub stop_timeout: Duration,
     /// Deploy the example functions at start-up ([`crate::examples`]).
     pub examples: bool,
+    /// What a job's executor threads keep of a core that calls want too.
+    pub job_share: JobShare,
 }
 
 impl PlatformConfig {
@@ -160,6 +163,7 @@ impl Default for PlatformConfig {
             homes: mote_cluster::PlacementConfig::default().homes,
             stop_timeout: Self::DEFAULT_STOP_TIMEOUT,
             examples: false,
+            job_share: JobShare::default(),
         }
     }
 }

@@ -265,11 +265,16 @@ impl Platform {
             node.clone(),
             Some(objects),
             Arc::new(ClusterWorkers(peers.clone())),
-            cores,
-            confine,
+            mote_job_service::JobThreads {
+                cores,
+                confine,
+                share: config.job_share,
+            },
             &security.access,
+            Some(mote_job_service::JobRecords::new(state.store.clone())),
         )
         .map_err(PlatformError::Jobs)?;
+        jobs.watch_records();
         tracing::info!(
             %addr,
             cores,

@@ -17,6 +17,12 @@ fn lr_on_stored_points_matches_the_reference() {
     // Three objects of 60, 50 and 40 points; the first has a blank line at its end.
     put_objects(&objects, "data", "train", &split_objects(&lines, &[60, 50]));
     put_objects(&objects, "results", "", &[]);
+    // Beside the input and inside it, what a directory's reader leaves out: a sibling whose
+    // name starts the same, a committed output's marker and a running job's staged part.
+    let junk = [("part-0", "not a point\n".to_owned())];
+    put_objects(&objects, "data", "train-old", &junk);
+    put_objects(&objects, "data", "train/_temporary/9-9", &junk);
+    put_objects(&objects, "data", "train", &[("_SUCCESS", String::new())]);
 
     let status = run_ok(
         &p,
@@ -25,7 +31,7 @@ fn lr_on_stored_points_matches_the_reference() {
             None,
             3,
             &[
-                ("input", "data/train/"),
+                ("input", "data/train"),
                 ("iterations", "7"),
                 ("step", "0.5"),
                 ("output", "results/lr"),

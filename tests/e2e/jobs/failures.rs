@@ -34,11 +34,13 @@ fn driver_job(driver: &str) -> Vec<u8> {
             (import "mote_job" "dataset" (func $dataset (param i32 i32 i32) (result i32)))
             (import "mote_job" "compute" (func $compute (param i32 i32 i32 i32 i32)))
             (import "mote_job" "load" (func $load (param i32 i32 i32 i32)))
+            (import "mote_job" "store" (func $store (param i32 i32 i32 i32)))
             (import "mote_job" "end" (func $end))
             (memory (export "memory") 1)
             (data (i32.const 0) "points")
             (data (i32.const 16) "total")
             (data (i32.const 32) "input")
+            (data (i32.const 48) "output")
             (func (export "mote_job_driver") {driver})
             (func (export "mote_job_task") (param i32 i32) (result i32) i32.const 0))"#
     ))
@@ -55,6 +57,165 @@ fn assert_mentions(error: &str, parts: &[&str]) {
     for part in parts {
         assert!(error.contains(part), "{part:?} is not in: {error}");
     }
+}
+
+/// A job module whose driver declares one partitioned dataset, `blocks`, and stores it under
+/// the argument `output` (function 1); `task` runs before each partition emits `blocks\n`, and
+/// may log `giving up` with `(call $log (i32.const 32) (i32.const 9))`.
+fn store_job(task: &str) -> Vec<u8> {
+    wasm(&format!(
+        r#"(module
+            (import "mote_job" "dataset" (func $dataset (param i32 i32 i32) (result i32)))
+            (import "mote_job" "store" (func $store (param i32 i32 i32 i32)))
+            (import "mote_job" "emit" (func $emit (param i32 i32 i32)))
+            (import "mote" "log" (func $log (param i32 i32)))
+            (memory (export "memory") 1)
+            (data (i32.const 0) "blocks\n")
+            (data (i32.const 16) "output")
+            (data (i32.const 32) "giving up")
+            (func (export "mote_job_driver")
+              (i32.store (i32.const 64) (call $dataset (i32.const 0) (i32.const 6) (i32.const 1)))
+              (call $store (i32.const 1) (i32.load (i32.const 64)) (i32.const 16) (i32.const 6)))
+            (func (export "mote_job_task") (param $func i32) (param $index i32) (result i32)
+              (local $i i32)
+              {task}
+              (call $emit (i32.const 0) (i32.const 0) (i32.const 7))
+              i32.const 0))"#
+    ))
+}
+
+#[test]
+fn a_job_commits_its_output_only_when_it_succeeds() {
+    let p = node();
+    let objects = objects_of(&p);
+    put_objects(&objects, "results", "", &[]);
+    // Partition 3 of 4 fails after a while, when the others have written their parts.
+    let fail_late = "(if (i32.eq (local.get $index) (i32.const 3)) (then
+        (loop $l
+          (local.set $i (i32.add (local.get $i) (i32.const 1)))
+          (br_if $l (i32.lt_u (local.get $i) (i32.const 50000000))))
+        (call $log (i32.const 32) (i32.const 9))
+        unreachable))";
+    p.deploy("fails", &store_job(fail_late), &DeployParams::default());
+    let error = run_failing(
+        &p,
+        &request("fails", None, 2, &[("output", "results/failed")]),
+    );
+    assert_mentions(
+        &error,
+        &["store stage", "partition 3 of", "unreachable", "giving up"],
+    );
+    // The task's line and its failure are in the job function's log, naming the task.
+    let mut log = wait(p.api().logs("fails", None, false));
+    let mut entries = Vec::new();
+    while let Some(entry) = wait(log.next_entry()) {
+        entries.push(entry);
+    }
+    let task = entries
+        .iter()
+        .find(|e| e.stream == "log")
+        .unwrap_or_else(|| panic!("no task's line in the log: {entries:?}"));
+    assert_eq!(task.text, "giving up", "{entries:?}");
+    assert_mentions(&task.call, &["job ", "store stage 0", "partition 3"]);
+    let failed = entries
+        .iter()
+        .find(|e| e.stream == "outcome")
+        .unwrap_or_else(|| panic!("no failure in the log: {entries:?}"));
+    assert_eq!(failed.outcome, "trap", "{entries:?}");
+    assert_mentions(&failed.text, &["partition 3 of", "unreachable"]);
+    let left: Vec<_> = std::fs::read_dir(objects.join("results"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "a failed job left output behind: {left:?}");
+
+    p.deploy("writes", &store_job(""), &DeployParams::default());
+    let s = run_ok(&p, &request("writes", None, 2, &[("output", "results/ok")]));
+    let mut committed: Vec<String> = std::fs::read_dir(objects.join("results/ok"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    committed.sort();
+    assert_eq!(
+        committed,
+        [
+            "_SUCCESS",
+            "part-00000",
+            "part-00001",
+            "part-00002",
+            "part-00003"
+        ],
+        "{s:?}"
+    );
+    let text = std::fs::read_to_string(objects.join("results/ok/part-00002")).unwrap();
+    assert_eq!(text, "blocks\n");
+}
+
+#[test]
+fn a_cancel_stops_running_tasks_at_once() {
+    let p = node();
+    // Two tasks that would spin for a minute, their budget.
+    p.deploy(
+        "forever",
+        &compute_job("(loop $l (br $l))"),
+        &DeployParams {
+            timeout_ms: Some(60_000),
+            ..Default::default()
+        },
+    );
+    let cpu = || mote_testbed::cpu_time::process_cpu(p.pid()).expect("the node's CPU time");
+    let busy = |over: Duration| {
+        let before = cpu();
+        std::thread::sleep(over);
+        cpu() - before
+    };
+    // What the node spends idle (its executors poll for calls), to tell the tasks' use from.
+    let idle = busy(Duration::from_secs(1));
+    let id = start(&p, &request("forever", None, 1, &[])).id;
+    let begun = Instant::now();
+    while busy(Duration::from_millis(500)) < idle / 2 + Duration::from_millis(600) {
+        assert!(begun.elapsed() < super::DEADLINE, "the tasks never ran");
+    }
+    // The job's threads give way to calls: they run at the default share's nice value.
+    let nice = job_threads_nice(p.pid());
+    assert!(
+        !nice.is_empty() && nice.iter().all(|n| *n == 10),
+        "the job's threads' nice values: {nice:?}"
+    );
+    let cancelled = wait(p.api().cancel_job(&id));
+    assert_eq!(cancelled.state, JobState::Cancelled, "{cancelled:?}");
+    std::thread::sleep(Duration::from_millis(200));
+    let after = busy(Duration::from_secs(1));
+    assert!(
+        after < idle + Duration::from_millis(300),
+        "the node spent {after:?} of CPU in the second after the cancel ({idle:?} idle): its tasks still run"
+    );
+    assert_serving_hello(&p);
+}
+
+/// The nice value of each of process `pid`'s job executor threads (`mote-job-N`).
+fn job_threads_nice(pid: u32) -> Vec<i64> {
+    let mut nice = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = task.unwrap().path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if !comm.starts_with("mote-job-") {
+            continue;
+        }
+        let stat = std::fs::read_to_string(dir.join("stat")).unwrap();
+        // Fields after the command's closing parenthesis start at field 3; nice is field 19.
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 1..]
+            .split_whitespace()
+            .collect();
+        nice.push(fields[19 - 3].parse().unwrap());
+    }
+    nice
+}
+
+/// Deploys `hello` and asserts it answers.
+fn assert_serving_hello(p: &Platform) {
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
+    assert_serving(p, "after");
 }
 
 #[test]
@@ -218,6 +379,19 @@ fn bad_job_requests_are_refused_with_the_reason() {
     let r = post(&request("loader", None, 1, &[]));
     assert_eq!(r.status, 400, "{}", r.text());
     assert_mentions(&r.error(), &["`input`", "was not given"]);
+    // A store to an argument the job was not given is refused before the job runs, not
+    // found at its end.
+    p.deploy(
+        "storer",
+        &driver_job(
+            "(i32.store (i32.const 64) (call $dataset (i32.const 0) (i32.const 6) (i32.const 1)))
+             (call $store (i32.const 1) (i32.load (i32.const 64)) (i32.const 48) (i32.const 6))",
+        ),
+        &DeployParams::default(),
+    );
+    let r = post(&request("storer", None, 1, &[]));
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_mentions(&r.error(), &["`output`", "was not given", "--arg output="]);
     // lr without input or generated points says what to give it.
     let r = post(&request("lr", None, 1, &[]));
     assert_eq!(r.status, 400, "{}", r.text());
@@ -306,4 +480,34 @@ fn bad_job_requests_are_refused_with_the_reason() {
     assert_eq!(started.function, "lr", "{started:?}");
     let status = wait_ended(&p, &started.id);
     assert_eq!(status.state, JobState::Succeeded, "{status:?}");
+
+    // Prefixes are directories: `lr2-old` beside `lr2`, and what a crashed job staged under
+    // it, are no committed output of `results/lr2`; the job commits beside the latter.
+    put_objects(
+        &objects,
+        "results",
+        "lr2-old",
+        &[("part-00000", "0.5\n".to_owned())],
+    );
+    put_objects(
+        &objects,
+        "results",
+        "lr2/_temporary/1-1",
+        &[("part-00000", "0.5\n".to_owned())],
+    );
+    let s = run_ok(
+        &p,
+        &request("lr", None, 1, &[generated[0], ("output", "results/lr2")]),
+    );
+    let out = objects.join("results/lr2");
+    assert!(out.join("_SUCCESS").is_file(), "{s:?}");
+    assert!(out.join("part-00000").is_file(), "{s:?}");
+    assert!(
+        out.join("_temporary/1-1/part-00000").is_file(),
+        "not this job's"
+    );
+    assert!(
+        !out.join("_temporary").join(&s.id).exists(),
+        "the job's staging is gone"
+    );
 }

@@ -44,7 +44,8 @@ fn put_objects(objects: &Path, bucket: &str, prefix: &str, files: &[(&str, Strin
     }
 }
 
-/// The job's output under `bucket/prefix`: its `part-*` objects, concatenated in key order.
+/// The job's committed output under `bucket/prefix`: its `part-*` objects, concatenated in key
+/// order, beside the `_SUCCESS` marker a committed output carries.
 fn output(objects: &Path, bucket: &str, prefix: &str) -> String {
     let dir = objects.join(bucket).join(prefix);
     let mut parts: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -57,11 +58,14 @@ fn output(objects: &Path, bucket: &str, prefix: &str) -> String {
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
     assert!(
-        !names.is_empty() && names.iter().all(|n| n.starts_with("part-")),
+        names.iter().any(|n| n == "_SUCCESS")
+            && names.iter().any(|n| n.starts_with("part-"))
+            && names.iter().all(|n| n == "_SUCCESS" || n.starts_with("part-")),
         "the output holds {names:?}"
     );
     parts
         .iter()
+        .filter(|p| p.file_name().is_some_and(|n| n != "_SUCCESS"))
         .map(|p| std::fs::read_to_string(p).unwrap())
         .collect()
 }

@@ -122,7 +122,13 @@ fn a_killed_worker_is_replaced_from_the_snapshot_and_rejoins_once_restarted() {
     let reason = &restore.reason;
     assert!(
         reason.contains("n3")
-            && (reason.contains("could not be reached") || reason.contains("has not reported")),
+            && [
+                "could not be reached",
+                "has not reported",
+                "left the cluster"
+            ]
+            .iter()
+            .any(|why| reason.contains(why)),
         "{s:?}"
     );
     assert!(restore.iteration <= killed_at + 10, "{s:?}");
@@ -160,7 +166,97 @@ fn a_killed_worker_is_replaced_from_the_snapshot_and_rejoins_once_restarted() {
         Vec::<String>::new(),
         "{s:?}"
     );
+    assert!(
+        !cluster.objects.join("snapshots/jobs").exists(),
+        "the snapshots' directories are gone too"
+    );
     assert_eq!(s.snapshots_left, None, "{s:?}");
+}
+
+#[test]
+fn a_killed_controller_is_taken_over_and_the_job_ends_as_an_undisturbed_one() {
+    let mut cluster = Cluster::start(3);
+    cluster.deploy("lr", mote_guests::LR.wasm);
+    put_objects(&cluster.objects, "results", "", &[]);
+    put_objects(&cluster.objects, "snapshots", "", &[]);
+    let (points, iterations) = (600, 2500);
+    let request = RunRequest {
+        snapshot_every: Some(10),
+        snapshot_to: Some("snapshots/jobs".to_owned()),
+        rebalance: Some(false),
+        ..lr_request(points, iterations, 3)
+    };
+    let id = start(&cluster.nodes[0], &request).id;
+    wait_status(&cluster.nodes[0], &id, "a complete snapshot", |s| {
+        complete_snapshots(s) > 0 && s.iteration >= 30
+    });
+    // Every node lists the job and shows it, from its record in the store.
+    let shown = wait_status(&cluster.nodes[2], &id, "n3 to show the job", |s| {
+        s.controller == "n1" && s.iteration > 0
+    });
+    assert_eq!(shown.function, "lr", "{shown:?}");
+    let listed = crate::platform::wait(cluster.nodes[1].api().jobs());
+    assert!(listed.iter().any(|j| j.id == id), "{listed:?}");
+
+    // SIGKILL the controller's node: n2, the first live worker by name, takes the job over
+    // from its record and the last complete snapshot.
+    let killed = Instant::now();
+    cluster.kill(1);
+    let s = wait_status(&cluster.nodes[0], &id, "the takeover", |s| {
+        s.controller == "n2" && s.restores.first().is_some_and(|r| r.ms.is_some())
+    });
+    eprintln!(
+        "from the kill to running again under n2: {:.1} s",
+        killed.elapsed().as_secs_f64()
+    );
+    assert!(
+        s.restores[0]
+            .reason
+            .contains("the controller's node n1 left the cluster"),
+        "{s:?}"
+    );
+    assert!(!s.workers[0].live, "n1 is gone: {s:?}");
+    let s = wait_ended(&cluster.nodes[0], &id);
+    assert_eq!(s.state, JobState::Succeeded, "{s:?}");
+    assert_lr_output(
+        &cluster,
+        points,
+        iterations,
+        "weights after the controller's loss",
+    );
+    assert!(
+        cluster.objects.join("results/lr/_SUCCESS").is_file(),
+        "the new controller committed the output"
+    );
+    // And the other node sees it ended, from the record.
+    let s = wait_status(&cluster.nodes[1], &id, "n3 to see the end", |s| {
+        s.state != JobState::Running
+    });
+    assert_eq!(s.state, JobState::Succeeded, "{s:?}");
+}
+
+#[test]
+fn a_job_whose_controller_restarted_without_snapshots_fails_saying_so() {
+    let mut cluster = Cluster::start(1);
+    cluster.deploy("busy", mote_guests::BUSY.wasm);
+    let id = start(
+        &cluster.nodes[0],
+        &request("busy", None, 1, &[("stages", "100000000")]),
+    )
+    .id;
+    wait_status(&cluster.nodes[0], &id, "a recorded task", |s| s.tasks > 0);
+    // Long enough for the record to show the tasks: it is written once a second.
+    std::thread::sleep(Duration::from_millis(1500));
+    cluster.kill(1);
+    cluster.restart(1);
+    let s = wait_ended(&cluster.nodes[0], &id);
+    assert_eq!(s.state, JobState::Failed, "{s:?}");
+    let error = s.error.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("the controller's node n1 restarted")
+            && error.contains("no snapshots to fall back to"),
+        "{s:?}"
+    );
 }
 
 /// Processes that keep one core busy, killed when dropped.

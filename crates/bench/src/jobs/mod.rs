@@ -16,7 +16,8 @@
 //! 4. The paper's Figure 8: LR iteration time and task rate against partitions per core.
 //! 5. Two 1-core workers sharing a store against one: LR iteration time and `busy` task rate.
 //!
-//! `--recovery` runs [`recovery`] instead: slow and lost workers.
+//! `--recovery` runs [`recovery`] instead: slow and lost workers; `--sharing` runs [`sharing`]:
+//! calls and a job on one node's cores.
 //!
 //! Its modules: `figures` holds what is measured and the floors, `nodes` the `mote up` processes
 //! and the jobs sent to them, `points` the LR input, `report` the tables and plots; this file
@@ -27,6 +28,7 @@ mod nodes;
 pub mod points;
 pub mod recovery;
 mod report;
+pub mod sharing;
 
 pub use figures::{
     FLOOR_OVER_PEERS, FLOOR_SPARK_LR, FLOOR_TASKS_PER_S_PER_CORE, JobsReport, LrPoint, Machine,

@@ -6,7 +6,8 @@
 //!    loops start on the second node's core. The iteration time over the run, sampled from the
 //!    job's status, with rebalancing on and off (the runs alternate).
 //! 2. Recovery: `lr` on three nodes with a snapshot every 10 iterations; the third node is
-//!    killed (SIGKILL). From the kill to the controller's restore decision (detection), the
+//!    killed (SIGKILL), or the first, the job's controller (the second takes the job over from
+//!    its record). From the kill to the (new) controller's restore decision (detection), the
 //!    restore itself (every worker loading its partitions), and from the kill until the
 //!    iteration count passes the snapshot's again (running again).
 //! 3. Snapshot cost: `lr` on two nodes with a snapshot every iteration against none, runs of 2
@@ -102,10 +103,12 @@ pub struct SlowdownRun {
     pub migrations: Vec<MigrationStatus>,
 }
 
-/// One kill of a worker.
+/// One kill of a worker, or of the controller's node.
 #[derive(Clone, Debug, Serialize)]
 pub struct RecoveryRun {
-    /// From the kill to the controller's decision to restore, ms.
+    /// What was killed: `worker n3`, or `controller n1` (then n2 takes the job over).
+    pub killed: String,
+    /// From the kill to the (new) controller's decision to restore, ms.
     pub detect_ms: f64,
     /// The restore: every remaining worker loading its partitions from the snapshot, ms.
     pub restore_ms: f64,
@@ -164,6 +167,8 @@ pub struct RecoveryReport {
 /// and a client of `n1`'s API, the controller of every job.
 struct Nodes {
     api: NodeApi,
+    /// A client of `n2`'s API, once `n1` is gone.
+    second: Option<NodeApi>,
     nodes: Vec<Option<Served>>,
     _store: Served,
     _dir: tempfile::TempDir,
@@ -208,6 +213,7 @@ impl Nodes {
         }
         Ok(Self {
             api,
+            second: None,
             nodes,
             _store: store,
             _dir: dir,
@@ -365,7 +371,9 @@ fn slowdown(config: &RecoveryConfig, rebalance: bool) -> anyhow::Result<Slowdown
     })
 }
 
-fn recovery(config: &RecoveryConfig) -> anyhow::Result<RecoveryRun> {
+/// Kills the third worker's node, or with `controller` the first's, which controls the job;
+/// then the second node, the first live worker by name, takes it over.
+fn recovery(config: &RecoveryConfig, controller: bool) -> anyhow::Result<RecoveryRun> {
     let mut nodes = Nodes::start(&config.mote, 3)?;
     let job = RunRequest {
         snapshot_every: Some(10),
@@ -384,23 +392,41 @@ fn recovery(config: &RecoveryConfig) -> anyhow::Result<RecoveryRun> {
     let killed_at_iteration = s.iteration;
     let elapsed_at_sample = s.elapsed_ms as f64;
     let killed = Instant::now();
-    nodes.nodes[2] = None;
+    let (victim, api) = match controller {
+        false => {
+            nodes.nodes[2] = None;
+            ("worker n3", &nodes.api)
+        }
+        true => {
+            nodes.nodes[0] = None;
+            nodes.second = Some(NodeApi::new(
+                nodes.nodes[1].as_ref().expect("n2 runs").url(),
+            )?);
+            ("controller n1", nodes.second.as_ref().expect("just made"))
+        }
+    };
     let kill_ms = elapsed_at_sample + (killed - sampled).as_secs_f64() * 1000.0;
-    let s = wait(&nodes.api, &id, "the restore", |s| {
-        s.restores.first().is_some_and(|r| r.ms.is_some())
+    let s = wait(api, &id, "the restore", |s| {
+        s.restores.first().is_some_and(|r| r.ms.is_some()) && (!controller || s.controller == "n2")
     })?;
     let restore = s.restores[0].clone();
+    // A job taken over counts its time anew from the takeover, where the restore is decided.
+    let detect_ms = match controller {
+        false => restore.at_ms as f64 - kill_ms,
+        true => {
+            let since_takeover = s.elapsed_ms as f64 - restore.at_ms as f64;
+            killed.elapsed().as_secs_f64() * 1000.0 - since_takeover
+        }
+    };
     let restored_iteration = restore.iteration;
-    wait(
-        &nodes.api,
-        &id,
-        "the iterations to pass the snapshot's",
-        |s| s.iteration > restored_iteration,
-    )?;
+    wait(api, &id, "the iterations to pass the snapshot's", |s| {
+        s.iteration > restored_iteration
+    })?;
     let running_again_ms = killed.elapsed().as_secs_f64() * 1000.0;
-    cancel(&nodes.api, &id)?;
+    cancel(api, &id)?;
     Ok(RecoveryRun {
-        detect_ms: restore.at_ms as f64 - kill_ms,
+        killed: victim.to_owned(),
+        detect_ms,
         restore_ms: restore.ms.map_or(f64::NAN, |ms| ms as f64),
         running_again_ms,
         killed_at_iteration,
@@ -495,12 +521,14 @@ pub fn run(
     }
     let mut kills = Vec::new();
     for _ in 0..config.reps {
-        let run = recovery(config)?;
-        progress(&format!(
-            "kill: detected after {:.0} ms, restored in {:.0} ms, running again after {:.0} ms ({})",
-            run.detect_ms, run.restore_ms, run.running_again_ms, run.reason
-        ));
-        kills.push(run);
+        for controller in [false, true] {
+            let run = recovery(config, controller)?;
+            progress(&format!(
+                "kill of {}: detected after {:.0} ms, restored in {:.0} ms, running again after {:.0} ms ({})",
+                run.killed, run.detect_ms, run.restore_ms, run.running_again_ms, run.reason
+            ));
+            kills.push(run);
+        }
     }
     let snapshot = snapshot_cost(config)?;
     progress(&format!(
@@ -553,17 +581,22 @@ impl RecoveryReport {
                 moves.join(", ")
             ));
         }
-        t.push_str("\n| kill | detected after, ms | restore, ms | running again after, ms | killed at iteration | rolled back to | how |\n|---|---|---|---|---|---|---|\n");
+        t.push_str("\n| kill | of | detected after, ms | restore, ms | running again after, ms | killed at iteration | rolled back to | how |\n|---|---|---|---|---|---|---|---|\n");
         for (n, r) in self.recovery.iter().enumerate() {
             t.push_str(&format!(
-                "| {} | {:.0} | {:.0} | {:.0} | {} | {} | {} |\n",
+                "| {} | {} | {:.0} | {:.0} | {:.0} | {} | {} | {} |\n",
                 n + 1,
+                r.killed,
                 r.detect_ms,
                 r.restore_ms,
                 r.running_again_ms,
                 r.killed_at_iteration,
                 r.restored_iteration,
-                if r.reason.contains("has not reported") {
+                if r.reason.contains("the controller's node") {
+                    "its lease expired; n2 took the job over"
+                } else if r.reason.contains("left the cluster") {
+                    "its lease expired"
+                } else if r.reason.contains("has not reported") {
                     "silent for 3 s"
                 } else if r.reason.contains("could not be reached") {
                     "a peer could not reach it"

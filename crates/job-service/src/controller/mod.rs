@@ -1,47 +1,66 @@
 //! A job's controller (section 3.3), on the node `mote job run` talked to. It chose the workers
 //! and computed the partition map before the job started; afterwards it schedules no task but
-//! keeps the job balanced and alive:
+//! keeps the job balanced and alive. Every decision is `mote_jobs::Supervisor`'s, which does no
+//! I/O: the controller feeds it what it hears (the workers' reports, a look at the job four
+//! times a second with the nodes whose leases are alive, a user's cancel, how each order went)
+//! and carries out the actions it answers (`act`). What it decides, in short:
 //!
-//! - **Load**: workers report four times a second, with the guest time each partition took.
-//!   Once a second the controller compares the workers' time per partition; when one is
-//!   markedly slower (`watch::SLOWER`) two seconds in a row, it moves partitions to even the time out
-//!   (`PartitionMap::rebalance`, index by index so co-partitioned data stays together): the
-//!   destination is made ready first, then the source sends them (`mote_jobs::Handoffs`), and
-//!   the map changes, for every worker, when the destination reports them arrived.
+//! - **Load**: partitions move off a worker markedly slower than the fastest two windows in a
+//!   row, destination first; the map changes, for every worker, when they arrive.
 //! - **Snapshots**: with `--snapshot-every N`, workers store their partitions' images at every
 //!   N-th iteration's barrier; a snapshot is complete when every partition is stored, and then
 //!   the ones before it are deleted.
-//! - **Failures**: a worker that falls silent or that another cannot reach is gone. Its
-//!   partitions go to the others and every worker rolls back to the last complete snapshot (a
-//!   new generation); with no snapshot the job fails, saying so. A gone worker whose node is
-//!   live again takes partitions at the next complete snapshot.
+//! - **Failures**: a worker whose node's lease expired, that fell silent, or that another
+//!   cannot reach is gone. Every other worker rolls back to the last complete snapshot (a new
+//!   generation); with no snapshot the job fails, saying so. A gone worker whose node is live
+//!   again takes partitions at the next complete snapshot.
 //!
-//! When the job ends its snapshots are deleted; if they cannot be, the status says where they
-//! are.
-//!
-//! This module takes reports and carries out what they lead to; `watch` looks at the job four
-//! times a second (silence, rejoins, moves), `snapshots` completes snapshots and restores from
-//! them, `state` is what the controller keeps under its lock, and `status` what the API shows.
+//! When the job ends its snapshots are deleted (if they cannot be, the status says where they
+//! are), and its output is committed if it succeeded, deleted if not (`crate::output`).
+//! `status` turns the supervision into what the API shows.
 
-mod snapshots;
-mod state;
-mod watch;
+mod act;
+mod status;
 
 pub use mote_api::{
     JobState, JobStatus, MigrationStatus, RestoreStatus, SnapshotState, SnapshotStatus,
     WorkerStatus,
 };
 
+use crate::output::Output;
+use crate::record::{JobRecord, JobRecords, RecordedWorker};
 use crate::request::ClusterNodes;
 use crate::transport::Transport;
-use mote_jobs::PartitionMap;
-use mote_jobs::message::{Envelope, JobSpec, Progress, Report};
+use mote_jobs::message::{JobSpec, Report};
+use mote_jobs::supervisor::{Action, LiveNode, LiveNodes, Resumable, SetupError, WorkerSetup};
+use mote_jobs::{Supervisor, WorkerId};
 use mote_objects::Objects;
 use parking_lot::Mutex;
-use state::{Action, Inner, Sample};
-use std::collections::BTreeMap;
+use status::Shown;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How often the controller looks at its job.
+const LOOK: Duration = Duration::from_millis(250);
+
+/// How often a running job's record is written at least, for the status other nodes show.
+const SAVE_EVERY: Duration = Duration::from_secs(1);
+
+/// The nodes whose leases are alive, draining and unreachable ones too: a worker (or a
+/// controller) whose node is not among them left the cluster.
+pub(crate) fn live_nodes(cluster: &dyn ClusterNodes) -> LiveNodes {
+    LiveNodes {
+        nodes: cluster
+            .live()
+            .into_iter()
+            .map(|n| LiveNode {
+                name: n.name,
+                url: n.url,
+            })
+            .collect(),
+    }
+}
 
 /// What a controller needs beyond its workers and map.
 pub struct ControllerSetup {
@@ -50,109 +69,132 @@ pub struct ControllerSetup {
     pub spec: JobSpec,
     /// Whether to move partitions off slow workers.
     pub rebalance: bool,
-    /// The node's object storage, where snapshots are.
+    /// The node's object storage, where snapshots and output are.
     pub objects: Option<Arc<Objects>>,
-    /// The cluster's live nodes, where gone workers come back.
+    /// The job's outputs, committed when it succeeds and deleted otherwise.
+    pub outputs: Vec<Output>,
+    /// The cluster's nodes: where gone workers come back, and whose leases say who is alive.
     pub cluster: Arc<dyn ClusterNodes>,
+    /// Where the job's record goes, when the node has a store.
+    pub records: Option<JobRecords>,
+    /// This node's name, which the record names as the controller's.
+    pub me: String,
 }
 
 /// One job's controller.
 pub struct Controller {
     id: String,
-    status: Mutex<Inner>,
+    job: Mutex<Job>,
+    /// Another node took the job over: this one acts no more.
+    stood_down: AtomicBool,
     transport: Arc<dyn Transport>,
     setup: ControllerSetup,
 }
 
+/// What the controller keeps under its lock: the supervision, and what the status shows beside
+/// it.
+struct Job {
+    supervisor: Supervisor,
+    shown: Shown,
+    /// What the record last written resumes from, and when it was written.
+    saved: Option<(Resumable, Instant)>,
+}
+
 impl Controller {
-    /// The controller of a job about to start on `workers` (name, URL, cores) with `map`.
+    /// The controller of a job of `partitions` about to start on `workers` (name, URL, cores),
+    /// in the order its spec lists them.
     pub fn new(
         partitions: u32,
         workers: &[(String, String, u32)],
-        map: &PartitionMap,
+        transport: Arc<dyn Transport>,
+        setup: ControllerSetup,
+    ) -> Result<Arc<Self>, SetupError> {
+        let now = Instant::now();
+        let setups = workers
+            .iter()
+            .map(|(name, url, cores)| WorkerSetup {
+                name: name.clone(),
+                url: url.clone(),
+                cores: *cores,
+            })
+            .collect();
+        let supervisor = Supervisor::new(now, setup.spec.clone(), setups, setup.rebalance)?;
+        let shown = Shown::new(now, partitions, workers.len(), None);
+        Ok(Self::made(supervisor, shown, transport, setup))
+    }
+
+    /// Takes over the job `record` keeps, whose controller is gone (`reason` says how): the
+    /// controller, and what to carry out with [`Controller::resume`].
+    pub fn take_over(
+        record: JobRecord,
+        transport: Arc<dyn Transport>,
+        setup: ControllerSetup,
+        reason: String,
+    ) -> Result<(Arc<Self>, Vec<Action>), SetupError> {
+        let now = Instant::now();
+        let nodes = live_nodes(setup.cluster.as_ref());
+        let workers = record
+            .workers
+            .iter()
+            .map(|w| WorkerSetup {
+                name: w.name.clone(),
+                url: w.url.clone(),
+                cores: w.cores,
+            })
+            .collect();
+        let (supervisor, actions) = Supervisor::take_over(
+            now,
+            setup.spec.clone(),
+            workers,
+            setup.rebalance,
+            record.resumable,
+            &nodes,
+            reason,
+        )?;
+        let shown = Shown::new(
+            now,
+            record.status.partitions,
+            record.workers.len(),
+            Some(record.status.started_ms),
+        );
+        Ok((Self::made(supervisor, shown, transport, setup), actions))
+    }
+
+    fn made(
+        supervisor: Supervisor,
+        shown: Shown,
         transport: Arc<dyn Transport>,
         setup: ControllerSetup,
     ) -> Arc<Self> {
-        let now = Instant::now();
-        let started_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        let plan = setup.spec.snapshots.clone();
-        let keys = (0..map.groups())
-            .map(|g| map.size(mote_jobs::GroupId(g as u16)) as usize)
-            .sum();
-        let mut inner = Inner {
-            status: JobStatus {
-                id: setup.spec.id.clone(),
-                function: setup.spec.function.clone(),
-                state: JobState::Running,
-                error: None,
-                partitions,
-                iteration: 0,
-                tasks: 0,
-                tasks_per_s: 0.0,
-                elapsed_ms: 0,
-                started_ms,
-                task_us: 0,
-                scheduling_us: 0,
-                generation: 0,
-                rebalance: setup.rebalance,
-                snapshot_to: plan.as_ref().map(|p| format!("{}/{}", p.bucket, p.prefix)),
-                snapshot_every: plan.as_ref().map(|p| p.every),
-                snapshots_left: None,
-                workers: workers
-                    .iter()
-                    .map(|(name, url, cores)| WorkerStatus {
-                        name: name.clone(),
-                        url: url.clone(),
-                        cores: *cores,
-                        live: true,
-                        partitions: 0,
-                        holds: String::new(),
-                        tasks: 0,
-                        tasks_per_s: None,
-                        idle_share: None,
-                        scheduling_share: 0.0,
-                        done: false,
-                    })
-                    .collect(),
-                migrations: Vec::new(),
-                older_migrations: 0,
-                snapshots: Vec::new(),
-                older_snapshots: 0,
-                restores: Vec::new(),
-            },
-            progress: vec![Progress::default(); workers.len()],
-            heard: vec![now; workers.len()],
-            started: now,
-            ended: None,
-            sample: (now, 0),
-            map: map.clone(),
-            generation: 0,
-            live: vec![true; workers.len()],
-            rates: vec![Sample::default(); workers.len()],
-            window: vec![Sample::default(); workers.len()],
-            window_at: now,
-            moving: Vec::new(),
-            settled: now,
-            snapshots: BTreeMap::new(),
-            complete: None,
-            restoring: false,
-            joining: Vec::new(),
-            keys,
-            slower: None,
-        };
-        inner.refresh_holdings();
         Arc::new(Self {
             id: setup.spec.id.clone(),
-            status: Mutex::new(inner),
+            job: Mutex::new(Job {
+                supervisor,
+                shown,
+                saved: None,
+            }),
+            stood_down: AtomicBool::new(false),
             transport,
             setup,
         })
     }
 
-    fn lock(&self) -> parking_lot::MutexGuard<'_, Inner> {
-        self.status.lock()
+    /// Carries out what a takeover answered, once the workers the job had are stopped (the
+    /// old controller's may still run), and watches the job from then on.
+    pub async fn resume(self: &Arc<Self>, actions: Vec<Action>) {
+        let urls: Vec<String> = {
+            let job = self.job.lock();
+            job.supervisor
+                .workers()
+                .iter()
+                .map(|w| w.url.clone())
+                .collect()
+        };
+        let stops = urls.iter().map(|url| self.transport.stop(url, &self.id));
+        futures_util::future::join_all(stops).await;
+        self.save().await;
+        self.carry_out(actions).await;
+        self.watch();
     }
 
     /// The job's id.
@@ -160,258 +202,183 @@ impl Controller {
         &self.id
     }
 
-    /// The job's status now.
-    pub fn status(&self) -> JobStatus {
-        let mut inner = self.lock();
-        let now = Instant::now();
-        let end = inner.ended.unwrap_or(now);
-        inner.status.elapsed_ms = (end - inner.started).as_millis() as u64;
-        let tasks = inner.status.tasks;
-        if inner.ended.is_some() {
-            let secs = (end - inner.started).as_secs_f64().max(1e-6);
-            inner.status.tasks_per_s = tasks as f64 / secs;
-        } else if now - inner.sample.0 >= Duration::from_millis(900) {
-            let secs = (now - inner.sample.0).as_secs_f64();
-            inner.status.tasks_per_s = tasks.saturating_sub(inner.sample.1) as f64 / secs;
-            inner.sample = (now, tasks);
-        }
-        inner.status.clone()
-    }
-
     /// Every worker runs: the job's clock starts now, after each compiled the module and
     /// instantiated its partitions.
     pub fn running(&self) {
-        let mut inner = self.lock();
         let now = Instant::now();
-        inner.started = now;
-        inner.sample = (now, 0);
-        inner.window_at = now;
-        inner.settled = now;
-        inner.heard.iter_mut().for_each(|h| *h = now);
+        let mut job = self.job.lock();
+        job.supervisor.running(now);
+        job.shown.running(now);
     }
 
-    /// Whether it ended.
+    /// Whether it ended, and the status shows how: the workers were stopped and the snapshots
+    /// deleted.
     pub fn ended(&self) -> bool {
-        self.lock().status.state != JobState::Running
+        self.job.lock().shown.ended()
     }
 
-    /// Whether it ended or is ending: `end` stops the workers before the state changes, so a
-    /// worker may be gone while the job still reads as running.
+    /// Whether it ended or is ending: the workers are stopped before the status shows the end,
+    /// so a worker may be gone while the job still reads as running.
     pub fn ending(&self) -> bool {
-        let inner = self.lock();
-        inner.ended.is_some() || inner.status.state != JobState::Running
+        self.job.lock().supervisor.outcome().is_some()
     }
 
     /// A worker's report.
     pub async fn report(self: &Arc<Self>, report: Report) {
-        let progress = report.progress().clone();
-        let w = progress.worker.0 as usize;
-        let action = {
-            let mut inner = self.lock();
-            if w >= inner.progress.len()
-                || inner.status.state != JobState::Running
-                || inner.ended.is_some()
-                || progress.generation != inner.generation
-                || !inner.live[w]
-            {
-                return;
-            }
-            inner.heard[w] = Instant::now();
-            self.take_progress(&mut inner, progress);
-            match report {
-                Report::Progress(_) => Action::None,
-                Report::Done(_) => {
-                    inner.status.workers[w].done = true;
-                    let live = inner.live.clone();
-                    let all = inner
-                        .status
-                        .workers
-                        .iter()
-                        .zip(&live)
-                        .all(|(s, live)| s.done || !live);
-                    if all {
-                        Action::End(JobState::Succeeded, None)
-                    } else {
-                        Action::None
-                    }
-                }
-                Report::Failed { error, .. } => {
-                    let name = inner.status.workers[w].name.clone();
-                    Action::End(JobState::Failed, Some(format!("on worker {name}: {error}")))
-                }
-                Report::Snapshotted {
-                    iteration,
-                    keys,
-                    bytes,
-                    write_us,
-                    cursor,
-                    error,
-                    ..
-                } => self.snapshotted(&mut inner, iteration, keys, bytes, write_us, cursor, error),
-                Report::Arrived { entries, bytes, .. } => self.arrived(&mut inner, entries, bytes),
-                Report::Unreachable { peer, error, .. } => {
-                    let p = peer.0 as usize;
-                    if p < inner.live.len() && inner.live[p] {
-                        let (name, by) = (
-                            inner.status.workers[p].name.clone(),
-                            inner.status.workers[w].name.clone(),
-                        );
-                        Action::Recover(
-                            vec![peer],
-                            format!("worker {name} could not be reached by worker {by}: {error}"),
-                        )
-                    } else {
-                        Action::None
-                    }
-                }
-            }
-        };
-        self.act(action).await;
-    }
-
-    fn take_progress(&self, inner: &mut Inner, progress: Progress) {
-        let w = progress.worker.0 as usize;
-        let busy = progress.task_us + progress.scheduling_us;
-        let rate = &inner.rates[w];
-        let dt = progress.wall_us.saturating_sub(rate.wall_us);
-        if dt >= 900_000 || rate.wall_us > progress.wall_us {
-            let now = Sample::of(&progress);
-            let worker = &mut inner.status.workers[w];
-            let rates = rate.rates_to(&now, progress.cores);
-            worker.tasks_per_s = rates.map(|r| r.tasks_per_s);
-            worker.idle_share = rates.map(|r| r.idle_share);
-            inner.rates[w] = now;
+        if self.stood_down() {
+            return;
         }
-        let worker = &mut inner.status.workers[w];
-        worker.tasks = progress.tasks;
-        worker.scheduling_share = progress.scheduling_us as f64 / busy.max(1) as f64;
-        inner.progress[w] = progress;
-        let live = inner.live.clone();
-        let sum = |all: &[Progress], f: fn(&Progress) -> u64| all.iter().map(f).sum::<u64>();
-        inner.status.tasks = sum(&inner.progress, |p| p.tasks);
-        inner.status.task_us = sum(&inner.progress, |p| p.task_us);
-        inner.status.scheduling_us = sum(&inner.progress, |p| p.scheduling_us);
-        inner.status.iteration = inner
-            .progress
-            .iter()
-            .zip(&live)
-            .filter(|(_, l)| **l)
-            .map(|(p, _)| p.iterations)
-            .min()
-            .unwrap_or(0);
+        let worker = report.progress().worker;
+        let actions = {
+            let mut job = self.job.lock();
+            let job = &mut *job;
+            let actions = job.supervisor.on_report(Instant::now(), report);
+            // The status's rates follow the progress the supervisor took: a report it dropped
+            // left that unchanged.
+            if let Some(w) = job.supervisor.workers().get(worker.0 as usize) {
+                job.shown.sample(worker, &w.progress);
+            }
+            actions
+        };
+        self.carry_out(actions).await;
     }
 
-    async fn act(self: &Arc<Self>, action: Action) {
-        match action {
-            Action::None => {}
-            Action::End(state, error) => self.end(state, error).await,
-            Action::Broadcast(message) => {
-                let (targets, generation) = self.targets();
-                let envelope = Envelope {
-                    generation,
-                    message,
-                };
-                for url in targets {
-                    if let Err(e) = self.transport.message(&url, &self.id, &envelope).await {
-                        tracing::debug!(job = self.id, error = %e, "a map update was not taken");
-                    }
-                }
-            }
-            Action::Recover(gone, reason) => self.restore(gone, Vec::new(), reason).await,
-            Action::Join(joining, stale) => {
-                self.delete_snapshots(stale).await;
-                // The cluster's view may still list a node that died (until its lease
-                // expires): only a node that answers rejoins. Asking it to stop the job's
-                // worker is the probe, and clears what a cut-off worker left there.
-                let mut back = Vec::new();
-                for w in joining {
-                    let url = self.lock().status.workers[w.0 as usize].url.clone();
-                    match self.transport.stop(&url, &self.id).await {
-                        Ok(()) => back.push(w),
-                        Err(e) if e.refused => back.push(w),
-                        Err(_) => {}
-                    }
-                }
-                if back.is_empty() {
+    /// Looks at the job four times a second until it ended: workers gone (silent, or their
+    /// nodes' leases expired), workers back, and slow ones.
+    pub fn watch(self: &Arc<Self>) {
+        let controller = self.clone();
+        tokio::spawn(async move {
+            let mut look = tokio::time::interval(LOOK);
+            loop {
+                look.tick().await;
+                if controller.ending() {
                     return;
                 }
-                let names: Vec<String> = {
-                    let inner = self.lock();
-                    back.iter()
-                        .map(|w| inner.status.workers[w.0 as usize].name.clone())
-                        .collect()
-                };
-                let reason = format!("worker {} is back", names.join(", "));
-                self.restore(Vec::new(), back, reason).await;
-            }
-            Action::Delete(stale) => self.delete_snapshots(stale).await,
-            Action::Move(moves, generation) => self.start(moves, generation).await,
-        }
-    }
-
-    fn targets(&self) -> (Vec<String>, u32) {
-        let inner = self.lock();
-        let urls = inner
-            .status
-            .workers
-            .iter()
-            .zip(&inner.live)
-            .filter(|(_, l)| **l)
-            .map(|(w, _)| w.url.clone())
-            .collect();
-        (urls, inner.generation)
-    }
-
-    /// Ends the job in `state`, stops every worker and deletes its snapshots; the state
-    /// changes once that is done, so a job seen ended has left nothing behind (or says what).
-    /// Only the first end counts.
-    pub async fn end(&self, state: JobState, error: Option<String>) {
-        let urls: Vec<String> = {
-            let mut inner = self.lock();
-            if inner.status.state != JobState::Running || inner.ended.is_some() {
-                return;
-            }
-            inner.ended = Some(Instant::now());
-            inner.status.workers.iter().map(|w| w.url.clone()).collect()
-        };
-        for url in urls {
-            if let Err(e) = self.transport.stop(&url, &self.id).await {
-                tracing::debug!(job = self.id, error = %e, "a worker could not be told to stop");
-            }
-        }
-        let left = match (&self.setup.spec.snapshots, &self.setup.objects) {
-            (Some(plan), Some(objects)) => {
-                let prefix = plan.job_prefix(&self.id);
-                Some(
-                    objects
-                        .delete_prefix(&plan.bucket, &prefix)
-                        .await
-                        .map_err(|e| (format!("{}/{prefix}", plan.bucket), e.to_string())),
-                )
-            }
-            _ => None,
-        };
-        let mut inner = self.lock();
-        inner.status.state = state;
-        inner.status.error = error;
-        let Some(left) = left else {
-            return;
-        };
-        match left {
-            Ok(_) => {
-                for s in inner.status.snapshots.iter_mut() {
-                    if s.state == SnapshotState::Complete || s.state == SnapshotState::Storing {
-                        s.state = SnapshotState::Deleted;
+                let nodes = live_nodes(controller.setup.cluster.as_ref());
+                let actions = controller
+                    .job
+                    .lock()
+                    .supervisor
+                    .tick(Instant::now(), &nodes);
+                controller.carry_out(actions).await;
+                if controller.record_due() {
+                    if controller.superseded().await {
+                        return;
                     }
+                    controller.save().await;
+                    controller.cancel_if_asked().await;
                 }
             }
-            Err((place, e)) => {
-                inner.status.snapshots_left = Some(format!(
-                    "the job's snapshots under {place} were not deleted ({e}); delete them by hand"
-                ))
-            }
+        });
+    }
+
+    /// A user cancels the job; a job that ended stays as it ended.
+    pub async fn cancel(self: &Arc<Self>) {
+        let actions = self.job.lock().supervisor.cancel(Instant::now());
+        self.carry_out(actions).await;
+    }
+
+    /// The job cannot go on (a worker did not start or run): it fails with `error`, and every
+    /// worker is stopped. A job that ended stays as it ended.
+    pub async fn fail(self: &Arc<Self>, error: String) {
+        let actions = self.job.lock().supervisor.fail(Instant::now(), error);
+        self.carry_out(actions).await;
+    }
+
+    /// Whether the record is to be written: what a takeover would resume from changed, or a
+    /// second passed since the last.
+    fn record_due(&self) -> bool {
+        let now = Instant::now();
+        let mut job = self.job.lock();
+        let resumable = job.supervisor.resumable();
+        let due = job
+            .saved
+            .as_ref()
+            .is_none_or(|(saved, at)| *saved != resumable || now - *at >= SAVE_EVERY);
+        if due {
+            job.saved = Some((resumable, now));
+        }
+        due
+    }
+
+    /// Writes the job's record; a store that cannot be written leaves the job running, only
+    /// not resumable elsewhere.
+    pub async fn save(&self) {
+        let Some(records) = &self.setup.records else {
+            return;
+        };
+        if let Err(e) = records.put(&self.record()).await {
+            tracing::warn!(job = self.id, error = %e, "the job's record could not be written");
         }
     }
-}
 
-impl Controller {}
+    /// Whether another node took the job over (this node's lease expired while it was cut off
+    /// from the store, say): the record names that node. This controller then stands down, does
+    /// nothing more and leaves the job to it; the status is the record's from then on.
+    async fn superseded(&self) -> bool {
+        let Some(records) = &self.setup.records else {
+            return false;
+        };
+        let Ok(Some(record)) = records.get(&self.id).await else {
+            return false;
+        };
+        if record.controller == self.setup.me {
+            return false;
+        }
+        tracing::warn!(
+            job = self.id,
+            by = record.controller,
+            "another node took the job over; this one stands down"
+        );
+        self.stood_down.store(true, Ordering::Relaxed);
+        true
+    }
+
+    /// Whether this controller stood down for another node's.
+    pub fn stood_down(&self) -> bool {
+        self.stood_down.load(Ordering::Relaxed)
+    }
+
+    /// Cancels the job if a user asked another node to.
+    async fn cancel_if_asked(self: &Arc<Self>) {
+        let Some(records) = &self.setup.records else {
+            return;
+        };
+        if records.cancel_asked(&self.id).await.unwrap_or(false) {
+            self.cancel().await;
+        }
+    }
+
+    /// The job as the store keeps it.
+    fn record(&self) -> JobRecord {
+        let status = self.status();
+        let job = self.job.lock();
+        JobRecord {
+            spec: self.setup.spec.clone(),
+            workers: job
+                .supervisor
+                .workers()
+                .iter()
+                .map(|w| RecordedWorker {
+                    name: w.name.clone(),
+                    url: w.url.clone(),
+                    cores: w.cores,
+                })
+                .collect(),
+            rebalance: self.setup.rebalance,
+            outputs: self.setup.outputs.clone(),
+            controller: self.setup.me.clone(),
+            resumable: job.supervisor.resumable(),
+            status,
+        }
+    }
+
+    /// A worker's node's name, for messages.
+    fn name(&self, worker: WorkerId) -> String {
+        let job = self.job.lock();
+        job.supervisor
+            .workers()
+            .get(worker.0 as usize)
+            .map_or_else(|| format!("#{}", worker.0), |w| w.name.clone())
+    }
+}

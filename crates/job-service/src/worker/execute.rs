@@ -9,7 +9,8 @@ use mote_jobs::message::{Piece, Report, Transfer, WorkerMessage};
 use mote_jobs::{
     GroupId, Input, Next, PartitionKey, StageKind, TaskKind, TaskRef, TaskView, WorkerId,
 };
-use mote_runtime::{JobError, JobInstance, TaskOutput};
+use mote_node::Outcome;
+use mote_runtime::{GuestLog, JobError, JobInstance, TaskOutput};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -17,6 +18,10 @@ use std::time::{Duration, Instant};
 /// Live tasks a worker keeps declared ahead of the ones running: enough that every core finds
 /// work while a stage's last tasks finish, few enough that the graph stays small.
 const WINDOW: usize = 4096;
+
+/// How many stage occurrences a worker declares past its oldest gather still waiting for
+/// pieces from other workers.
+const RUN_AHEAD: u64 = 64;
 
 /// How long an executor with nothing ready waits for the others' tasks before it sleeps.
 const SPIN: Duration = Duration::from_micros(50);
@@ -43,9 +48,9 @@ impl Worker {
     pub(super) fn execute(self: &Arc<Self>) {
         let mut awake = Instant::now();
         let mut batch: Vec<Taken> = Vec::with_capacity(BATCH);
-        let mut done: Vec<(Taken, Result<TaskOutput, JobError>, Vec<Input>)> =
+        let mut done: Vec<(Taken, Result<TaskOutput, WorkerError>, Vec<Input>)> =
             Vec::with_capacity(BATCH);
-        let threads = self.cores.max(1);
+        let threads = self.threads.cores.max(1);
         let mut local = self.lock();
         loop {
             if self.stopped.load(Ordering::Relaxed) || local.failed.is_some() {
@@ -125,8 +130,14 @@ impl Worker {
                 t.ns = took;
                 let (result, inputs) = match result {
                     Ok((output, inputs)) => (Ok(output), inputs),
-                    Err(e) => (Err(e), Vec::new()),
+                    Err(e) => (Err(self.describe(t.view, e)), Vec::new()),
                 };
+                let log = t.instance.take_log();
+                // A task the stop interrupted did not fail: the job ended.
+                let interrupted = result.is_err() && self.stopped.load(Ordering::Relaxed);
+                if !interrupted && (!log.is_empty() || result.is_err()) {
+                    self.keep_log(t.view, result.as_ref().err(), log);
+                }
                 done.push((t, result, inputs));
             }
             local = self.lock();
@@ -154,7 +165,7 @@ impl Worker {
                     }
                     Ok(_) => {}
                     Err(e) => {
-                        failure.get_or_insert_with(|| self.describe(view, e));
+                        failure.get_or_insert(e);
                     }
                 }
             }
@@ -167,6 +178,10 @@ impl Worker {
             awake = now;
             self.ready.store(local.graph.ready(), Ordering::Relaxed);
             if let Some(error) = failure {
+                if self.stopped.load(Ordering::Relaxed) {
+                    self.wake.notify_all();
+                    return;
+                }
                 let error = error.to_string();
                 local.failed = Some(error.clone());
                 let progress = self.progress_of(&local);
@@ -206,6 +221,34 @@ impl Worker {
         }
     }
 
+    /// Keeps what a task logged, and why it failed if it did, in the job function's log.
+    fn keep_log(&self, view: TaskView, failed: Option<&WorkerError>, log: GuestLog) {
+        let Some(ring) = &self.log else {
+            return;
+        };
+        let kind = match view.kind {
+            TaskKind::Gather => "gather",
+            _ => self.program.stage(view.stage).kind.name(),
+        };
+        let task = format!(
+            "job {}, {kind} stage {}, partition {}",
+            self.spec.id, view.stage.0, view.index
+        );
+        let outcome = match failed {
+            None => Outcome::Ok,
+            Some(WorkerError::Task {
+                source: JobError::Timeout { .. },
+                ..
+            }) => Outcome::Timeout,
+            Some(WorkerError::Task {
+                source: JobError::MemoryLimit { .. },
+                ..
+            }) => Outcome::MemoryLimit,
+            Some(_) => Outcome::Trap,
+        };
+        ring.record_task(task.into(), outcome, failed.map(ToString::to_string), log);
+    }
+
     /// A failed task's error, naming its stage, function, partition and datasets.
     fn describe(&self, view: TaskView, source: JobError) -> WorkerError {
         let stage = self.program.stage(view.stage);
@@ -233,6 +276,13 @@ impl Worker {
     /// pauses at a barrier.
     fn declare(&self, local: &mut Local) {
         while local.graph.live() < WINDOW {
+            // A loop without a signal would otherwise let this worker's scatters run ahead of
+            // gathers that wait for the others, holding their pieces without bound.
+            if let Some(oldest) = local.graph.oldest_waiting_gather()
+                && local.cursor.seq() >= oldest + RUN_AHEAD
+            {
+                return;
+            }
             let Local {
                 cursor,
                 graph,
@@ -450,6 +500,7 @@ impl Worker {
                     .flat_map(|(_, b)| b)
                     .collect::<Vec<u8>>();
                 local.outstanding += 1;
+                self.storing.fetch_add(1, Ordering::SeqCst);
                 let _ = self.io.send(IoRequest::Store {
                     generation: local.generation,
                     value: self.arg(arg),

@@ -1,9 +1,10 @@
 //! A worker's object I/O task: the loads and stores its executors hand over, and the snapshot
 //! images they copy at a barrier, done on the node's async runtime (the input's splitting is
-//! [`crate::input`]'s).
+//! [`crate::input`]'s; a store writes to the job's staging, [`crate::output`]).
 
 use super::{IoRequest, SnapshotImages, Worker, WorkerError};
-use crate::input::{bucket_and_prefix, output_key, read_shares};
+use crate::input::{bucket_and_prefix, read_shares};
+use crate::output::staged_key;
 use bytes::Bytes;
 use mote_objects::Objects;
 use std::sync::{Arc, Weak};
@@ -24,7 +25,7 @@ pub(crate) fn serve_io(
             let objects = objects.clone();
             tokio::spawn(async move {
                 let Some(objects) = objects else {
-                    if let IoRequest::Snapshot(_) = request {
+                    if let IoRequest::Snapshot(_) | IoRequest::Store { .. } = request {
                         worker.stored();
                     }
                     worker.fail(WorkerError::NoObjectStorage);
@@ -63,15 +64,19 @@ pub(crate) fn serve_io(
                         bytes,
                     } => {
                         let Some(value) = value else {
+                            worker.stored();
                             worker.fail(WorkerError::ArgMissing { arg });
                             return;
                         };
                         let Some((bucket, prefix)) = bucket_and_prefix(&value) else {
+                            worker.stored();
                             worker.fail(WorkerError::NotBucketPrefix { arg, value });
                             return;
                         };
-                        let key = output_key(prefix, index);
-                        match objects.put(bucket, &key, Bytes::from(bytes)).await {
+                        let key = staged_key(prefix, &worker.spec().id, index);
+                        let written = objects.put(bucket, &key, Bytes::from(bytes)).await;
+                        worker.stored();
+                        match written {
                             Ok(()) => worker.acknowledged(generation),
                             Err(source) => worker.fail(WorkerError::Write {
                                 bucket: bucket.to_owned(),

@@ -36,13 +36,14 @@ mod start;
 
 pub use error::WorkerError;
 
+use crate::env::JobThreads;
 use bytes::Bytes;
 use mote_jobs::message::{Envelope, JobSpec, Piece, Progress, Report, WorkerMessage};
 use mote_jobs::{
     Cursor, Exchange, GroupId, Handoffs, PartitionKey, PieceItem, Program, TaskGraph, TaskRef,
     WorkerId,
 };
-use mote_node::confine::ExecutorFilter;
+use mote_node::LogRing;
 use mote_runtime::{JobContext, JobEngine, JobInstance, JobModule};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use rustc_hash::FxHashMap;
@@ -59,6 +60,8 @@ pub struct JobCode {
     pub module: Arc<JobModule>,
     /// The arguments, partition count and limits every instance shares.
     pub ctx: JobContext,
+    /// The job function's log on this node, where its tasks' lines and failures go.
+    pub log: Option<Arc<LogRing>>,
 }
 
 /// Where a worker's messages go: to the other workers and to the job's controller. The worker
@@ -80,21 +83,21 @@ pub struct Worker {
     engine: Arc<JobEngine>,
     module: Arc<JobModule>,
     ctx: JobContext,
+    log: Option<Arc<LogRing>>,
     local: Mutex<Local>,
     wake: Condvar,
     stopped: AtomicBool,
     running: AtomicBool,
     /// Ready tasks as of the last change under the lock, for executors that wait without it.
     ready: AtomicUsize,
-    /// Executor threads.
-    cores: usize,
-    /// The seccomp allow-list for executor threads, when confined.
-    confine: Option<Arc<ExecutorFilter>>,
+    /// How the executor threads run.
+    threads: JobThreads,
     outbox: Box<dyn Outbox>,
     io: mpsc::UnboundedSender<IoRequest>,
     /// When it ran.
     started: Mutex<Instant>,
-    /// Snapshots handed to the I/O task and not yet stored.
+    /// Snapshots and output partitions handed to the I/O task and not yet written: a stopping
+    /// worker waits for them, so that the controller's clean-up after it finds them all.
     storing: AtomicUsize,
 }
 
@@ -299,6 +302,7 @@ impl Worker {
     /// Stops the executors; the instances are dropped with the worker.
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::Relaxed);
+        self.ctx.stopped.store(true, Ordering::Relaxed);
         self.wake.notify_all();
     }
 
@@ -336,17 +340,17 @@ impl Worker {
             task_us: local.task_ns / 1000,
             scheduling_us: local.busy_ns.saturating_sub(local.task_ns) / 1000,
             wall_us: self.started.lock().elapsed().as_micros() as u64,
-            cores: self.cores.max(1) as u32,
+            cores: self.threads.cores.max(1) as u32,
             partitions,
         }
     }
 
-    /// Whether snapshot images are being stored.
+    /// Whether snapshot images or output partitions are being written.
     pub fn storing(&self) -> bool {
         self.storing.load(Ordering::SeqCst) > 0
     }
 
-    /// A snapshot was stored, or failed to be.
+    /// A snapshot or an output partition was written, or failed to be.
     pub(crate) fn stored(&self) {
         self.storing.fetch_sub(1, Ordering::SeqCst);
     }

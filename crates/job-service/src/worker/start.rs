@@ -48,6 +48,7 @@ impl Worker {
             program,
             module,
             ctx,
+            log,
         } = code;
         let engine = env.engine.clone();
         let me = spec.me;
@@ -83,6 +84,7 @@ impl Worker {
             engine,
             module,
             ctx,
+            log,
             local: Mutex::new(Local::new(
                 &spec,
                 spec.generation,
@@ -96,8 +98,7 @@ impl Worker {
             stopped: AtomicBool::new(false),
             running: AtomicBool::new(false),
             ready: AtomicUsize::new(0),
-            cores: env.cores,
-            confine: env.confine.clone(),
+            threads: env.threads.clone(),
             outbox: Box::new(Mail {
                 queue: outbox,
                 transport: env.transport.clone(),
@@ -119,12 +120,17 @@ impl Worker {
         }
         *self.started.lock() = Instant::now();
         self.outbox.report_progress(Arc::downgrade(self));
-        for n in 0..self.cores.max(1) {
+        for n in 0..self.threads.cores.max(1) {
             let w = self.clone();
-            let confine = self.confine.clone();
+            let (confine, share) = (self.threads.confine.clone(), self.threads.share);
             std::thread::Builder::new()
                 .name(format!("mote-job-{n}"))
                 .spawn(move || {
+                    // Before the confinement, which may not allow it: calls wanting this core
+                    // get it first.
+                    if let Err(e) = share.apply_to_this_thread() {
+                        tracing::warn!(error = %e, "a job thread could not give way to calls");
+                    }
                     if let Some(filter) = confine
                         && let Err(e) = filter.confine_this_thread()
                     {

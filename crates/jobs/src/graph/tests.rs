@@ -104,6 +104,44 @@ fn pieces_that_arrive_before_their_gather_is_declared_are_kept() {
 }
 
 #[test]
+fn the_oldest_gather_waiting_for_pieces_is_known_until_its_last_piece() {
+    let mut b = ProgramBuilder::new(2);
+    let a = b.dataset("a", true);
+    let total = b.dataset("total", false);
+    b.stage(scatter(1, &[a], 2, &[total])).unwrap();
+    let p = b.finish().unwrap();
+    let map = PartitionMap::assign(p.groups.sizes(), &[1, 1]);
+    // This worker holds a[0] and total: each gather waits for a piece from a[0] (its own
+    // scatter's, which the worker delivers) and one from a[1] (the other worker's).
+    let mut g = TaskGraph::new(&p, &map, WorkerId(0));
+    let mut loads = Vec::new();
+    assert_eq!(g.oldest_waiting_gather(), None);
+    for seq in 0..3 {
+        g.declare(&p, seq, StageId(0), &mut loads);
+    }
+    drain(&mut g);
+    let to = p.gather_group_of(p.stage(StageId(0)));
+    for seq in 0..3 {
+        g.piece(seq, to, 0, 0, None);
+    }
+    assert_eq!(
+        g.oldest_waiting_gather(),
+        Some(0),
+        "no piece came from the other worker"
+    );
+    g.piece(0, to, 0, 1, None);
+    assert_eq!(g.oldest_waiting_gather(), Some(1));
+    g.piece(2, to, 0, 1, None);
+    assert_eq!(
+        g.oldest_waiting_gather(),
+        Some(1),
+        "occurrence 1 still waits"
+    );
+    g.piece(1, to, 0, 1, None);
+    assert_eq!(g.oldest_waiting_gather(), None);
+}
+
+#[test]
 fn tasks_of_one_instance_never_run_at_once() {
     let mut b = ProgramBuilder::new(1);
     let x = b.dataset("x", true);

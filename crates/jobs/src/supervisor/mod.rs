@@ -21,6 +21,8 @@
 //!   cannot reach, is gone. The job rolls back to the last complete snapshot without it, in a
 //!   new generation, or fails, saying why, when there is none. A gone worker whose node is
 //!   alive again rejoins at the next complete snapshot.
+//! - `takeover`: another node takes a job over when its controller's node is gone, from what
+//!   the job's record keeps ([`Resumable`]).
 //! - `history`: the moves, snapshots and restores the job's status lists.
 //! - `action`: what the supervisor answers and is told.
 //!
@@ -40,6 +42,7 @@ mod balance;
 mod history;
 mod recovery;
 mod snapshots;
+mod takeover;
 
 #[cfg(test)]
 mod properties;
@@ -52,6 +55,7 @@ pub use history::{
     History, LISTED, Listed, MigrationRecord, RestoreRecord, SnapshotRecord, SnapshotState,
 };
 pub use recovery::SILENCE;
+pub use takeover::{Resumable, SnapshotPoint};
 
 use crate::map::{PartitionKey, PartitionMap, WorkerId};
 use crate::message::{JobSpec, Progress, Report};

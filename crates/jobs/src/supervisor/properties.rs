@@ -1,8 +1,9 @@
 //! The supervisor's invariants under arbitrary interleavings of reports (progress, stale ones,
 //! snapshots stored or failed, arrivals, unreachable peers, done, failed), ticks, time passing,
-//! nodes lost and back, orders carried out or not (moves, probes, restores) and cancels. A
-//! world plays the workers and the controller; after every input it checks what the
-//! supervisor answered against what the world saw.
+//! nodes lost and back, orders carried out or not (moves, probes, restores), cancels, and
+//! another node taking the job over from what its record keeps. A world plays the workers and
+//! the controller; after every input it checks what the supervisor answered against what the
+//! world saw.
 
 use super::tests::{held, job, name, progress, restore_of, url};
 use super::*;
@@ -39,6 +40,9 @@ enum Op {
     Restored,
     RestoreFailed,
     Cancel,
+    /// The controller's node is gone: another takes the job over, and the old one's orders
+    /// not carried out yet are lost with it.
+    TakeOver,
 }
 
 fn op(workers: usize) -> impl Strategy<Value = Op> {
@@ -61,6 +65,7 @@ fn op(workers: usize) -> impl Strategy<Value = Op> {
         24 => Just(Op::Restored),
         2 => Just(Op::RestoreFailed),
         1 => Just(Op::Cancel),
+        2 => Just(Op::TakeOver),
     ]
 }
 
@@ -69,6 +74,7 @@ struct World {
     s: Supervisor,
     now: Instant,
     snapshots: bool,
+    rebalance: bool,
     down: Vec<bool>,
     /// Each worker's time in tasks between two reports, in quarters of a second: some are
     /// slower than others throughout, so partitions move.
@@ -99,6 +105,7 @@ impl World {
             s,
             now: t0,
             snapshots,
+            rebalance,
             down: vec![false; workers],
             loads,
             task_us: vec![0; workers],
@@ -274,11 +281,45 @@ impl World {
                 self.s.on_restore_failed(self.now, generation, "refused")
             }
             Op::Cancel => self.s.cancel(self.now),
+            Op::TakeOver if self.s.outcome().is_none() && self.down.contains(&false) => {
+                let spec = JobSpec {
+                    controller: "http://another".into(),
+                    ..self.s.spec.clone()
+                };
+                let setups = self
+                    .s
+                    .workers()
+                    .iter()
+                    .map(|w| WorkerSetup {
+                        name: w.name.clone(),
+                        url: w.url.clone(),
+                        cores: w.cores,
+                    })
+                    .collect();
+                let (nodes, resumed) = (self.nodes(), self.s.resumable());
+                let reason = "the controller's node left the cluster".to_owned();
+                let (s, actions) = Supervisor::take_over(
+                    self.now,
+                    spec,
+                    setups,
+                    self.rebalance,
+                    resumed,
+                    &nodes,
+                    reason,
+                )
+                .expect("the job's own workers");
+                self.s = s;
+                self.moves.clear();
+                self.probes.clear();
+                self.restores.clear();
+                actions
+            }
             Op::Arrive(_)
             | Op::MoveNotTaken(_)
             | Op::Probed(..)
             | Op::Restored
-            | Op::RestoreFailed => Vec::new(),
+            | Op::RestoreFailed
+            | Op::TakeOver => Vec::new(),
         }
     }
 
@@ -428,7 +469,11 @@ proptest! {
         let ops = ops
             .into_iter()
             .map(|op| match op {
-                Op::NodeDown(_) | Op::Unreachable(..) | Op::Failed(_) | Op::Cancel => Op::Tick,
+                Op::NodeDown(_)
+                | Op::Unreachable(..)
+                | Op::Failed(_)
+                | Op::Cancel
+                | Op::TakeOver => Op::Tick,
                 // Silence would lose a worker: time passes in short steps.
                 Op::Wait(ms) => Op::Wait(ms / 8),
                 other => other,

@@ -61,6 +61,25 @@ impl Snapshots {
         }
     }
 
+    /// A job taken over resumes from the snapshot at `iteration`, which its former controller
+    /// saw complete.
+    pub(super) fn resume(&mut self, history: &mut History, iteration: u64, cursor: Cursor) {
+        let record = history.snapshots.push(SnapshotRecord {
+            iteration,
+            state: SnapshotState::Complete,
+            stored: self.keys,
+            of: self.keys,
+            bytes: 0,
+            write: Duration::ZERO,
+            error: None,
+        });
+        self.complete = Some(Complete {
+            iteration,
+            cursor,
+            record,
+        });
+    }
+
     /// The last complete snapshot.
     pub(super) fn complete(&self) -> Option<&Complete> {
         self.complete.as_ref()

@@ -179,20 +179,12 @@ impl Drop for Microtasks {
     }
 }
 
-/// Sets the calling thread's nice value (on Linux, nice is per thread).
+/// Lowers the calling object I/O thread's priority.
 fn lower_this_thread(nice: i32) {
-    // SAFETY: gettid and setpriority take and return plain integers and touch no memory.
-    let failed = unsafe {
-        let tid = libc::gettid() as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, tid, nice) != 0
-    };
-    if failed {
+    if let Err(error) = crate::priority::set_this_thread_nice(nice) {
         // Only raising priority needs privileges, so this does not happen; object I/O still
         // works at normal priority, it just competes with granted phases.
-        tracing::warn!(
-            error = %std::io::Error::last_os_error(),
-            "cannot lower the priority of an object I/O thread"
-        );
+        tracing::warn!(%error, "cannot lower the priority of an object I/O thread");
     }
 }
 

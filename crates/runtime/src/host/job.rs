@@ -2,10 +2,11 @@
 //! (`dataset`, the stages, the loops on signals, `arg`, `partitions`) build its program; a
 //! task's (`input_*`, `emit`) read its inputs and emit to partitions. Each checks which of the
 //! two the instance is doing ([`JobState`]), so a task that declares a stage, or a driver that
-//! reads an input, traps with a message that says so. `mote.log` goes to the node's log and is
-//! quoted if the guest then traps.
+//! reads an input, traps with a message that says so. `mote.log` lines are kept for the job
+//! function's log (cut at [`MAX_LINE_BYTES`], as a call's are), and the last is quoted, up to
+//! [`MAX_QUOTED`] bytes, if the task then traps: the SDK logs a panic's message there.
 
-use super::log::trace_line;
+use crate::guest_log::{LogStream, MAX_LINE_BYTES, cut_line};
 use crate::state::JobState;
 use mote_jobs::{DatasetId, Stage, StageKind};
 use mote_types::abi;
@@ -15,6 +16,8 @@ use wasmtime::{Caller, Extern, Linker, Memory};
 const MAX_EMIT_BYTES: usize = 1 << 30;
 /// The longest job argument value or dataset name read from the guest.
 const MAX_NAME: usize = 64 << 10;
+/// The most of a log line a trap's error quotes.
+const MAX_QUOTED: usize = 64 << 10;
 
 fn memory(caller: &mut Caller<'_, JobState>) -> wasmtime::Result<Memory> {
     match caller.get_export(abi::EXPORT_MEMORY) {
@@ -38,6 +41,24 @@ fn read_bytes(
         Some(b) => Ok(b.to_vec()),
         None => wasmtime::bail!("({ptr}, {len}) lies outside the guest's memory"),
     }
+}
+
+/// The first `max` bytes of the guest's `(ptr, len)`, which must lie in its memory, and how
+/// many bytes were left out.
+fn read_start(
+    caller: &mut Caller<'_, JobState>,
+    ptr: i32,
+    len: i32,
+    max: usize,
+) -> wasmtime::Result<(Vec<u8>, usize)> {
+    let m = memory(caller)?;
+    let (ptr, len) = (ptr as u32 as usize, len as u32 as usize);
+    let data = m.data(&*caller);
+    if ptr.checked_add(len).is_none_or(|end| end > data.len()) {
+        wasmtime::bail!("({ptr}, {len}) lies outside the guest's memory");
+    }
+    let kept = len.min(max);
+    Ok((data[ptr..ptr + kept].to_vec(), len - kept))
 }
 
 fn read_str(caller: &mut Caller<'_, JobState>, ptr: i32, len: i32) -> wasmtime::Result<String> {
@@ -73,10 +94,16 @@ pub(crate) fn add_job_functions(linker: &mut Linker<JobState>) -> wasmtime::Resu
         abi::IMPORT_MODULE,
         abi::IMPORT_LOG,
         |mut c: Caller<'_, JobState>, ptr: i32, len: i32| -> wasmtime::Result<()> {
-            let line =
-                String::from_utf8_lossy(&read_bytes(&mut c, ptr, len, MAX_NAME)?).into_owned();
-            trace_line(&c.data().ctx.function, &line);
-            c.data_mut().last_log = Some(line);
+            let (bytes, cut) = read_start(&mut c, ptr, len, MAX_QUOTED)?;
+            let mut quoted = String::from_utf8_lossy(&bytes).into_owned();
+            let mut line = quoted.clone();
+            cut_line(&mut line, MAX_LINE_BYTES);
+            if cut > 0 {
+                quoted.push_str(&format!(" ... ({cut} more bytes)"));
+            }
+            let state = c.data_mut();
+            state.log.push(&state.ctx.function, LogStream::Log, line);
+            state.last_log = Some(quoted);
             Ok(())
         },
     )?;

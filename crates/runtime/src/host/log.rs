@@ -1,11 +1,11 @@
 //! `mote.log`: a line the guest writes to its log, kept in the call's [`GuestLog`] (and the
-//! node's own log); and the same for a job's task, which only goes to the node's log.
+//! node's own log). A job's task has its own (`host::job`).
 //!
 //! [`GuestLog`]: crate::guest_log::GuestLog
 
 use crate::guest_log::{LogStream, MAX_LINE_BYTES};
 use crate::state::CallState;
-use mote_types::{Escaped, abi};
+use mote_types::abi;
 use wasmtime::{Caller, Extern, Linker};
 
 /// Registers `mote.log`, which both linkers provide.
@@ -34,10 +34,4 @@ pub(crate) fn add_log(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
         },
     )?;
     Ok(())
-}
-
-/// Logs a line a job's task wrote to the node's log, escaped as a call's lines are: a job is not
-/// a call, and has no log ring.
-pub(crate) fn trace_line(function: &str, line: &str) {
-    tracing::info!(target: "mote::guest", function, "{}", Escaped(line));
 }

@@ -4,6 +4,7 @@
 //! the function's budget.
 
 use crate::error::{CompileError, JobError, RuntimeError, explain_job};
+use crate::guest_log::GuestLog;
 use crate::host;
 use crate::state::{CallLimiter, JobContext, JobState, Mode, TaskIo};
 use crate::ticker::{EpochTicker, TickerPeriods};
@@ -12,6 +13,7 @@ use mote_types::abi;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use wasmtime::{
     Config, Engine, InstancePre, Linker, Memory, Module, Store, Trap, TypedFunc, UpdateDeadline,
@@ -76,12 +78,16 @@ impl JobEngine {
             ctx: ctx.clone(),
             mode,
             wasi: None,
+            log: GuestLog::default(),
             last_log: None,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
         store.epoch_deadline_callback(|mut c| {
             let state = c.data_mut();
+            if state.ctx.stopped.load(Ordering::Relaxed) {
+                return Err(Trap::Interrupt.into());
+            }
             if Instant::now() >= state.deadline {
                 state.timed_out = true;
                 return Err(Trap::Interrupt.into());
@@ -192,6 +198,8 @@ impl JobInstance {
         engine.ticker.call_starting(self.budget);
         let state = self.store.data_mut();
         state.deadline = Instant::now() + self.budget;
+        // A trap quotes a line of its own task, never one an earlier task logged.
+        state.last_log = None;
         let Mode::Task(io) = &mut state.mode else {
             unreachable!("task instances stay in task mode")
         };
@@ -210,6 +218,11 @@ impl JobInstance {
             Ok(value) => Ok((TaskOutput { value, emitted }, inputs)),
             Err(e) => Err(classify(e, self.store.data())),
         }
+    }
+
+    /// What the last task logged: the worker keeps it in the job function's log.
+    pub fn take_log(&mut self) -> GuestLog {
+        std::mem::take(&mut self.store.data_mut().log)
     }
 
     /// The size of the instance's linear memory: what its partitions take.

@@ -12,6 +12,7 @@ fn ctx(partitions: u32) -> JobContext {
         args: Arc::from(vec![("n".to_owned(), "3".to_owned())]),
         partitions,
         limits: Limits::default(),
+        stopped: Arc::default(),
     }
 }
 
@@ -64,6 +65,65 @@ fn emitting_out_of_range_and_running_forever_are_errors_that_say_so() {
         Err(JobError::Timeout { timeout_us: 20_000 })
     ));
     assert!(started.elapsed() < Duration::from_secs(1));
+}
+
+/// A job whose task 1 logs a short line, and whose task 2 logs a 200,000-byte line of `x`s
+/// and traps, as a panic with a long message does.
+const LOGGING: &str = r#"(module
+    (import "mote_job" "dataset" (func $dataset (param i32 i32 i32) (result i32)))
+    (import "mote_job" "compute" (func $compute (param i32 i32 i32 i32 i32)))
+    (import "mote" "log" (func $log (param i32 i32)))
+    (memory (export "memory") 4)
+    (data (i32.const 0) "points")
+    (data (i32.const 16) "a short line")
+    (func (export "mote_job_driver")
+        (i32.store (i32.const 64) (call $dataset (i32.const 0) (i32.const 6) (i32.const 1)))
+        (call $compute (i32.const 1) (i32.const 64) (i32.const 1) (i32.const 64) (i32.const 1)))
+    (func (export "mote_job_task") (param $func i32) (param $index i32) (result i32)
+        (if (i32.eq (local.get $func) (i32.const 1))
+            (then (call $log (i32.const 16) (i32.const 12))))
+        (if (i32.eq (local.get $func) (i32.const 2))
+            (then
+                (memory.fill (i32.const 1024) (i32.const 120) (i32.const 200000))
+                (call $log (i32.const 1024) (i32.const 200000))
+                unreachable))
+        (i32.const 0)))"#;
+
+#[test]
+fn a_tasks_log_lines_are_kept_cut_and_a_long_panic_message_reaches_its_error() {
+    let engine = JobEngine::new().unwrap();
+    let m = engine
+        .module("log", &wat::parse_str(LOGGING).unwrap())
+        .unwrap();
+    let mut i = engine.instance(&m, &ctx(1)).unwrap();
+    i.run(&engine, 1, 0, Vec::new(), 0).unwrap();
+    let log = i.take_log();
+    let lines: Vec<&str> = log.lines().iter().map(|l| l.text.as_str()).collect();
+    assert_eq!(lines, ["a short line"]);
+    assert!(i.take_log().is_empty(), "taken once");
+
+    let err = i.run(&engine, 2, 0, Vec::new(), 0).unwrap_err().to_string();
+    assert!(err.contains("unreachable"), "{err}");
+    assert!(
+        !err.contains("a short line"),
+        "an earlier task's line: {err}"
+    );
+    assert!(
+        err.contains(&"x".repeat(60_000)),
+        "the message's start is quoted"
+    );
+    assert!(
+        err.contains("(134464 more bytes)"),
+        "{}",
+        &err[err.len() - 200..]
+    );
+    let log = i.take_log();
+    assert_eq!(log.lines().len(), 1);
+    assert_eq!(
+        log.lines()[0].text.len(),
+        crate::MAX_LINE_BYTES,
+        "cut as a call's are"
+    );
 }
 
 #[test]

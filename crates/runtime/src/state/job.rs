@@ -4,9 +4,11 @@
 //! (`host::job`) act on it; the job engine (`job`) makes it and reads it after each task.
 
 use super::CallLimiter;
+use crate::guest_log::GuestLog;
 use mote_jobs::{Input, ProgramBuilder};
 use mote_types::Limits;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 use wasmtime_wasi::p1::WasiP1Ctx;
 
@@ -21,6 +23,9 @@ pub struct JobContext {
     pub partitions: u32,
     /// The function's limits: its budget applies to each task, its memory to each instance.
     pub limits: Limits,
+    /// Set when the job stops on this node: a running task ends at the next epoch tick rather
+    /// than run out its budget.
+    pub stopped: Arc<AtomicBool>,
 }
 
 /// What an instance is doing: declaring the program, or running tasks.
@@ -47,7 +52,9 @@ pub(crate) struct JobState {
     pub(crate) ctx: JobContext,
     pub(crate) mode: Mode,
     pub(crate) wasi: Option<WasiP1Ctx>,
-    /// The guest's last `mote.log` line, quoted when it traps (the SDK logs a panic's message).
+    /// What the running task (or the driver) logged, for the job function's log.
+    pub(crate) log: GuestLog,
+    /// The task's last `mote.log` line, quoted when it traps (the SDK logs a panic's message).
     pub(crate) last_log: Option<String>,
 }
 
