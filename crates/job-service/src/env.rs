@@ -1,9 +1,7 @@
-//! What a node gives its job workers ([`WorkerEnv`]), and how their executor threads run
-//! ([`JobThreads`]).
+//! What a node gives its job workers ([`WorkerEnv`]).
 
+use crate::threads::JobThreads;
 use crate::transport::Transport;
-use mote_node::confine::ExecutorFilter;
-use mote_node::priority::JobShare;
 use mote_objects::Objects;
 use mote_runtime::JobEngine;
 use std::sync::Arc;
@@ -20,16 +18,4 @@ pub struct WorkerEnv {
     pub transport: Arc<dyn Transport>,
     /// Where loads read and stores write.
     pub objects: Option<Arc<Objects>>,
-}
-
-/// How a worker's executor threads run: how many, confined how, and at what share of the
-/// cores calls want too.
-#[derive(Clone, Default)]
-pub struct JobThreads {
-    /// Executor threads per worker: the node's cores.
-    pub cores: usize,
-    /// The seccomp allow-list they run under, when confined.
-    pub confine: Option<Arc<ExecutorFilter>>,
-    /// What they keep of a core a call's executor wants.
-    pub share: JobShare,
 }

@@ -26,6 +26,7 @@ mod record;
 mod recorded;
 mod request;
 mod service;
+mod threads;
 mod transport;
 mod worker;
 
@@ -33,11 +34,12 @@ pub use controller::{
     Controller, ControllerSetup, JobState, JobStatus, MigrationStatus, RestoreStatus,
     SnapshotState, SnapshotStatus, WorkerStatus,
 };
-pub use env::{JobThreads, WorkerEnv};
+pub use env::WorkerEnv;
 pub use error::{CodeError, ErrorKind, JobServiceError, RunError};
 pub use mote_api::{RunRequest, WorkerChoice};
 pub use record::{JobRecord, JobRecords, RecordedWorker};
 pub use request::{ClusterNodes, NodeInfo, snapshot_plan};
 pub use service::JobService;
+pub use threads::JobThreads;
 pub use transport::{HttpTransport, INTERNAL_JOBS, Transport, TransportError};
 pub use worker::{JobCode, Worker, WorkerError};

@@ -4,12 +4,13 @@
 //! any job (prepared, run, given messages and restores, stopped).
 
 use crate::controller::{Controller, ControllerSetup, JobStatus};
-use crate::env::{JobThreads, WorkerEnv};
+use crate::env::WorkerEnv;
 use crate::error::{CodeError, JobServiceError, RunError};
 use crate::input;
 use crate::output::{self, Output};
 use crate::record::JobRecords;
 use crate::request::{ClusterNodes, NodeInfo, snapshot_plan};
+use crate::threads::JobThreads;
 use crate::transport::HttpTransport;
 use crate::worker::{JobCode, Worker, WorkerError};
 use mote_api::{RunRequest, WorkerChoice};

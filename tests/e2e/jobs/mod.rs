@@ -60,7 +60,9 @@ fn output(objects: &Path, bucket: &str, prefix: &str) -> String {
     assert!(
         names.iter().any(|n| n == "_SUCCESS")
             && names.iter().any(|n| n.starts_with("part-"))
-            && names.iter().all(|n| n == "_SUCCESS" || n.starts_with("part-")),
+            && names
+                .iter()
+                .all(|n| n == "_SUCCESS" || n.starts_with("part-")),
         "the output holds {names:?}"
     );
     parts

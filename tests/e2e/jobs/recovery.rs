@@ -195,8 +195,11 @@ fn a_killed_controller_is_taken_over_and_the_job_ends_as_an_undisturbed_one() {
         s.controller == "n1" && s.iteration > 0
     });
     assert_eq!(shown.function, "lr", "{shown:?}");
-    let listed = crate::platform::wait(cluster.nodes[1].api().jobs());
-    assert!(listed.iter().any(|j| j.id == id), "{listed:?}");
+    // A node's list is of the records as it last looked at them, once a second.
+    crate::cluster::wait_until("n2 to list the job", || {
+        let listed = crate::platform::wait(cluster.nodes[1].api().jobs());
+        listed.iter().any(|j| j.id == id)
+    });
 
     // SIGKILL the controller's node: n2, the first live worker by name, takes the job over
     // from its record and the last complete snapshot.

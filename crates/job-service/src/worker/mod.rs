@@ -36,7 +36,7 @@ mod start;
 
 pub use error::WorkerError;
 
-use crate::env::JobThreads;
+use crate::threads::JobThreads;
 use bytes::Bytes;
 use mote_jobs::message::{Envelope, JobSpec, Piece, Progress, Report, WorkerMessage};
 use mote_jobs::{
