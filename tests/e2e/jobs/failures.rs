@@ -185,11 +185,11 @@ fn a_cancel_stops_running_tasks_at_once() {
             "the tasks never ran: {running:?} of CPU in 0.5 s, {idle:?} idle in 1 s: {s:?}"
         );
     }
-    // The job's threads give way to calls: they run at the default share's nice value.
-    let nice = job_threads_nice(p.pid());
+    // The job's threads give way to calls: by default they run in SCHED_IDLE (policy 5).
+    let policies = job_threads_policy(p.pid());
     assert!(
-        !nice.is_empty() && nice.iter().all(|n| *n == 10),
-        "the job's threads' nice values: {nice:?}"
+        !policies.is_empty() && policies.iter().all(|n| *n == 5),
+        "the job's threads' scheduling policies: {policies:?}"
     );
     let cancelled = wait(p.api().cancel_job(&id));
     assert_eq!(cancelled.state, JobState::Cancelled, "{cancelled:?}");
@@ -202,9 +202,9 @@ fn a_cancel_stops_running_tasks_at_once() {
     assert_serving_hello(&p);
 }
 
-/// The nice value of each of process `pid`'s job executor threads (`mote-job-N`).
-fn job_threads_nice(pid: u32) -> Vec<i64> {
-    let mut nice = Vec::new();
+/// The scheduling policy of each of process `pid`'s job executor threads (`mote-job-N`).
+fn job_threads_policy(pid: u32) -> Vec<i64> {
+    let mut policies = Vec::new();
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
         let dir = task.unwrap().path();
         let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
@@ -212,13 +212,13 @@ fn job_threads_nice(pid: u32) -> Vec<i64> {
             continue;
         }
         let stat = std::fs::read_to_string(dir.join("stat")).unwrap();
-        // Fields after the command's closing parenthesis start at field 3; nice is field 19.
+        // Fields after the command's closing parenthesis start at field 3; policy is field 41.
         let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 1..]
             .split_whitespace()
             .collect();
-        nice.push(fields[19 - 3].parse().unwrap());
+        policies.push(fields[41 - 3].parse().unwrap());
     }
-    nice
+    policies
 }
 
 /// Deploys `hello` and asserts it answers.
