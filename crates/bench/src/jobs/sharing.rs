@@ -286,7 +286,6 @@ impl SharingReport {
             ));
         }
         let mut builds: Vec<&str> = self.rounds.iter().map(|r| r.build.as_str()).collect();
-        builds.dedup();
         builds.sort_unstable();
         builds.dedup();
         for build in builds {
