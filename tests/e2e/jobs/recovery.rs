@@ -372,7 +372,7 @@ fn a_slowed_worker_gives_partitions_to_the_other_and_iterations_get_faster() {
     let span = |v: &[(f64, f64)]| v.last().map_or(0.0, |z| z.0 - v[0].0);
     assert!(
         span(&before) >= 1000.0 && span(&after) >= 1000.0,
-        "less than a second before the moves or after them ({first}..{last} ms): {samples:?}"
+        "less than a second before the moves or after them ({first}..{last} ms): {migrations:?} {samples:?}"
     );
     let (slow, fast) = (
         rate(before[0], *before.last().unwrap()),
