@@ -14,6 +14,7 @@ use crate::function::{Entry, Function};
 use crate::gate::{self, HostIo, MicrotaskState, PhaseGate, Resumed};
 use crate::guest_log::GuestLog;
 use crate::state::{CallState, Deadline};
+use crate::ticker::Running;
 use bytes::Bytes;
 use mote_types::Limits;
 use std::sync::Arc;
@@ -71,7 +72,7 @@ impl Runtime {
             call.name
         );
         let mut store = self.new_store(&call, None);
-        self.arm_deadline(&mut store, call.limits, false);
+        let _running = self.arm_deadline(&mut store, call.limits, false);
         let result = entry::run_blocking(call.function, &mut store, call.input);
         let (result, log) = entry::finish(call.function, call.limits, &mut store, result);
         let value = finish(result, log);
@@ -96,7 +97,7 @@ impl Runtime {
             call.name
         );
         let mut store = self.new_store(&call, Some(MicrotaskState { gate, io }));
-        self.arm_deadline(&mut store, call.limits, true);
+        let _running = self.arm_deadline(&mut store, call.limits, true);
         let deadline = tokio::time::Instant::from_std(store.data().deadline);
         let run = entry::run::<Fiber>(call.function, &mut store, call.input);
         let result = match tokio::time::timeout_at(deadline, run).await {
@@ -135,17 +136,16 @@ impl Runtime {
     /// A call on the calling thread may then be suspended by the thread's
     /// [`crate::Preemption`]; with `yield_each_tick` (calls that are futures: microtask calls,
     /// requests to components) the guest instead yields to other calls at every tick, and waits
-    /// without running if its gate preempted it.
+    /// without running if its gate preempted it. The ticker ticks while the answer is held:
+    /// for as long as the guest may run.
     pub(crate) fn arm_deadline<T: Deadline + 'static>(
         &self,
         store: &mut Store<T>,
         limits: Limits,
         yield_each_tick: bool,
-    ) {
-        let Some(ticker) = self.ticker() else {
-            return;
-        };
-        ticker.call_starting(limits.timeout());
+    ) -> Option<Running<'_>> {
+        let ticker = self.ticker()?;
+        let running = ticker.call_starting(limits.timeout());
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |mut ctx| {
             let state = ctx.data_mut();
@@ -166,6 +166,7 @@ impl Runtime {
                 None => UpdateDeadline::Yield(1),
             })
         });
+        Some(running)
     }
 }
 

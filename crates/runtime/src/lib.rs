@@ -79,4 +79,4 @@ pub use job::{JobEngine, JobInstance, JobModule, TaskOutput};
 pub use outbound::Egress;
 pub use serve::{BodyError, ProxyAnswer, ProxyCall, ProxyResponse, ResponseBody};
 pub use state::JobContext;
-pub use ticker::{EpochTicker, TickerPeriods};
+pub use ticker::{EpochTicker, Running, TickerPeriods};

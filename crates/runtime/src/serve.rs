@@ -82,7 +82,7 @@ impl Runtime {
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
         // The call is a future on threads many calls share: it yields at every tick.
-        self.arm_deadline(&mut store, call.limits, true);
+        let _running = self.arm_deadline(&mut store, call.limits, true);
         let request = request.map(|body| {
             body.map_err(|e| {
                 wasmtime_wasi_http::Error::InternalError(Some(format!(

@@ -7,7 +7,7 @@ use crate::error::{CompileError, JobError, RuntimeError, explain_job};
 use crate::guest_log::GuestLog;
 use crate::host;
 use crate::state::{CallLimiter, JobContext, JobState, Mode, TaskIo};
-use crate::ticker::{EpochTicker, TickerPeriods};
+use crate::ticker::{EpochTicker, Running, TickerPeriods};
 use mote_jobs::{Input, Program, ProgramBuilder};
 use mote_types::abi;
 use parking_lot::Mutex;
@@ -36,10 +36,13 @@ impl JobEngine {
         let engine = Engine::new(&config).map_err(engine_error)?;
         let mut linker = Linker::new(&engine);
         host::add_job(&mut linker).map_err(engine_error)?;
+        // Tasks' budgets are seconds by default, and a cancel needs a tick to stop a running
+        // task: 10 ms does both. Each tick takes the core from a job's executor for a moment
+        // (the ticker is a normal thread, the executors idle ones), so fewer are cheaper.
         let ticker = EpochTicker::start(
             engine.clone(),
             TickerPeriods {
-                coarse: Duration::from_millis(1),
+                coarse: Duration::from_millis(10),
                 fine: Duration::from_micros(50),
             },
         );
@@ -100,7 +103,7 @@ impl JobEngine {
     /// Runs the driver of `module` in a fresh instance and returns the program it declared.
     pub fn program(&self, module: &JobModule, ctx: &JobContext) -> Result<Program, JobError> {
         let mut store = self.store(ctx, Mode::Driver(ProgramBuilder::new(ctx.partitions)));
-        self.arm(&mut store, ctx);
+        let running = self.arm(&mut store, ctx);
         let instance = module
             .pre
             .instantiate(&mut store)
@@ -109,7 +112,8 @@ impl JobEngine {
         let driver: TypedFunc<(), ()> = instance
             .get_typed_func(&mut store, abi::EXPORT_JOB_DRIVER)
             .map_err(|e| JobError::Trap(format!("the job module's `mote_job_driver`: {e}")))?;
-        self.arm(&mut store, ctx);
+        drop(running);
+        let _running = self.arm(&mut store, ctx);
         driver
             .call(&mut store, ())
             .map_err(|e| classify(e, store.data()))?;
@@ -122,7 +126,7 @@ impl JobEngine {
     /// A fresh instance for the partitions of one index.
     pub fn instance(&self, module: &JobModule, ctx: &JobContext) -> Result<JobInstance, JobError> {
         let mut store = self.store(ctx, Mode::Task(TaskIo::default()));
-        self.arm(&mut store, ctx);
+        let _running = self.arm(&mut store, ctx);
         let instance = module
             .pre
             .instantiate(&mut store)
@@ -153,10 +157,11 @@ impl JobEngine {
         Ok(instance)
     }
 
-    fn arm(&self, store: &mut Store<JobState>, ctx: &JobContext) {
-        self.ticker.call_starting(ctx.limits.timeout());
+    fn arm(&self, store: &mut Store<JobState>, ctx: &JobContext) -> Running<'_> {
+        let running = self.ticker.call_starting(ctx.limits.timeout());
         store.data_mut().deadline = Instant::now() + ctx.limits.timeout();
         store.set_epoch_deadline(1);
+        running
     }
 }
 
@@ -194,8 +199,8 @@ impl JobInstance {
         inputs: Vec<Input>,
         emit_to: u32,
     ) -> Result<(TaskOutput, Vec<Input>), JobError> {
-        // A short budget needs the ticker's fine ticks (it returns at once for others).
-        engine.ticker.call_starting(self.budget);
+        // The ticker ticks while the task runs, finely for a short budget.
+        let _running = engine.ticker.call_starting(self.budget);
         let state = self.store.data_mut();
         state.deadline = Instant::now() + self.budget;
         // A trap quotes a line of its own task, never one an earlier task logged.
