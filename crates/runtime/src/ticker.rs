@@ -12,14 +12,15 @@
 //! call writes `fine_until` before it reads `coarse_sleeping` (both sequentially consistent), so
 //! one of them always sees the other and no request for fine ticks is missed.
 //!
-//! While no guest runs, the ticker does not tick at all: an idle node would otherwise wake 2,000
-//! times a second for nothing, and each wake-up takes the core from a job's executor, which runs
-//! in `SCHED_IDLE` (`mote_node::priority`) and so yields to any thread the kernel places on its
-//! core (measured: some 2,000 preemptions a second, a CPU-bound job 7% slower on an otherwise
-//! idle node). Every guest holds a [`Running`] while it runs; the count is split in shards a
-//! cache line apart, so that executors on different cores do not contend for one counter. The
-//! same handshake as for fine ticks keeps a guest from starting unticked: a guest counts itself
-//! before it reads `dormant`, and the ticker sets `dormant` before it counts the guests again.
+//! While no guest has run for [`IDLE_HOLD`], the ticker does not tick at all: an idle node would
+//! otherwise wake 2,000 times a second for nothing, and each wake-up takes the core from a job's
+//! executor, which runs in `SCHED_IDLE` (`mote_node::priority`) and so yields to any thread the
+//! kernel places on its core (measured: some 2,000 preemptions a second, a CPU-bound job 7%
+//! slower on an otherwise idle node). Every guest holds a [`Running`] while it runs; the count is
+//! split in shards a cache line apart, so that executors on different cores do not contend for
+//! one counter. The same handshake as for fine ticks keeps a guest from starting unticked: a
+//! guest counts itself before it reads `dormant`, and the ticker sets `dormant` before it counts
+//! the guests again.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -29,6 +30,10 @@ use wasmtime::Engine;
 
 /// Periods shorter than this are timed by spinning rather than sleeping.
 pub const SPIN_BELOW: Duration = Duration::from_micros(20);
+
+/// How long the ticker goes on ticking once it finds no guest running: guests that come and go
+/// between two ticks pay for waking it at most once in this long.
+const IDLE_HOLD: Duration = Duration::from_millis(10);
 
 /// How long fine ticking lasts after the last short-budget call started.
 const FINE_HOLD: Duration = Duration::from_millis(10);
@@ -139,13 +144,17 @@ impl EpochTicker {
 
 fn run(shared: &Shared, engine: &Engine, periods: TickerPeriods) {
     set_timer_slack_to_minimum();
+    let mut busy_at = Instant::now();
     while !shared.stop.load(Ordering::Relaxed) {
-        if shared.idle() {
+        if !shared.idle() {
+            busy_at = Instant::now();
+        } else if busy_at.elapsed() >= IDLE_HOLD {
             shared.dormant.store(true, Ordering::SeqCst);
             if shared.idle() && !shared.stop.load(Ordering::SeqCst) {
                 std::thread::park();
             }
             shared.dormant.store(false, Ordering::SeqCst);
+            busy_at = Instant::now();
             continue;
         }
         let now = shared.origin.elapsed().as_nanos() as u64;
@@ -272,25 +281,30 @@ mod tests {
     #[test]
     fn the_ticker_sleeps_while_no_guest_runs_and_ticks_while_one_does() {
         let ticker = ticker(Duration::from_millis(5), Duration::from_micros(200));
-        std::thread::sleep(Duration::from_millis(20));
+        // It ticks on for IDLE_HOLD after it last saw a guest, then sleeps.
+        std::thread::sleep(IDLE_HOLD * 4);
         assert_eq!(ticks_during(&ticker, Duration::from_millis(100)), 0);
         let running = ticker.call_starting(Duration::from_secs(1));
         let ticked = ticks_during(&ticker, Duration::from_millis(100));
         assert!(ticked >= 5, "ticks in 100 ms while a guest runs: {ticked}");
         drop(running);
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(IDLE_HOLD * 4);
         assert_eq!(ticks_during(&ticker, Duration::from_millis(100)), 0);
     }
 
     #[test]
     fn no_guest_that_starts_as_the_ticker_falls_asleep_goes_unticked() {
-        // Guests start and end on three threads, each waiting for a tick while it runs; a
-        // start the ticker missed would wait forever, since nothing else wakes it.
-        let ticker = ticker(Duration::from_micros(100), Duration::from_micros(50));
+        // Guests start on three threads after pauses around IDLE_HOLD, so that some find the
+        // ticker asleep or falling asleep, and each waits for a tick while it runs: a start the
+        // ticker missed would wait for good, since nothing else wakes it.
+        let ticker = ticker(Duration::from_micros(200), Duration::from_micros(50));
         std::thread::scope(|scope| {
-            for _ in 0..3 {
-                scope.spawn(|| {
-                    for round in 0..2000 {
+            for thread in 0..3u64 {
+                let ticker = &ticker;
+                scope.spawn(move || {
+                    for round in 0..40u64 {
+                        let pause = (round * 7 + thread * 3) % 16;
+                        std::thread::sleep(Duration::from_millis(pause));
                         let _running = ticker.call_starting(Duration::from_secs(1));
                         let (start, at) = (ticker.ticks(), Instant::now());
                         while ticker.ticks() == start {

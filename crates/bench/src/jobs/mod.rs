@@ -78,7 +78,10 @@ impl JobsBenchConfig {
             points: 400_000,
             peers,
             reps: 3,
-            iterations: 10,
+            // Runs of 1 and 11 iterations differed by as little as nothing and as much as 480
+            // ms on this 2-core VM (one run's start-up against another's): 50 iterations put
+            // about a second between them.
+            iterations: 50,
             works: vec![0, 250, 500, 1000, 2000, 4000, 8000, 32_000, 128_000],
             partitions_per_core: vec![1, 2, 4, 8, 16],
             busy_long: Duration::from_millis(1500),
