@@ -3,8 +3,9 @@
 //! its controller's node left the cluster. Every node looks at the records once a second; of
 //! the nodes alive, the first by name among the job's workers (or the first of all, if none of
 //! them is left) takes the job over, so that every node that sees the same cluster picks the
-//! same one. A node that restarted under its name takes its own jobs back the same way: their
-//! records name it, and it does not control them any more.
+//! same one, once it has looked at the cluster long enough to list every member ([`SETTLE`]). A
+//! node that restarted under its name takes its own jobs back at once: their records name it,
+//! and it does not control them any more.
 
 use crate::controller::{Controller, ControllerSetup, JobState, JobStatus, live_nodes};
 use crate::error::JobServiceError;
@@ -17,6 +18,12 @@ use std::time::Duration;
 
 /// How often a node looks at the cluster's job records.
 const LOOK: Duration = Duration::from_secs(1);
+
+/// How long a node looks at the cluster before it judges another node's job orphaned: a node
+/// that just started may not list every member yet, and would take over jobs whose controller
+/// is alive (seen: a worker restarted in a test took the job from the controller it could not
+/// list yet).
+const SETTLE: Duration = Duration::from_secs(5);
 
 /// How long a cancel asked on another node waits for the job to end there.
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
@@ -100,6 +107,7 @@ impl JobService {
             return;
         };
         let weak = Arc::downgrade(self);
+        let watched = std::time::Instant::now();
         tokio::spawn(async move {
             let mut look = tokio::time::interval(LOOK);
             loop {
@@ -118,31 +126,14 @@ impl JobService {
                 service.forget_oldest(&listed).await;
                 let nodes = live_nodes(service.cluster.as_ref());
                 let me = service.me();
+                let settled = watched.elapsed() >= SETTLE;
                 for record in listed {
                     if record.status.state != JobState::Running
                         || service.controller(&record.spec.id).is_ok()
                     {
                         continue;
                     }
-                    let gone = match record.controller == me.name {
-                        true => Some(format!(
-                            "the controller's node {} restarted",
-                            record.controller
-                        )),
-                        false
-                            if !nodes.nodes.is_empty()
-                                && nodes.named(&record.controller).is_none() =>
-                        {
-                            Some(format!(
-                                "the controller's node {} left the cluster",
-                                record.controller
-                            ))
-                        }
-                        false => None,
-                    };
-                    if let Some(reason) = gone
-                        && successor(&record, &nodes).is_some_and(|s| s == me.name)
-                    {
+                    if let Some(reason) = orphaned(&record, &me.name, &nodes, settled) {
                         service.take_over(record, reason).await;
                     }
                 }
@@ -195,6 +186,23 @@ impl JobService {
             }
         }
     }
+}
+
+/// Why node `me` takes over the running job `record` keeps, which no controller of this node
+/// holds: the record names `me` (this node restarted), or, once this node's view of the cluster
+/// has `settled`, the controller's node is not among the live `nodes` and `me` is its
+/// [`successor`].
+fn orphaned(record: &JobRecord, me: &str, nodes: &LiveNodes, settled: bool) -> Option<String> {
+    if record.controller == me {
+        return Some(format!("the controller's node {me} restarted"));
+    }
+    let left = settled && !nodes.nodes.is_empty() && nodes.named(&record.controller).is_none();
+    (left && successor(record, nodes).is_some_and(|s| s == me)).then(|| {
+        format!(
+            "the controller's node {} left the cluster",
+            record.controller
+        )
+    })
 }
 
 /// The node to take over the job `record` keeps: of the nodes alive, the first by name among
@@ -251,5 +259,22 @@ mod tests {
             Some("n4")
         );
         assert_eq!(successor(&record, &nodes(&[])), None);
+    }
+
+    #[test]
+    fn a_restarted_controller_takes_its_job_back_and_others_wait_for_a_settled_view() {
+        let mut record = crate::record::tests::record("1-1");
+        record.workers = workers(&["n1", "n2", "n3"]);
+        record.controller = "n3".into();
+        let all = nodes(&["n1", "n2", "n3"]);
+        // n3 restarted: its own job, though n1 would be the successor.
+        assert!(orphaned(&record, "n3", &all, false).is_some_and(|r| r.contains("restarted")));
+        // The controller is alive: nobody takes over.
+        assert_eq!(orphaned(&record, "n1", &all, true), None);
+        // n3 gone: n1, first by name, takes over, once its view settled; n2 does not.
+        let without = nodes(&["n1", "n2"]);
+        assert_eq!(orphaned(&record, "n1", &without, false), None);
+        assert!(orphaned(&record, "n1", &without, true).is_some_and(|r| r.contains("left")));
+        assert_eq!(orphaned(&record, "n2", &without, true), None);
     }
 }

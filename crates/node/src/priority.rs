@@ -1,8 +1,8 @@
 //! Threads that give way to calls. The node's call executors run at normal priority; its
-//! object I/O threads (microtasks) and the executor threads of a job's worker run lower, so
-//! that a call's executor that wakes gets its core at once from the kernel, and the others
-//! fill the time calls leave. How much of a core a job keeps while calls want it is its
-//! [`JobShare`]: the kernel's fair scheduler weighs a thread at nice `n` as `1024 / 1.25^n`
+//! object I/O threads (microtasks) run lower, so that a call's executor that wakes gets its
+//! core at once from the kernel, and they fill the time calls leave. A job's executor threads
+//! run at the [`JobShare`] the operator sets: how much of a core a job keeps while calls want
+//! it: the kernel's fair scheduler weighs a thread at nice `n` as `1024 / 1.25^n`
 //! against 1024 for a call's executor at nice 0, so the share picks the nice value; a share of
 //! 0 puts job threads in `SCHED_IDLE`, where they run only on cores nothing else wants.
 
