@@ -94,20 +94,26 @@ fn complete_snapshots(s: &JobStatus) -> usize {
         .count()
 }
 
-#[test]
-fn a_killed_worker_is_replaced_from_the_snapshot_and_rejoins_once_restarted() {
-    let mut cluster = Cluster::start(3);
+/// Starts `lr` over `points` for `iterations` on `cluster`'s three nodes from its first, with a
+/// snapshot every 10 iterations and no rebalancing; answers the job's id.
+fn start_snapshotted_lr(cluster: &Cluster, points: u64, iterations: u64) -> String {
     cluster.deploy("lr", mote_guests::LR.wasm);
     put_objects(&cluster.objects, "results", "", &[]);
     put_objects(&cluster.objects, "snapshots", "", &[]);
-    let (points, iterations) = (600, 2500);
     let request = RunRequest {
         snapshot_every: Some(10),
         snapshot_to: Some("snapshots/jobs".to_owned()),
         rebalance: Some(false),
         ..lr_request(points, iterations, 3)
     };
-    let id = start(&cluster.nodes[0], &request).id;
+    start(&cluster.nodes[0], &request).id
+}
+
+#[test]
+fn a_killed_worker_is_replaced_from_the_snapshot_and_rejoins_once_restarted() {
+    let mut cluster = Cluster::start(3);
+    let (points, iterations) = (600, 2500);
+    let id = start_snapshotted_lr(&cluster, points, iterations);
     let s = wait_status(&cluster.nodes[0], &id, "a complete snapshot", |s| {
         complete_snapshots(s) > 0 && s.iteration >= 30
     });
@@ -176,17 +182,8 @@ fn a_killed_worker_is_replaced_from_the_snapshot_and_rejoins_once_restarted() {
 #[test]
 fn a_killed_controller_is_taken_over_and_the_job_ends_as_an_undisturbed_one() {
     let mut cluster = Cluster::start(3);
-    cluster.deploy("lr", mote_guests::LR.wasm);
-    put_objects(&cluster.objects, "results", "", &[]);
-    put_objects(&cluster.objects, "snapshots", "", &[]);
     let (points, iterations) = (600, 2500);
-    let request = RunRequest {
-        snapshot_every: Some(10),
-        snapshot_to: Some("snapshots/jobs".to_owned()),
-        rebalance: Some(false),
-        ..lr_request(points, iterations, 3)
-    };
-    let id = start(&cluster.nodes[0], &request).id;
+    let id = start_snapshotted_lr(&cluster, points, iterations);
     wait_status(&cluster.nodes[0], &id, "a complete snapshot", |s| {
         complete_snapshots(s) > 0 && s.iteration >= 30
     });

@@ -1,10 +1,15 @@
 //! The job engine's tests: programs, tasks, budgets and images.
 
-use crate::{JobContext, JobEngine, JobError};
+use crate::{JobContext, JobEngine, JobError, Running};
 use mote_jobs::image;
 use mote_types::Limits;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The ticker kept going for tasks of the default budget, as a worker holds it over a batch.
+fn ticking(engine: &JobEngine) -> Running<'_> {
+    engine.running(Limits::default().timeout())
+}
 
 fn ctx(partitions: u32) -> JobContext {
     JobContext {
@@ -44,29 +49,17 @@ fn the_driver_declares_a_program_and_tasks_keep_state_between_calls() {
     assert_eq!(program.groups.sizes(), [4]);
     let mut i = engine.instance(&m, &ctx(4)).unwrap();
     assert_eq!(
-        i.run(
-            &engine.running(Limits::default().timeout()),
-            7,
-            2,
-            Vec::new(),
-            0
-        )
-        .unwrap()
-        .0
-        .value,
+        i.run(&ticking(&engine), 7, 2, Vec::new(), 0)
+            .unwrap()
+            .0
+            .value,
         2
     );
     assert_eq!(
-        i.run(
-            &engine.running(Limits::default().timeout()),
-            7,
-            3,
-            Vec::new(),
-            0
-        )
-        .unwrap()
-        .0
-        .value,
+        i.run(&ticking(&engine), 7, 3, Vec::new(), 0)
+            .unwrap()
+            .0
+            .value,
         5
     );
 }
@@ -76,25 +69,9 @@ fn emitting_out_of_range_and_running_forever_are_errors_that_say_so() {
     let engine = JobEngine::new().unwrap();
     let m = engine.module("x", &wat::parse_str(JOB).unwrap()).unwrap();
     let mut i = engine.instance(&m, &ctx(4)).unwrap();
-    let err = i
-        .run(
-            &engine.running(Limits::default().timeout()),
-            9,
-            0,
-            Vec::new(),
-            4,
-        )
-        .unwrap_err();
+    let err = i.run(&ticking(&engine), 9, 0, Vec::new(), 4).unwrap_err();
     assert!(err.to_string().contains("have 4 partitions"), "{err}");
-    let (out, _) = i
-        .run(
-            &engine.running(Limits::default().timeout()),
-            9,
-            0,
-            Vec::new(),
-            6,
-        )
-        .unwrap();
+    let (out, _) = i.run(&ticking(&engine), 9, 0, Vec::new(), 6).unwrap();
     assert_eq!(out.emitted, vec![(5, b"points".to_vec())]);
     let mut short = ctx(4);
     short.limits.timeout_us = 20_000;
@@ -136,27 +113,14 @@ fn a_tasks_log_lines_are_kept_cut_and_a_long_panic_message_reaches_its_error() {
         .module("log", &wat::parse_str(LOGGING).unwrap())
         .unwrap();
     let mut i = engine.instance(&m, &ctx(1)).unwrap();
-    i.run(
-        &engine.running(Limits::default().timeout()),
-        1,
-        0,
-        Vec::new(),
-        0,
-    )
-    .unwrap();
+    i.run(&ticking(&engine), 1, 0, Vec::new(), 0).unwrap();
     let log = i.take_log();
     let lines: Vec<&str> = log.lines().iter().map(|l| l.text.as_str()).collect();
     assert_eq!(lines, ["a short line"]);
     assert!(i.take_log().is_empty(), "taken once");
 
     let err = i
-        .run(
-            &engine.running(Limits::default().timeout()),
-            2,
-            0,
-            Vec::new(),
-            0,
-        )
+        .run(&ticking(&engine), 2, 0, Vec::new(), 0)
         .unwrap_err()
         .to_string();
     assert!(err.contains("unreachable"), "{err}");
@@ -205,29 +169,17 @@ fn an_image_restores_memory_and_globals_into_a_fresh_instance() {
         .unwrap();
     let mut a = engine.instance(&m, &ctx(1)).unwrap();
     assert_eq!(
-        a.run(
-            &engine.running(Limits::default().timeout()),
-            2,
-            0,
-            Vec::new(),
-            0
-        )
-        .unwrap()
-        .0
-        .value,
+        a.run(&ticking(&engine), 2, 0, Vec::new(), 0)
+            .unwrap()
+            .0
+            .value,
         1
     );
     assert_eq!(
-        a.run(
-            &engine.running(Limits::default().timeout()),
-            1,
-            0,
-            Vec::new(),
-            0
-        )
-        .unwrap()
-        .0
-        .value,
+        a.run(&ticking(&engine), 1, 0, Vec::new(), 0)
+            .unwrap()
+            .0
+            .value,
         2
     );
     let image = a.image();
@@ -235,26 +187,14 @@ fn an_image_restores_memory_and_globals_into_a_fresh_instance() {
     let mut b = engine.restore(&m, &ctx(1), &image).unwrap();
     assert_eq!(b.memory_bytes(), 21 * 65536, "the grown memory comes back");
     assert_eq!(
-        b.run(
-            &engine.running(Limits::default().timeout()),
-            1,
-            0,
-            Vec::new(),
-            0
-        )
-        .unwrap()
-        .0
-        .value,
-        a.run(
-            &engine.running(Limits::default().timeout()),
-            1,
-            0,
-            Vec::new(),
-            0
-        )
-        .unwrap()
-        .0
-        .value,
+        b.run(&ticking(&engine), 1, 0, Vec::new(), 0)
+            .unwrap()
+            .0
+            .value,
+        a.run(&ticking(&engine), 1, 0, Vec::new(), 0)
+            .unwrap()
+            .0
+            .value,
         "both go on from the same state"
     );
     let err = engine.restore(&m, &ctx(1), b"not an image").err().unwrap();
@@ -297,16 +237,10 @@ fn a_reference_global_does_not_spoil_the_image() {
     let m = engine.module("t", &wat::parse_str(TABLE).unwrap()).unwrap();
     let mut a = engine.instance(&m, &ctx(1)).unwrap();
     assert_eq!(
-        a.run(
-            &engine.running(Limits::default().timeout()),
-            7,
-            0,
-            Vec::new(),
-            0
-        )
-        .unwrap()
-        .0
-        .value,
+        a.run(&ticking(&engine), 7, 0, Vec::new(), 0)
+            .unwrap()
+            .0
+            .value,
         1
     );
     let image = a.image();
@@ -314,16 +248,10 @@ fn a_reference_global_does_not_spoil_the_image() {
     assert_eq!(globals, [("calls".to_owned(), image::Value::I32(1))]);
     let mut b = engine.restore(&m, &ctx(1), &image).unwrap();
     assert_eq!(
-        b.run(
-            &engine.running(Limits::default().timeout()),
-            7,
-            0,
-            Vec::new(),
-            0
-        )
-        .unwrap()
-        .0
-        .value,
+        b.run(&ticking(&engine), 7, 0, Vec::new(), 0)
+            .unwrap()
+            .0
+            .value,
         2
     );
 }
