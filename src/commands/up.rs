@@ -8,7 +8,6 @@ use super::signal::shutdown_signal;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use mote_gateway::{GatewayConfig, ListenLimits};
-use mote_node::priority::{JobShare, MAX_JOB_SHARE};
 use mote_node::{MicrotaskMode, PreemptConfig};
 use mote_objects::S3Endpoint;
 use mote_platform::data_dir::ADMIN_TOKEN_FILE;
@@ -18,6 +17,7 @@ use mote_platform::{
     AccessConfig, DEFAULT_DATA_DIR, DEFAULT_LISTEN, DEFAULT_STORE_LISTEN, ObjectsChoice, Platform,
     PlatformConfig, Serving, StoreChoice, UiListen,
 };
+use mote_runtime::{JobShare, MAX_JOB_SHARE};
 use mote_types::OutboundCeiling;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -147,10 +147,10 @@ pub struct UpArgs {
     /// Refused, with what to use instead: every user of the machine reads a command line.
     #[arg(long = "s3-secret-key", value_name = "KEY", hide = true)]
     s3_secret_key_in_argv: Option<String>,
-    /// Percent of a core a running job keeps while calls want it, 0 to 50 (the default: as
-    /// much as a call). 0 runs jobs only on cores nothing else wants: calls keep their latency,
-    /// but a job starves on cores another process keeps busy. A job uses idle cores fully
-    /// whatever its share.
+    /// Percent of the node's cores (rounded down) that running jobs keep while calls want
+    /// every core, 0 to 100. At 0, the default, a job's tasks give their cores to calls as
+    /// they arrive and take them back as calls end. A job uses every core calls leave whatever
+    /// its share.
     #[arg(long, env = "MOTE_JOB_SHARE", value_name = "PERCENT", default_value_t = defaults().job_share.percent(),
           value_parser = clap::value_parser!(u8).range(0..=i64::from(MAX_JOB_SHARE)))]
     job_share: u8,

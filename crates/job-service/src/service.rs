@@ -64,7 +64,7 @@ impl JobService {
         Ok(Arc::new(Self {
             node,
             env: WorkerEnv {
-                engine: Arc::new(JobEngine::new()?),
+                engine: Arc::new(JobEngine::new(node.job_cores().clone())?),
                 threads,
                 transport: Arc::new(HttpTransport::new(access)),
                 objects,

@@ -1,18 +1,14 @@
-//! How a worker's executor threads run ([`JobThreads`]): how many, confined how, and how they
-//! give way to calls.
+//! How a worker's executor threads run ([`JobThreads`]): how many, and confined how. How they
+//! give way to calls is the job engine's (`mote_runtime::JobCores`).
 
 use mote_node::confine::ExecutorFilter;
-use mote_node::priority::JobShare;
 use std::sync::Arc;
 
-/// How a worker's executor threads run: how many, confined how, and at what share of the
-/// cores calls want too.
+/// How a worker's executor threads run: how many, and confined how.
 #[derive(Clone, Default)]
 pub struct JobThreads {
     /// Executor threads per worker: the node's cores.
     pub cores: usize,
     /// The seccomp allow-list they run under, when confined.
     pub confine: Option<Arc<ExecutorFilter>>,
-    /// What they keep of a core a call's executor wants.
-    pub share: JobShare,
 }

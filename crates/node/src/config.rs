@@ -4,6 +4,7 @@
 use crate::executor::ExecutorsConfig;
 use crate::logs::DEFAULT_FUNCTION_LOG_BYTES;
 use crate::microtask::MicrotaskConfig;
+use mote_runtime::JobShare;
 use mote_types::OutboundCeiling;
 
 /// How a node is set up.
@@ -21,6 +22,8 @@ pub struct NodeConfig {
     /// The most any function's outbound requests may reach (`--outbound-ceiling`): deploys
     /// that grant more are refused, and every connection is checked against it.
     pub outbound_ceiling: OutboundCeiling,
+    /// The share of the cores jobs keep while calls want every core (`--job-share`).
+    pub job_share: JobShare,
 }
 
 impl NodeConfig {
@@ -36,6 +39,7 @@ impl From<ExecutorsConfig> for NodeConfig {
             microtasks: MicrotaskConfig::default(),
             function_log_bytes: DEFAULT_FUNCTION_LOG_BYTES,
             outbound_ceiling: OutboundCeiling::default(),
+            job_share: JobShare::default(),
         }
     }
 }

@@ -30,8 +30,7 @@
 //!   ledger when the call settles, read and followed by the gateway.
 //! - `schedule`: what `GET /v1/node` shows ([`ScheduleSnapshot`]); [`NodeMetrics`]: the
 //!   Prometheus metrics; [`confine`]: the seccomp allow-list executor threads run under;
-//!   [`priority`]: how threads other than the call executors give way to calls (object I/O, a
-//!   job's executors at their [`priority::JobShare`]).
+//!   `priority`: how object I/O threads give way to calls by the kernel's priorities.
 //!
 //! The [`Node`] (`node`) ties these together: its call path (`node::call`), control path
 //! (`node::control`) and what it reports (`node::status`); [`NodeConfig`] (`config`) sets it up.
@@ -62,7 +61,7 @@ mod metrics;
 mod microtask;
 mod node;
 mod pending;
-pub mod priority;
+mod priority;
 mod quarantine;
 mod registry;
 mod resident;

@@ -4,9 +4,9 @@
 
 use crate::error::PlatformError;
 use mote_gateway::GatewayConfig;
-use mote_node::priority::JobShare;
 use mote_node::{ExecutorsConfig, MicrotaskConfig, MicrotaskMode, NodeConfig, PreemptConfig};
 use mote_objects::S3Endpoint;
+use mote_runtime::JobShare;
 use mote_sched::Policy;
 use mote_types::OutboundCeiling;
 use std::net::SocketAddr;
@@ -82,7 +82,7 @@ pub struct PlatformConfig {
     pub stop_timeout: Duration,
     /// Deploy the example functions at start-up ([`crate::examples`]).
     pub examples: bool,
-    /// What a job's executor threads keep of a core that calls want too.
+    /// The share of the cores jobs keep while calls want every core.
     pub job_share: JobShare,
 }
 
@@ -125,6 +125,7 @@ impl PlatformConfig {
             },
             function_log_bytes: self.function_log_bytes,
             outbound_ceiling: self.outbound_ceiling.clone(),
+            job_share: self.job_share,
         }
     }
 }

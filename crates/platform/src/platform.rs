@@ -265,11 +265,7 @@ impl Platform {
             node.clone(),
             Some(objects),
             Arc::new(ClusterWorkers(peers.clone())),
-            mote_job_service::JobThreads {
-                cores,
-                confine,
-                share: config.job_share,
-            },
+            mote_job_service::JobThreads { cores, confine },
             &security.access,
             Some(mote_job_service::JobRecords::new(state.store.clone())),
         )

@@ -187,6 +187,9 @@ pub enum JobError {
     /// The guest trapped.
     #[error("{0}")]
     Trap(String),
+    /// The job stopped on this node while the task waited for a core.
+    #[error("the job stopped on this node before the task could run")]
+    Stopped,
     /// A task ran past the function's budget.
     #[error("the task exceeded the function's budget of {} and was stopped; redeploy with a larger timeout_ms if its partitions need longer", ShowBudget(*timeout_us))]
     Timeout {

@@ -75,7 +75,10 @@ pub use error::{CallError, CompileError, JobError, RuntimeError};
 pub use function::Function;
 pub use gate::{GateFuture, HostIo, PhaseGate, Preemption, Resumed, preempt_calls_on_this_thread};
 pub use guest_log::{GuestLog, LogLine, LogStream, MAX_LINE_BYTES, MAX_LINES, cut_line};
-pub use job::{JobEngine, JobInstance, JobModule, TaskOutput};
+pub use job::{
+    CallInFlight, JobCores, JobEngine, JobInstance, JobModule, JobShare, MAX_JOB_SHARE,
+    ShareOutOfRange, TaskBatch, TaskOutput,
+};
 pub use outbound::Egress;
 pub use serve::{BodyError, ProxyAnswer, ProxyCall, ProxyResponse, ResponseBody};
 pub use state::JobContext;

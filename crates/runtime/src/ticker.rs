@@ -14,11 +14,10 @@
 //!
 //! While no guest has run for [`IDLE_HOLD`], the ticker does not tick at all: an idle node would
 //! otherwise wake 2,000 times a second for nothing, and each wake-up takes the core from a job's
-//! executor, which with `--job-share 0` runs in `SCHED_IDLE` (`mote_node::priority`) and yields
-//! to any thread the kernel places on its core (measured: some 2,000 preemptions a second, a
-//! CPU-bound job 7% slower on an otherwise idle node). Every guest holds a [`Running`] while it
-//! runs; the count is split in shards a cache line apart, so that executors on different cores
-//! do not contend for one counter. The same handshake as for fine ticks keeps a guest from
+//! executor for a moment (measured with the job's threads in `SCHED_IDLE`, which yield to any
+//! thread: some 2,000 preemptions a second, a CPU-bound job 7% slower on an otherwise idle
+//! node). Every guest holds a [`Running`] while it runs; the count is split in shards a cache
+//! line apart, so that executors on different cores do not contend for one counter. The same handshake as for fine ticks keeps a guest from
 //! starting unticked: a guest counts itself before it reads `dormant`, and the ticker sets
 //! `dormant` before it counts the guests again.
 

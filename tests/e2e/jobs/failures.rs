@@ -153,7 +153,7 @@ fn a_job_commits_its_output_only_when_it_succeeds() {
 
 #[test]
 fn a_cancel_stops_running_tasks_at_once() {
-    let p = Platform::start(&["--cores", "2", "--job-share", "0"]);
+    let p = Platform::start(&["--cores", "2"]);
     // Tasks that would spin for a minute, their budget.
     p.deploy(
         "forever",
@@ -185,12 +185,6 @@ fn a_cancel_stops_running_tasks_at_once() {
             "the tasks never ran: {running:?} of CPU in 0.5 s, {idle:?} idle in 1 s: {s:?}"
         );
     }
-    // With a share of 0 the job's threads run in SCHED_IDLE (policy 5).
-    let policies = job_threads_policy(p.pid());
-    assert!(
-        !policies.is_empty() && policies.iter().all(|n| *n == 5),
-        "the job's threads' scheduling policies: {policies:?}"
-    );
     let cancelled = wait(p.api().cancel_job(&id));
     assert_eq!(cancelled.state, JobState::Cancelled, "{cancelled:?}");
     std::thread::sleep(Duration::from_millis(200));
@@ -202,23 +196,79 @@ fn a_cancel_stops_running_tasks_at_once() {
     assert_serving_hello(&p);
 }
 
-/// The scheduling policy of each of process `pid`'s job executor threads (`mote-job-N`).
-fn job_threads_policy(pid: u32) -> Vec<i64> {
-    let mut policies = Vec::new();
+/// The CPU time process `pid`'s job executor threads (`mote-job-N`) have used so far.
+fn job_threads_cpu(pid: u32) -> Duration {
+    let mut ticks = 0;
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
         let dir = task.unwrap().path();
         let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
         if !comm.starts_with("mote-job-") {
             continue;
         }
-        let stat = std::fs::read_to_string(dir.join("stat")).unwrap();
-        // Fields after the command's closing parenthesis start at field 3; policy is field 41.
-        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 1..]
-            .split_whitespace()
-            .collect();
-        policies.push(fields[41 - 3].parse().unwrap());
+        let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
+        if let Some(t) = mote_testbed::cpu_time::ProcessTicks::parse(&stat) {
+            ticks += t.utime + t.stime;
+        }
     }
-    policies
+    let hz = mote_testbed::cpu_time::clock_ticks_per_second().expect("the clock tick");
+    Duration::from_secs_f64(ticks as f64 / hz as f64)
+}
+
+#[test]
+fn a_call_takes_its_core_from_a_running_job_and_gives_it_back() {
+    let p = Platform::start(&["--cores", "1"]);
+    p.deploy(
+        "forever",
+        &compute_job("(loop $l (br $l))"),
+        &DeployParams {
+            timeout_ms: Some(60_000),
+            ..Default::default()
+        },
+    );
+    // A call that holds the core for its whole 400 ms budget.
+    p.deploy(
+        "spin",
+        &crate::fixtures::spin(),
+        &DeployParams {
+            timeout_ms: Some(400),
+            ..Default::default()
+        },
+    );
+    let id = start(&p, &request("forever", None, 1, &[])).id;
+    let begun = Instant::now();
+    while job_threads_cpu(p.pid()) < Duration::from_millis(200) {
+        assert!(
+            begun.elapsed() < super::DEADLINE,
+            "the job's tasks never ran"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for _ in 0..3 {
+        let before = job_threads_cpu(p.pid());
+        let t = Instant::now();
+        let r = p.invoke("spin", b"");
+        let took = t.elapsed();
+        let job = job_threads_cpu(p.pid()) - before;
+        assert_eq!(r.status, 504, "{}", r.text());
+        // Sharing the core by the kernel's fair scheduler gives the job half of it (measured
+        // 180-200 ms of the 400); giving the core to the call leaves it the moments before
+        // and after, which /proc counts in 10 ms ticks.
+        assert!(
+            job < Duration::from_millis(80),
+            "the job's threads ran {job:?} during a {took:?} call on the only core"
+        );
+    }
+    // Between calls the job has the core again.
+    let before = job_threads_cpu(p.pid());
+    std::thread::sleep(Duration::from_millis(500));
+    let alone = job_threads_cpu(p.pid()) - before;
+    assert!(
+        alone > Duration::from_millis(300),
+        "the job ran {alone:?} of 500 ms with no call"
+    );
+    let cancelled = wait(p.api().cancel_job(&id));
+    assert_eq!(cancelled.state, JobState::Cancelled, "{cancelled:?}");
+    assert_serving_hello(&p);
 }
 
 /// Deploys `hello` and asserts it answers.

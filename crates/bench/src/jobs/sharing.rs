@@ -11,7 +11,8 @@
 //! The floors: the calls' p99 with the job within 3x their p99 alone, and the job's rate with
 //! the calls at least its rate alone less the share the calls take (and a margin for this
 //! machine's swing, [`RATE_MARGIN`]). The nodes inherit the environment, so
-//! `MOTE_JOB_SHARE=0 mote bench jobs --sharing` measures `--job-share 0`.
+//! `MOTE_JOB_SHARE=50 mote bench jobs --sharing` measures nodes that keep half their cores for
+//! jobs.
 
 use crate::node_api::NodeApi;
 use crate::results::cpu_model;

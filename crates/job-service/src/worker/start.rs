@@ -122,15 +122,10 @@ impl Worker {
         self.outbox.report_progress(Arc::downgrade(self));
         for n in 0..self.threads.cores.max(1) {
             let w = self.clone();
-            let (confine, share) = (self.threads.confine.clone(), self.threads.share);
+            let confine = self.threads.confine.clone();
             std::thread::Builder::new()
                 .name(format!("mote-job-{n}"))
                 .spawn(move || {
-                    // Before the confinement, which may not allow it: calls wanting this core
-                    // get it first.
-                    if let Err(e) = share.apply_to_this_thread() {
-                        tracing::warn!(error = %e, "a job thread could not give way to calls");
-                    }
                     if let Some(filter) = confine
                         && let Err(e) = filter.confine_this_thread()
                     {

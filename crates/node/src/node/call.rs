@@ -9,7 +9,7 @@ use crate::ledger::Reply;
 use crate::registry::Deployed;
 use crate::resident::Code;
 use bytes::Bytes;
-use mote_runtime::{CallError, Function, ProxyResponse};
+use mote_runtime::{CallError, CallInFlight, Function, ProxyResponse};
 use mote_types::GuestKind;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,6 +22,8 @@ pub struct PendingCall {
     cold_start: Option<Duration>,
     /// Code this call's cold start evicted: unmapped when the call is done, not while it starts.
     evicted: Vec<Arc<Function>>,
+    /// Jobs' tasks give the call a core until it is answered.
+    _in_flight: CallInFlight,
 }
 
 impl PendingCall {
@@ -33,6 +35,7 @@ impl PendingCall {
             mut reply,
             cold_start,
             evicted: _evicted,
+            _in_flight,
         } = self;
         let until = Instant::now() + spin;
         let reply = loop {
@@ -117,6 +120,7 @@ impl Node {
         if !code.is_proxy() {
             return Err(InvokeError::Call(CallError::NotProxy));
         }
+        let _in_flight = self.job_cores.call();
         let reply = self
             .microtasks
             .submit_http(function, code, request, arrival)?;
@@ -170,6 +174,7 @@ impl Node {
         input: Bytes,
         arrival: Instant,
     ) -> Result<PendingCall, InvokeError> {
+        let in_flight = self.job_cores.call();
         // Only a cold load can push the resident set over budget; a warm call skips the clone.
         let loaded = code.cold_start.is_some().then(|| function.clone());
         let reply = match code.function.is_microtask() {
@@ -188,6 +193,7 @@ impl Node {
             reply,
             cold_start: code.cold_start,
             evicted,
+            _in_flight: in_flight,
         })
     }
 

@@ -28,7 +28,7 @@ use crate::metrics::NodeMetrics;
 use crate::microtask::Microtasks;
 use crate::pending::Pending;
 use crate::registry::Registry;
-use mote_runtime::{Egress, Runtime, RuntimeConfig};
+use mote_runtime::{Egress, JobCores, Runtime, RuntimeConfig};
 use mote_state::{EmbeddedStore, ModuleBlobs, StateError, StateStore};
 use std::path::Path;
 use std::sync::Arc;
@@ -44,6 +44,8 @@ pub struct Node {
     egress: Arc<Egress>,
     metrics: Arc<NodeMetrics>,
     logs: Arc<FunctionLogs>,
+    /// The cores as calls and jobs' tasks take them: every call counts in while in flight.
+    job_cores: Arc<JobCores>,
 }
 
 fn create_dir(dir: &Path) -> Result<(), StateError> {
@@ -83,6 +85,7 @@ impl Node {
         ));
         let ledger = Arc::new(Ledger::new(pending.clone()));
         let egress = Arc::new(Egress::new(config.outbound_ceiling));
+        let job_cores = Arc::new(JobCores::new(config.executors.cores, config.job_share));
         let microtasks = Microtasks::start(
             runtime.clone(),
             ledger.clone(),
@@ -105,6 +108,7 @@ impl Node {
             egress,
             metrics,
             logs,
+            job_cores,
         })
     }
 

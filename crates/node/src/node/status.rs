@@ -7,6 +7,7 @@ use crate::logs::FunctionLogs;
 use crate::metrics::NodeMetrics;
 use crate::registry::Deployed;
 use crate::schedule::{self, PreemptSnapshot, ScheduleSnapshot};
+use mote_runtime::JobCores;
 use mote_types::FunctionRecord;
 use std::sync::Arc;
 use std::time::Duration;
@@ -124,6 +125,12 @@ impl Node {
     /// How many executor cores the node runs calls on.
     pub fn cores(&self) -> usize {
         self.executors.cores()
+    }
+
+    /// The node's cores as its calls and its jobs' tasks take them: a job engine runs its
+    /// tasks on these.
+    pub fn job_cores(&self) -> &Arc<JobCores> {
+        &self.job_cores
     }
 
     /// Executors running a call or tearing its instance down; a dispatcher that sends work

@@ -1,11 +1,12 @@
 //! The job engine: its own wasmtime engine (no pooling allocator: an instance lives as long as
 //! its partitions, not a call) and epoch ticker, the job modules compiled for it, and the
 //! instances that hold a job's partitions ([`JobInstance`]), each task a call into one under
-//! the function's budget.
+//! the function's budget, on a core the node's calls leave ([`JobCores`]).
 
 use crate::error::{CompileError, JobError, RuntimeError, explain_job};
 use crate::guest_log::GuestLog;
 use crate::host;
+use crate::job::cores::{JobCores, Stopped};
 use crate::state::{CallLimiter, JobContext, JobState, Mode, TaskIo};
 use crate::ticker::{EpochTicker, Running, TickerPeriods};
 use mote_jobs::{Input, Program, ProgramBuilder};
@@ -25,11 +26,13 @@ pub struct JobEngine {
     linker: Linker<JobState>,
     modules: Mutex<HashMap<String, Arc<JobModule>>>,
     ticker: EpochTicker,
+    cores: Arc<JobCores>,
 }
 
 impl JobEngine {
-    /// Builds the engine and starts its epoch ticker.
-    pub fn new() -> Result<Self, RuntimeError> {
+    /// Builds the engine and starts its epoch ticker; its tasks run on the `cores` the node's
+    /// calls leave.
+    pub fn new(cores: Arc<JobCores>) -> Result<Self, RuntimeError> {
         let engine_error = |e: wasmtime::Error| RuntimeError::Engine(format!("{e:#}"));
         let mut config = Config::new();
         config.epoch_interruption(true);
@@ -46,11 +49,13 @@ impl JobEngine {
                 fine: Duration::from_micros(50),
             },
         );
+        cores.attach(&engine);
         Ok(Self {
             engine,
             linker,
             modules: Mutex::new(HashMap::new()),
             ticker,
+            cores,
         })
     }
 
@@ -86,10 +91,18 @@ impl JobEngine {
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
-        store.epoch_deadline_callback(|mut c| {
+        let cores = self.cores.clone();
+        store.epoch_deadline_callback(move |mut c| {
             let state = c.data_mut();
             if state.ctx.stopped.load(Ordering::Relaxed) {
                 return Err(Trap::Interrupt.into());
+            }
+            if cores.asked_to_yield() {
+                match cores.hold(&state.ctx.stopped) {
+                    // Waiting for calls does not spend the task's budget.
+                    Ok(waited) => state.deadline += waited,
+                    Err(Stopped) => return Err(Trap::Interrupt.into()),
+                }
             }
             if Instant::now() >= state.deadline {
                 state.timed_out = true;
@@ -157,9 +170,13 @@ impl JobEngine {
         Ok(instance)
     }
 
-    /// Keeps the ticker going (finely for a short `budget`) while tasks run under it.
-    pub fn running(&self, budget: Duration) -> Running<'_> {
-        self.ticker.call_starting(budget)
+    /// A batch of tasks under `budget` about to run on this thread: keeps the ticker going
+    /// (finely for a short budget) and, from the first task on, holds a core of the node's.
+    pub fn running(&self, budget: Duration) -> TaskBatch<'_> {
+        TaskBatch {
+            _ticking: self.ticker.call_starting(budget),
+            cores: &self.cores,
+        }
     }
 
     fn arm(&self, store: &mut Store<JobState>, ctx: &JobContext) -> Running<'_> {
@@ -167,6 +184,19 @@ impl JobEngine {
         store.data_mut().deadline = Instant::now() + ctx.limits.timeout();
         store.set_epoch_deadline(1);
         running
+    }
+}
+
+/// A batch of tasks running on one thread, from [`JobEngine::running`]: the engine's ticker
+/// ticks while it lives, and the thread gives up its core when it drops.
+pub struct TaskBatch<'a> {
+    _ticking: Running<'a>,
+    cores: &'a JobCores,
+}
+
+impl Drop for TaskBatch<'_> {
+    fn drop(&mut self) {
+        self.cores.release();
     }
 }
 
@@ -195,18 +225,23 @@ pub struct TaskOutput {
 
 impl JobInstance {
     /// Runs task function `func` on partition `index` with `inputs`; `emit_to` is how many
-    /// partitions its emits may address (0 for a task that emits nothing). `running`, from
-    /// [`JobEngine::running`], keeps the engine's ticker going: a worker holds one over a batch
-    /// of tasks rather than count each task in and out.
+    /// partitions its emits may address (0 for a task that emits nothing). `batch`, from
+    /// [`JobEngine::running`], keeps the engine's ticker going and holds a core: a worker holds
+    /// one over a batch of tasks rather than count each task in and out. The task waits first
+    /// if calls want the cores; it fails with [`JobError::Stopped`] if the job stops meanwhile.
     pub fn run(
         &mut self,
-        _running: &Running<'_>,
+        batch: &TaskBatch<'_>,
         func: u32,
         index: u32,
         inputs: Vec<Input>,
         emit_to: u32,
     ) -> Result<(TaskOutput, Vec<Input>), JobError> {
         let state = self.store.data_mut();
+        batch
+            .cores
+            .hold(&state.ctx.stopped)
+            .map_err(|Stopped| JobError::Stopped)?;
         state.deadline = Instant::now() + self.budget;
         // A trap quotes a line of its own task, never one an earlier task logged.
         state.last_log = None;

@@ -14,14 +14,17 @@
 //!
 //! - `engine`: [`JobEngine`] (its engine, linker and modules), [`JobModule`], [`JobInstance`]
 //!   and running a task in one.
+//! - `cores`: [`JobCores`], the node's cores as calls and tasks take them, and [`JobShare`].
 //! - `image`: an instance's memory and globals as a `mote_jobs::image`, and back.
 //!
 //! The instances' `Store` data is `state::job`'s; the `mote_job` host functions are
 //! `host::job`'s.
 
+mod cores;
 mod engine;
 mod image;
 #[cfg(test)]
 mod tests;
 
-pub use engine::{JobEngine, JobInstance, JobModule, TaskOutput};
+pub use cores::{CallInFlight, JobCores, JobShare, MAX_JOB_SHARE, ShareOutOfRange};
+pub use engine::{JobEngine, JobInstance, JobModule, TaskBatch, TaskOutput};

@@ -1,14 +1,24 @@
 //! The job engine's tests: programs, tasks, budgets and images.
 
-use crate::{JobContext, JobEngine, JobError, Running};
+use crate::{JobContext, JobCores, JobEngine, JobError, JobShare, TaskBatch};
 use mote_jobs::image;
 use mote_types::Limits;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The ticker kept going for tasks of the default budget, as a worker holds it over a batch.
-fn ticking(engine: &JobEngine) -> Running<'_> {
+/// The ticker kept going and a core held for tasks of the default budget, as a worker holds
+/// them over a batch.
+fn ticking(engine: &JobEngine) -> TaskBatch<'_> {
     engine.running(Limits::default().timeout())
+}
+
+/// An engine whose tasks share `cores` with calls.
+fn engine_on(cores: &Arc<JobCores>) -> JobEngine {
+    JobEngine::new(cores.clone()).unwrap()
+}
+
+fn engine() -> JobEngine {
+    engine_on(&Arc::new(JobCores::new(2, JobShare::default())))
 }
 
 fn ctx(partitions: u32) -> JobContext {
@@ -41,7 +51,7 @@ const JOB: &str = r#"(module
 
 #[test]
 fn the_driver_declares_a_program_and_tasks_keep_state_between_calls() {
-    let engine = JobEngine::new().unwrap();
+    let engine = engine();
     let m = engine.module("x", &wat::parse_str(JOB).unwrap()).unwrap();
     let program = engine.program(&m, &ctx(4)).unwrap();
     assert_eq!(program.stages.len(), 1);
@@ -66,7 +76,7 @@ fn the_driver_declares_a_program_and_tasks_keep_state_between_calls() {
 
 #[test]
 fn emitting_out_of_range_and_running_forever_are_errors_that_say_so() {
-    let engine = JobEngine::new().unwrap();
+    let engine = engine();
     let m = engine.module("x", &wat::parse_str(JOB).unwrap()).unwrap();
     let mut i = engine.instance(&m, &ctx(4)).unwrap();
     let err = i.run(&ticking(&engine), 9, 0, Vec::new(), 4).unwrap_err();
@@ -82,6 +92,97 @@ fn emitting_out_of_range_and_running_forever_are_errors_that_say_so() {
         Err(JobError::Timeout { timeout_us: 20_000 })
     ));
     assert!(started.elapsed() < Duration::from_secs(1));
+}
+
+/// Runs task 8 of [`JOB`] (a loop without end) under `budget` on its own thread, and returns
+/// what the run ended with and when.
+fn spin_task(
+    engine: &Arc<JobEngine>,
+    ctx: JobContext,
+) -> std::thread::JoinHandle<(Result<(), JobError>, Instant)> {
+    let engine = engine.clone();
+    std::thread::spawn(move || {
+        let m = engine.module("x", &wat::parse_str(JOB).unwrap()).unwrap();
+        let mut i = engine.instance(&m, &ctx).unwrap();
+        let batch = engine.running(ctx.limits.timeout());
+        let result = i.run(&batch, 8, 0, Vec::new(), 0).map(|_| ());
+        (result, Instant::now())
+    })
+}
+
+fn until(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !cond() {
+        assert!(Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn a_running_task_gives_its_core_to_a_call_without_spending_its_budget() {
+    let cores = Arc::new(JobCores::new(1, JobShare::default()));
+    let engine = Arc::new(engine_on(&cores));
+    let mut c = ctx(4);
+    c.limits.timeout_us = 300_000;
+    let started = Instant::now();
+    let task = spin_task(&engine, c);
+    until("the task holds the core", || cores.tasks_on_cores() == 1);
+    let call = cores.call();
+    // The call advances the job engine's epoch: the task gives way at once, not at a tick.
+    until("the task gives way to the call", || {
+        cores.tasks_on_cores() == 0
+    });
+    assert_eq!(cores.yields(), 1);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(cores.tasks_on_cores(), 0, "the task ran beside the call");
+    let freed = Instant::now();
+    drop(call);
+    let (result, ended) = task.join().unwrap();
+    assert!(
+        matches!(
+            result,
+            Err(JobError::Timeout {
+                timeout_us: 300_000
+            })
+        ),
+        "{result:?}"
+    );
+    // Its 300 ms budget ran on from where the call took its core.
+    assert!(
+        ended - started >= Duration::from_millis(800) && ended > freed,
+        "the task timed out {:?} after it began, {:?} after the call left",
+        ended - started,
+        ended.saturating_duration_since(freed)
+    );
+    assert_eq!(cores.tasks_on_cores(), 0);
+}
+
+#[test]
+fn a_task_waiting_for_a_core_ends_when_its_job_stops() {
+    let cores = Arc::new(JobCores::new(1, JobShare::default()));
+    let engine = Arc::new(engine_on(&cores));
+    let mut c = ctx(4);
+    c.limits.timeout_us = 60_000_000;
+    let stopped = c.stopped.clone();
+    let task = spin_task(&engine, c.clone());
+    until("the task holds the core", || cores.tasks_on_cores() == 1);
+    let _call = cores.call();
+    until("the task gives way to the call", || {
+        cores.tasks_on_cores() == 0
+    });
+    let stop = Instant::now();
+    stopped.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (result, ended) = task.join().unwrap();
+    assert!(result.is_err(), "a stopped task ran on");
+    assert!(ended - stop < Duration::from_secs(1), "{:?}", ended - stop);
+    // A task of a stopped job does not wait for a core either.
+    let m = engine.module("x", &wat::parse_str(JOB).unwrap()).unwrap();
+    let mut i = engine.instance(&m, &c).unwrap();
+    let batch = engine.running(c.limits.timeout());
+    assert!(matches!(
+        i.run(&batch, 7, 0, Vec::new(), 0),
+        Err(JobError::Stopped)
+    ));
 }
 
 /// A job whose task 1 logs a short line, and whose task 2 logs a 200,000-byte line of `x`s
@@ -108,7 +209,7 @@ const LOGGING: &str = r#"(module
 
 #[test]
 fn a_tasks_log_lines_are_kept_cut_and_a_long_panic_message_reaches_its_error() {
-    let engine = JobEngine::new().unwrap();
+    let engine = engine();
     let m = engine
         .module("log", &wat::parse_str(LOGGING).unwrap())
         .unwrap();
@@ -163,7 +264,7 @@ fn an_image_restores_memory_and_globals_into_a_fresh_instance() {
             (i32.store (i32.const 200000) (i32.const 1))
             (i32.wrap_i64 (i64.add (global.get $calls)
                 (i64.extend_i32_u (i32.load (i32.const 128)))))))"#;
-    let engine = JobEngine::new().unwrap();
+    let engine = engine();
     let m = engine
         .module("c", &wat::parse_str(COUNTER).unwrap())
         .unwrap();
@@ -233,7 +334,7 @@ fn a_reference_global_does_not_spoil_the_image() {
         (func (export "mote_job_task") (param $func i32) (param $index i32) (result i32)
             (global.set $calls (i32.add (global.get $calls) (i32.const 1)))
             (global.get $calls)))"#;
-    let engine = JobEngine::new().unwrap();
+    let engine = engine();
     let m = engine.module("t", &wat::parse_str(TABLE).unwrap()).unwrap();
     let mut a = engine.instance(&m, &ctx(1)).unwrap();
     assert_eq!(
