@@ -8,6 +8,7 @@ use super::signal::shutdown_signal;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use mote_gateway::{GatewayConfig, ListenLimits};
+use mote_node::{JobShare, MAX_JOB_SHARE};
 use mote_node::{MicrotaskMode, PreemptConfig};
 use mote_objects::S3Endpoint;
 use mote_platform::data_dir::ADMIN_TOKEN_FILE;
@@ -17,7 +18,6 @@ use mote_platform::{
     AccessConfig, DEFAULT_DATA_DIR, DEFAULT_LISTEN, DEFAULT_STORE_LISTEN, ObjectsChoice, Platform,
     PlatformConfig, Serving, StoreChoice, UiListen,
 };
-use mote_runtime::{JobShare, MAX_JOB_SHARE};
 use mote_types::OutboundCeiling;
 use std::net::SocketAddr;
 use std::path::PathBuf;

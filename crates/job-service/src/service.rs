@@ -61,10 +61,11 @@ impl JobService {
         access: &mote_tls::PeerAccess,
         records: Option<JobRecords>,
     ) -> Result<Arc<Self>, mote_runtime::RuntimeError> {
+        let engine = Arc::new(JobEngine::new(node.job_cores().clone())?);
         Ok(Arc::new(Self {
             node,
             env: WorkerEnv {
-                engine: Arc::new(JobEngine::new(node.job_cores().clone())?),
+                engine,
                 threads,
                 transport: Arc::new(HttpTransport::new(access)),
                 objects,

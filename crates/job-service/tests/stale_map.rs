@@ -21,7 +21,7 @@ use mote_job_service::{JobCode, JobThreads, Transport, TransportError, Worker, W
 use mote_jobs::message::{Envelope, JobSpec, Report, WorkerMessage};
 use mote_jobs::{Entry, GroupId, PartitionKey, PartitionMap, WorkerId};
 use mote_objects::{Objects, ObjectsConfig};
-use mote_runtime::{JobContext, JobEngine};
+use mote_runtime::{JobContext, JobCores, JobEngine, JobShare};
 use mote_types::Limits;
 use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeSet, HashMap};
@@ -169,7 +169,9 @@ fn pieces_under_a_stale_map_are_held_then_forwarded_and_each_is_used_once() {
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
     let partitions = 6;
-    let engine = Arc::new(JobEngine::new().unwrap());
+    // Three workers of one core each share the engine, as three nodes' would not.
+    let cores = Arc::new(JobCores::new(3, JobShare::default()));
+    let engine = Arc::new(JobEngine::new(cores).unwrap());
     let module = engine.module("lr", mote_guests::LR.wasm).unwrap();
     let ctx = JobContext {
         function: Arc::from("lr"),

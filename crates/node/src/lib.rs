@@ -78,6 +78,9 @@ pub use logs::{
 };
 pub use metrics::{NodeMetrics, Outcome};
 pub use microtask::{ClassSnapshot, MicrotaskConfig, MicrotaskMode, Microtasks};
+/// The share of the cores jobs keep (`NodeConfig::job_share`); the count calls and jobs take
+/// cores from is `mote_runtime::JobCores`.
+pub use mote_runtime::{JobShare, MAX_JOB_SHARE, ShareOutOfRange};
 pub use node::{Followed, Node, NodeLoad, PendingCall};
 pub use registry::{Deployed, RECORD_PREFIX, Registry};
 pub use resident::ModuleSource;
