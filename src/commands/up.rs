@@ -154,6 +154,12 @@ pub struct UpArgs {
     #[arg(long, env = "MOTE_JOB_SHARE", value_name = "PERCENT", default_value_t = defaults().job_share.percent(),
           value_parser = clap::value_parser!(u8).range(0..=i64::from(MAX_JOB_SHARE)))]
     job_share: u8,
+    /// Run jobs' executor threads in SCHED_IDLE: every other thread of the machine takes their
+    /// core at once, a call's on its way through the gateway too, so a short call beside a job
+    /// keeps more of its latency; but a job then gets nothing on a core another process keeps
+    /// busy, and its tasks may run out their budgets there. For nodes given to mote alone.
+    #[arg(long, env = "MOTE_JOB_IDLE", value_enum, default_value_t = Switch::from(defaults().job_idle))]
+    job_idle: Switch,
     /// Confine executor threads with a seccomp allow-list (Linux): code running there cannot
     /// open files, sockets or processes.
     #[arg(long, value_enum, default_value_t = Switch::from(defaults().seccomp))]
@@ -227,7 +233,7 @@ pub struct UpArgs {
     security: SecurityArgs,
 }
 
-/// `--preempt`, `--microtasks` and `--seccomp`: on or off.
+/// `--preempt`, `--microtasks`, `--seccomp` and `--job-idle`: on or off.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Switch {
     On,
@@ -322,6 +328,7 @@ fn config(args: UpArgs, s3_secret_key: Option<String>) -> anyhow::Result<Platfor
         }),
         seccomp: args.seccomp.on(),
         job_share: JobShare::new(args.job_share)?,
+        job_idle: args.job_idle.on(),
         max_queue: args.max_queue,
         quarantine_after: args.quarantine_after,
         resident_mb: args.resident_mb,

@@ -1,14 +1,17 @@
-//! How a worker's executor threads run ([`JobThreads`]): how many, and confined how. How they
-//! give way to calls is the job engine's (`mote_runtime::JobCores`).
+//! How a worker's executor threads run ([`JobThreads`]): how many, confined how, and whether in
+//! `SCHED_IDLE`. How they give their cores to calls is the job engine's
+//! (`mote_runtime::JobCores`).
 
 use mote_node::confine::ExecutorFilter;
 use std::sync::Arc;
 
-/// How a worker's executor threads run: how many, and confined how.
+/// How a worker's executor threads run: how many, confined how, at what priority.
 #[derive(Clone, Default)]
 pub struct JobThreads {
     /// Executor threads per worker: the node's cores.
     pub cores: usize,
     /// The seccomp allow-list they run under, when confined.
     pub confine: Option<Arc<ExecutorFilter>>,
+    /// Run them in `SCHED_IDLE` (`--job-idle on`).
+    pub idle: bool,
 }

@@ -30,7 +30,8 @@
 //!   ledger when the call settles, read and followed by the gateway.
 //! - `schedule`: what `GET /v1/node` shows ([`ScheduleSnapshot`]); [`NodeMetrics`]: the
 //!   Prometheus metrics; [`confine`]: the seccomp allow-list executor threads run under;
-//!   `priority`: how object I/O threads give way to calls by the kernel's priorities.
+//!   [`priority`]: how object I/O threads (and with `--job-idle on` a job's) give way to calls
+//!   by the kernel's priorities.
 //!
 //! The [`Node`] (`node`) ties these together: its call path (`node::call`), control path
 //! (`node::control`) and what it reports (`node::status`); [`NodeConfig`] (`config`) sets it up.
@@ -61,7 +62,7 @@ mod metrics;
 mod microtask;
 mod node;
 mod pending;
-mod priority;
+pub mod priority;
 mod quarantine;
 mod registry;
 mod resident;

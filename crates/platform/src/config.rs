@@ -84,6 +84,8 @@ pub struct PlatformConfig {
     pub examples: bool,
     /// The share of the cores jobs keep while calls want every core.
     pub job_share: JobShare,
+    /// Run jobs' executor threads in `SCHED_IDLE`.
+    pub job_idle: bool,
 }
 
 impl PlatformConfig {
@@ -165,6 +167,7 @@ impl Default for PlatformConfig {
             stop_timeout: Self::DEFAULT_STOP_TIMEOUT,
             examples: false,
             job_share: JobShare::default(),
+            job_idle: false,
         }
     }
 }

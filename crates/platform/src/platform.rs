@@ -265,7 +265,11 @@ impl Platform {
             node.clone(),
             Some(objects),
             Arc::new(ClusterWorkers(peers.clone())),
-            mote_job_service::JobThreads { cores, confine },
+            mote_job_service::JobThreads {
+                cores,
+                confine,
+                idle: config.job_idle,
+            },
             &security.access,
             Some(mote_job_service::JobRecords::new(state.store.clone())),
         )

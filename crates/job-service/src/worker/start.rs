@@ -122,10 +122,14 @@ impl Worker {
         self.outbox.report_progress(Arc::downgrade(self));
         for n in 0..self.threads.cores.max(1) {
             let w = self.clone();
-            let confine = self.threads.confine.clone();
+            let (confine, idle) = (self.threads.confine.clone(), self.threads.idle);
             std::thread::Builder::new()
                 .name(format!("mote-job-{n}"))
                 .spawn(move || {
+                    // Before the confinement, which does not allow it.
+                    if idle && let Err(e) = mote_node::priority::run_this_thread_idle() {
+                        tracing::warn!(error = %e, "a job thread could not go to SCHED_IDLE");
+                    }
                     if let Some(filter) = confine
                         && let Err(e) = filter.confine_this_thread()
                     {

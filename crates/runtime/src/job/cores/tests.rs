@@ -9,6 +9,16 @@ fn cores(n: usize, share: u8) -> Arc<JobCores> {
     Arc::new(JobCores::new(n, JobShare::new(share).unwrap()))
 }
 
+/// Sets its flag when dropped, so that spinning threads stop when a test's assertion fails
+/// too, rather than leave the scope waiting for them.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// Waits up to 5 s for `cond`.
 fn eventually(what: &str, cond: impl Fn() -> bool) {
     let until = Instant::now() + Duration::from_secs(5);
@@ -82,6 +92,7 @@ fn a_call_takes_a_core_from_running_tasks_and_gives_it_back() {
                 c.release();
             });
         }
+        let _stop = StopOnDrop(&stop);
         ready.wait();
         assert_eq!(c.tasks_on_cores(), 2);
         let first = c.call();
@@ -90,15 +101,17 @@ fn a_call_takes_a_core_from_running_tasks_and_gives_it_back() {
         eventually("both give way to two calls", || c.tasks_on_cores() == 0);
         let third = c.call();
         thread::sleep(Duration::from_millis(20));
-        assert_eq!(c.tasks_on_cores(), 0);
-        drop((first, second));
-        thread::sleep(Duration::from_millis(20));
         assert_eq!(c.tasks_on_cores(), 0, "a task took a core three calls want");
+        drop((first, second));
+        eventually("a task takes the core the calls left", || {
+            c.tasks_on_cores() == 1
+        });
+        thread::sleep(Duration::from_millis(20));
+        assert_eq!(c.tasks_on_cores(), 1, "a task took the core a call has");
         drop(third);
         eventually("the tasks take both cores back", || c.tasks_on_cores() == 2);
         assert_eq!(c.yields(), 2);
         assert_eq!(asked.load(Ordering::Relaxed), 2);
-        stop.store(true, Ordering::Relaxed);
     });
     assert_eq!(c.tasks_on_cores(), 0);
 }
@@ -122,6 +135,7 @@ fn tasks_keep_their_share_whatever_the_calls_want() {
                 c.release();
             });
         }
+        let _stop = StopOnDrop(&stop);
         ready.wait();
         let calls: Vec<_> = (0..8).map(|_| c.call()).collect();
         eventually("the tasks come down to the two cores they keep", || {
@@ -129,7 +143,6 @@ fn tasks_keep_their_share_whatever_the_calls_want() {
         });
         thread::sleep(Duration::from_millis(20));
         assert_eq!(c.tasks_on_cores(), 2);
-        stop.store(true, Ordering::Relaxed);
         calls
     });
     drop(calls);
