@@ -278,12 +278,13 @@ fn a_call_takes_its_core_from_a_running_job_and_gives_it_back() {
             "the job's threads ran {job:?} during a {took:?} call on the only core"
         );
     }
-    // Between calls the job has the core again.
+    // Between calls the job has the core again: a job left waiting would run nothing (it
+    // ran 300-500 ms of the 500 here).
     let before = job_threads_cpu(p.pid());
     std::thread::sleep(Duration::from_millis(500));
     let alone = job_threads_cpu(p.pid()) - before;
     assert!(
-        alone > Duration::from_millis(300),
+        alone > Duration::from_millis(150),
         "the job ran {alone:?} of 500 ms with no call"
     );
     let cancelled = wait(p.api().cancel_job(&id));

@@ -73,7 +73,8 @@ fn tasks(count: u64) -> u64 {
 const STOP_CHECK: Duration = Duration::from_millis(10);
 
 std::thread_local! {
-    /// Whether this thread's tasks hold a core in the count.
+    /// Whether this thread's tasks hold a core in the count. A thread takes cores from one
+    /// count only: a worker's executor threads belong to one node's job engine.
     static HOLDS: Cell<bool> = const { Cell::new(false) };
 }
 
