@@ -151,10 +151,8 @@ fn a_job_commits_its_output_only_when_it_succeeds() {
     assert_eq!(text, "blocks\n");
 }
 
-#[test]
-fn a_cancel_stops_running_tasks_at_once() {
-    let p = Platform::start(&["--cores", "2", "--job-idle", "on"]);
-    // Tasks that would spin for a minute, their budget.
+/// Deploys `forever`: a job whose tasks would spin for a minute, their budget.
+fn deploy_forever(p: &Platform) {
     p.deploy(
         "forever",
         &compute_job("(loop $l (br $l))"),
@@ -163,6 +161,12 @@ fn a_cancel_stops_running_tasks_at_once() {
             ..Default::default()
         },
     );
+}
+
+#[test]
+fn a_cancel_stops_running_tasks_at_once() {
+    let p = Platform::start(&["--cores", "2", "--job-idle", "on"]);
+    deploy_forever(&p);
     let cpu = || mote_testbed::cpu_time::process_cpu(p.pid()).expect("the node's CPU time");
     let busy = |over: Duration| {
         let before = cpu();
@@ -186,7 +190,10 @@ fn a_cancel_stops_running_tasks_at_once() {
         );
     }
     // With --job-idle on the job's threads run in SCHED_IDLE (policy 5).
-    let policies = job_threads_stat(p.pid(), 41);
+    let policies: Vec<u64> = job_threads_stat(p.pid())
+        .iter()
+        .map(|f| field(f, 41))
+        .collect();
     assert!(
         !policies.is_empty() && policies.iter().all(|n| *n == 5),
         "the job's threads' scheduling policies: {policies:?}"
@@ -202,10 +209,10 @@ fn a_cancel_stops_running_tasks_at_once() {
     assert_serving_hello(&p);
 }
 
-/// Field `field` of `/proc/PID/task/TID/stat` (counted from 1, as `man proc` does) of each of
-/// process `pid`'s job executor threads (`mote-job-N`).
-fn job_threads_stat(pid: u32, field: usize) -> Vec<u64> {
-    let mut values = Vec::new();
+/// The fields of `/proc/PID/task/TID/stat` from field 3 on (after the command's closing
+/// parenthesis) of each of process `pid`'s job executor threads (`mote-job-N`).
+fn job_threads_stat(pid: u32) -> Vec<Vec<String>> {
+    let mut threads = Vec::new();
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
         let dir = task.unwrap().path();
         let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
@@ -215,20 +222,24 @@ fn job_threads_stat(pid: u32, field: usize) -> Vec<u64> {
         let Ok(stat) = std::fs::read_to_string(dir.join("stat")) else {
             continue;
         };
-        // Fields after the command's closing parenthesis start at field 3.
-        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 1..]
-            .split_whitespace()
-            .collect();
-        values.push(fields[field - 3].parse().unwrap());
+        let fields = stat[stat.rfind(')').unwrap() + 1..].split_whitespace();
+        threads.push(fields.map(str::to_owned).collect());
     }
-    values
+    threads
+}
+
+/// Field `n` (counted from 1, as `man proc` does) of a thread's stat fields from field 3 on.
+fn field(fields: &[String], n: usize) -> u64 {
+    fields[n - 3].parse().unwrap()
 }
 
 /// The CPU time process `pid`'s job executor threads have used so far: their user and system
 /// time (fields 14 and 15).
 fn job_threads_cpu(pid: u32) -> Duration {
-    let ticks: u64 = job_threads_stat(pid, 14).iter().sum::<u64>()
-        + job_threads_stat(pid, 15).iter().sum::<u64>();
+    let ticks: u64 = job_threads_stat(pid)
+        .iter()
+        .map(|f| field(f, 14) + field(f, 15))
+        .sum();
     let hz = mote_testbed::cpu_time::clock_ticks_per_second().expect("the clock tick");
     Duration::from_secs_f64(ticks as f64 / hz as f64)
 }
@@ -236,14 +247,7 @@ fn job_threads_cpu(pid: u32) -> Duration {
 #[test]
 fn a_call_takes_its_core_from_a_running_job_and_gives_it_back() {
     let p = Platform::start(&["--cores", "1"]);
-    p.deploy(
-        "forever",
-        &compute_job("(loop $l (br $l))"),
-        &DeployParams {
-            timeout_ms: Some(60_000),
-            ..Default::default()
-        },
-    );
+    deploy_forever(&p);
     // A call that holds the core for its whole 400 ms budget.
     p.deploy(
         "spin",
@@ -278,8 +282,8 @@ fn a_call_takes_its_core_from_a_running_job_and_gives_it_back() {
             "the job's threads ran {job:?} during a {took:?} call on the only core"
         );
     }
-    // Between calls the job has the core again: a job left waiting would run nothing (it
-    // ran 300-500 ms of the 500 here).
+    // Between calls the job has the core again: a job left waiting would run nothing (one
+    // run here measured exactly 300 ms of the 500).
     let before = job_threads_cpu(p.pid());
     std::thread::sleep(Duration::from_millis(500));
     let alone = job_threads_cpu(p.pid()) - before;

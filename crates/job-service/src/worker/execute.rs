@@ -119,7 +119,8 @@ impl Worker {
             }
             drop(local);
             let mut guest_ns = 0;
-            // The engine's ticker runs while the batch does: counted in once, not per task.
+            // The batch keeps the engine's ticker going and holds a core of the node's: taken
+            // once, not per task.
             let running = self.engine.running(self.ctx.limits.timeout());
             for mut t in batch.drain(..) {
                 let inputs = std::mem::take(&mut t.inputs);

@@ -135,12 +135,14 @@ impl JobCores {
     }
 
     /// Times a task gave its core to calls so far.
-    pub fn yields(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn yields(&self) -> u64 {
         self.yields.load(Ordering::Relaxed)
     }
 
     /// Cores tasks hold now.
-    pub fn tasks_on_cores(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn tasks_on_cores(&self) -> u64 {
         tasks(self.count.load(Ordering::Relaxed))
     }
 
@@ -198,44 +200,26 @@ impl JobCores {
     }
 
     fn try_take(&self) -> bool {
-        let mut count = self.count.load(Ordering::SeqCst);
-        loop {
-            if tasks(count) >= self.allowance(calls(count)) {
-                return false;
-            }
-            match self.count.compare_exchange_weak(
-                count,
-                count + TASK,
-                Ordering::SeqCst,
-                Ordering::SeqCst,
-            ) {
-                Ok(_) => return true,
-                Err(now) => count = now,
-            }
-        }
+        self.count
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |count| {
+                (tasks(count) < self.allowance(calls(count))).then_some(count + TASK)
+            })
+            .is_ok()
     }
 
     /// Gives up this thread's core if the tasks hold more than their allowance; several
     /// threads may look at once, and only as many as are over give up.
     fn give_up_if_over(&self) -> bool {
-        let mut count = self.count.load(Ordering::SeqCst);
-        loop {
-            if !self.over(count) {
-                return false;
-            }
-            match self.count.compare_exchange_weak(
-                count,
-                count - TASK,
-                Ordering::SeqCst,
-                Ordering::SeqCst,
-            ) {
-                Ok(_) => {
-                    HOLDS.set(false);
-                    return true;
-                }
-                Err(now) => count = now,
-            }
+        let gave = self
+            .count
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |count| {
+                self.over(count).then_some(count - TASK)
+            })
+            .is_ok();
+        if gave {
+            HOLDS.set(false);
         }
+        gave
     }
 
     /// A core came free: one waiting task may take it. The waiter counts itself before it
@@ -268,4 +252,4 @@ impl std::fmt::Debug for CallInFlight {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

@@ -1,5 +1,6 @@
 //! The job engine's tests: programs, tasks, budgets and images.
 
+use crate::job::cores::tests::eventually;
 use crate::{JobContext, JobCores, JobEngine, JobError, JobShare, TaskBatch};
 use mote_jobs::image;
 use mote_types::Limits;
@@ -110,14 +111,6 @@ fn spin_task(
     })
 }
 
-fn until(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !cond() {
-        assert!(Instant::now() < deadline, "never: {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
 #[test]
 fn a_running_task_gives_its_core_to_a_call_without_spending_its_budget() {
     let cores = Arc::new(JobCores::new(1, JobShare::default()));
@@ -126,10 +119,10 @@ fn a_running_task_gives_its_core_to_a_call_without_spending_its_budget() {
     c.limits.timeout_us = 300_000;
     let started = Instant::now();
     let task = spin_task(&engine, c);
-    until("the task holds the core", || cores.tasks_on_cores() == 1);
+    eventually("the task holds the core", || cores.tasks_on_cores() == 1);
     let call = cores.call();
     // The call advances the job engine's epoch: the task gives way at once, not at a tick.
-    until("the task gives way to the call", || {
+    eventually("the task gives way to the call", || {
         cores.tasks_on_cores() == 0
     });
     assert_eq!(cores.yields(), 1);
@@ -165,9 +158,9 @@ fn a_task_waiting_for_a_core_ends_when_its_job_stops() {
     c.limits.timeout_us = 60_000_000;
     let stopped = c.stopped.clone();
     let task = spin_task(&engine, c.clone());
-    until("the task holds the core", || cores.tasks_on_cores() == 1);
+    eventually("the task holds the core", || cores.tasks_on_cores() == 1);
     let _call = cores.call();
-    until("the task gives way to the call", || {
+    eventually("the task gives way to the call", || {
         cores.tasks_on_cores() == 0
     });
     let stop = Instant::now();

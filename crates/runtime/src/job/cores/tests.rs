@@ -19,8 +19,24 @@ impl Drop for StopOnDrop<'_> {
     }
 }
 
+/// Runs as a worker's executor does on `c`: takes a core, meets the others at `ready`, then
+/// spins until `stop`, giving its core up whenever asked, as a task's epoch callback does at
+/// each tick; counts the times it was asked in `asked`.
+fn run_as_task(c: &JobCores, stop: &AtomicBool, ready: &Barrier, asked: &AtomicU64) {
+    c.hold(stop).unwrap();
+    ready.wait();
+    while !stop.load(Ordering::Relaxed) {
+        if c.asked_to_yield() {
+            asked.fetch_add(1, Ordering::Relaxed);
+            c.hold(stop).ok();
+        }
+        std::hint::spin_loop();
+    }
+    c.release();
+}
+
 /// Waits up to 5 s for `cond`.
-fn eventually(what: &str, cond: impl Fn() -> bool) {
+pub(in crate::job) fn eventually(what: &str, cond: impl Fn() -> bool) {
     let until = Instant::now() + Duration::from_secs(5);
     while !cond() {
         assert!(Instant::now() < until, "never: {what}");
@@ -78,19 +94,7 @@ fn a_call_takes_a_core_from_running_tasks_and_gives_it_back() {
     let ready = Barrier::new(3);
     thread::scope(|s| {
         for _ in 0..2 {
-            s.spawn(|| {
-                c.hold(&stop).unwrap();
-                ready.wait();
-                // As a task's epoch callback does at each tick.
-                while !stop.load(Ordering::Relaxed) {
-                    if c.asked_to_yield() {
-                        asked.fetch_add(1, Ordering::Relaxed);
-                        c.hold(&stop).ok();
-                    }
-                    std::hint::spin_loop();
-                }
-                c.release();
-            });
+            s.spawn(|| run_as_task(&c, &stop, &ready, &asked));
         }
         let _stop = StopOnDrop(&stop);
         ready.wait();
@@ -120,20 +124,11 @@ fn a_call_takes_a_core_from_running_tasks_and_gives_it_back() {
 fn tasks_keep_their_share_whatever_the_calls_want() {
     let c = cores(4, 50);
     let stop = AtomicBool::new(false);
+    let asked = AtomicU64::new(0);
     let ready = Barrier::new(5);
     let calls: Vec<_> = thread::scope(|s| {
         for _ in 0..4 {
-            s.spawn(|| {
-                c.hold(&stop).unwrap();
-                ready.wait();
-                while !stop.load(Ordering::Relaxed) {
-                    if c.asked_to_yield() {
-                        c.hold(&stop).ok();
-                    }
-                    std::hint::spin_loop();
-                }
-                c.release();
-            });
+            s.spawn(|| run_as_task(&c, &stop, &ready, &asked));
         }
         let _stop = StopOnDrop(&stop);
         ready.wait();
