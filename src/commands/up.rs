@@ -156,8 +156,9 @@ pub struct UpArgs {
     job_share: u8,
     /// Run jobs' executor threads in SCHED_IDLE: every other thread of the machine takes their
     /// core at once, a call's on its way through the gateway too, so a short call beside a job
-    /// keeps more of its latency; but a job then gets nothing on a core another process keeps
-    /// busy, and its tasks may run out their budgets there. For nodes given to mote alone.
+    /// keeps more of its latency. But on a core another process keeps busy such a thread runs
+    /// a few milliseconds a second, and the node's threads that wait for a lock it holds wait
+    /// as long (a node can miss its lease). For nodes given to mote alone.
     #[arg(long, env = "MOTE_JOB_IDLE", value_enum, default_value_t = Switch::from(defaults().job_idle))]
     job_idle: Switch,
     /// Confine executor threads with a seccomp allow-list (Linux): code running there cannot

@@ -44,8 +44,8 @@ struct Taken {
 impl Worker {
     /// One executor thread: declare, take a batch of ready tasks, run them, settle them, until
     /// the worker is stopped or fails. A finished worker's executors wait: a restore may give
-    /// them work again.
-    pub(super) fn execute(self: &Arc<Self>) {
+    /// them work again. `me` numbers the executor among the worker's.
+    pub(super) fn execute(self: &Arc<Self>, me: usize) {
         let mut awake = Instant::now();
         let mut batch: Vec<Taken> = Vec::with_capacity(BATCH);
         let mut done: Vec<(Taken, Result<TaskOutput, WorkerError>, Vec<Input>)> =
@@ -117,6 +117,10 @@ impl Worker {
             if local.graph.ready() > 0 {
                 self.wake.notify_one();
             }
+            if local.batches.len() <= me {
+                local.batches.resize(me + 1, None);
+            }
+            local.batches[me] = Some(Instant::now());
             drop(local);
             let mut guest_ns = 0;
             // The batch keeps the engine's ticker going and holds a core of the node's: taken
@@ -177,6 +181,9 @@ impl Worker {
                 self.depart(&mut local);
             }
             local.task_ns += guest_ns;
+            if let Some(began) = local.batches.get_mut(me) {
+                *began = None;
+            }
             let now = Instant::now();
             local.busy_ns += (now - awake).as_nanos() as u64;
             awake = now;

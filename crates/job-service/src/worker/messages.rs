@@ -237,6 +237,7 @@ impl Worker {
         fresh.live = restore.live;
         fresh.urls = restore.workers;
         (fresh.tasks, fresh.task_ns, fresh.busy_ns) = (local.tasks, local.task_ns, local.busy_ns);
+        fresh.batches = std::mem::take(&mut local.batches);
         *local = fresh;
         for envelope in later {
             if envelope.generation == local.generation {

@@ -96,6 +96,8 @@ pub struct Worker {
     io: mpsc::UnboundedSender<IoRequest>,
     /// When it ran.
     started: Mutex<Instant>,
+    /// The last progress [`Worker::progress`] read, when, and the batches then running.
+    last_progress: Mutex<Option<(Progress, Instant, u64)>>,
     /// Snapshots and output partitions handed to the I/O task and not yet written: a stopping
     /// worker waits for them, so that the controller's clean-up after it finds them all.
     storing: AtomicUsize,
@@ -124,8 +126,12 @@ struct Local {
     outstanding: usize,
     loads: Vec<TaskRef>,
     tasks: u64,
-    /// Time executors spent inside guest tasks.
+    /// Time executors spent inside guest tasks, counted as each batch ends.
     task_ns: u64,
+    /// By executor: when its running batch began. A report counts a batch's time so far as
+    /// task time, so that a worker whose tasks run for seconds (or wait for a core behind
+    /// another process) is seen to be slow before they end.
+    batches: Vec<Option<Instant>>,
     /// Time executors spent awake: in guest tasks, declaring, spawning, settling and waiting
     /// for the lock; not waiting for work.
     busy_ns: u64,
@@ -171,6 +177,7 @@ impl Local {
             loads: Vec::new(),
             tasks: 0,
             task_ns: 0,
+            batches: Vec::new(),
             busy_ns: 0,
             failed: None,
             finished: false,
@@ -311,16 +318,39 @@ impl Worker {
         self.stopped.load(Ordering::Relaxed)
     }
 
-    /// Whether it stopped or failed.
+    /// Whether it stopped or failed. Never waits for the executors' lock (see
+    /// [`Worker::progress`]): while an executor holds it, the worker has not failed yet.
     pub fn ended(&self) -> bool {
-        let local = self.lock();
-        self.stopped.load(Ordering::Relaxed) || local.failed.is_some()
+        self.stopped.load(Ordering::Relaxed)
+            || self.local.try_lock().is_some_and(|l| l.failed.is_some())
     }
 
-    /// How far it is.
+    /// How far it is, for the reports to the controller. Never waits for the executors' lock,
+    /// which an executor in `SCHED_IDLE` may hold for seconds on a core another process keeps
+    /// busy: while it is held, the last progress read, its running batches counted on to now,
+    /// so that the controller still hears from a starved worker and sees it slow.
     pub fn progress(&self) -> Progress {
-        let local = self.lock();
-        self.progress_of(&local)
+        let mut last = self.last_progress.lock();
+        if let Some(local) = self.local.try_lock() {
+            let p = self.progress_of(&local);
+            let running = local.batches.iter().flatten().count() as u64;
+            *last = Some((p.clone(), Instant::now(), running));
+            return p;
+        }
+        match &*last {
+            Some((p, read, running)) => {
+                let since = read.elapsed().as_micros() as u64;
+                Progress {
+                    wall_us: p.wall_us + since,
+                    task_us: p.task_us + since * running,
+                    ..p.clone()
+                }
+            }
+            None => {
+                drop(last);
+                self.progress_of(&self.lock())
+            }
+        }
     }
 
     fn progress_of(&self, local: &Local) -> Progress {
@@ -331,13 +361,20 @@ impl Worker {
                 partitions.push((PartitionKey { group, index }, row[index as usize] / 1000));
             }
         }
+        let now = Instant::now();
+        let running: u64 = local
+            .batches
+            .iter()
+            .flatten()
+            .map(|began| (now - *began).as_nanos() as u64)
+            .sum();
         Progress {
             worker: self.spec.me,
             generation: local.generation,
             tasks: local.tasks,
             iterations: local.cursor.iterations(),
             stages: local.cursor.seq(),
-            task_us: local.task_ns / 1000,
+            task_us: (local.task_ns + running) / 1000,
             scheduling_us: local.busy_ns.saturating_sub(local.task_ns) / 1000,
             wall_us: self.started.lock().elapsed().as_micros() as u64,
             cores: self.threads.cores.max(1) as u32,

@@ -105,6 +105,7 @@ impl Worker {
             }),
             io,
             started: Mutex::new(Instant::now()),
+            last_progress: Mutex::new(None),
             storing: AtomicUsize::new(0),
         });
         drain_outbox(Arc::downgrade(&worker), outbox_rx, env.transport.clone());
@@ -136,7 +137,7 @@ impl Worker {
                         w.fail(WorkerError::Confine(e));
                         return;
                     }
-                    w.execute();
+                    w.execute(n);
                 })
                 .map_err(WorkerError::Threads)?;
         }

@@ -55,6 +55,8 @@ pub(super) struct Balance {
     /// The worker found markedly slower in the last window: a second window in a row moves
     /// partitions, so that a passing hiccup (a load stage, another process's burst) does not.
     slower: Option<WorkerId>,
+    /// By worker: its cost in the last window it was measured (`window_costs`).
+    last_cost: Vec<Option<f64>>,
     moving: Vec<Moving>,
 }
 
@@ -65,6 +67,7 @@ impl Balance {
             window_at: now,
             settled: now,
             slower: None,
+            last_cost: Vec::new(),
             moving: Vec::new(),
         }
     }
@@ -84,10 +87,16 @@ struct Uneven {
     reason: String,
 }
 
-fn uneven(workers: &[WorkerState], map: &PartitionMap) -> Option<Uneven> {
-    if workers.iter().filter(|w| w.live).count() < 2 {
-        return None;
-    }
+/// Each worker's guest time per index held over the window: measured for a worker that ran
+/// tasks in it (a batch still running counts as far as it got); for one that ran none (it
+/// waited for the others throughout, or its clock began anew), the last it measured, so that
+/// a fast worker waiting on a slow one does not hide the slow one; none for a gone worker, one
+/// holding nothing, or one never measured.
+fn window_costs(
+    workers: &[WorkerState],
+    map: &PartitionMap,
+    last: &[Option<f64>],
+) -> Vec<Option<f64>> {
     // A worker's load is the indices it holds of its fullest group.
     let units = |w: usize| {
         (0..map.groups())
@@ -95,18 +104,28 @@ fn uneven(workers: &[WorkerState], map: &PartitionMap) -> Option<Uneven> {
             .max()
             .unwrap_or(0)
     };
-    // Guest time per index held over the window; none for a worker that ran nothing in it
-    // (its clock began anew, or it waited throughout), which then counts as the fastest.
-    let cost: Vec<Option<f64>> = workers
+    workers
         .iter()
         .enumerate()
         .map(|(w, s)| {
             let spent = s.progress.task_us.saturating_sub(s.window.task_us);
             let held = units(w);
             let ran = s.progress.wall_us > s.window.wall_us;
-            (s.live && ran && held > 0 && spent > 0).then(|| spent as f64 / held as f64)
+            let measured = (ran && spent > 0).then(|| spent as f64 / held as f64);
+            match s.live && held > 0 {
+                true => measured.or(last.get(w).copied().flatten()),
+                false => None,
+            }
         })
-        .collect();
+        .collect()
+}
+
+/// The moves off the slowest worker when it takes [`SLOWER`] times the fastest's `cost` (from
+/// [`window_costs`]); a worker without a cost counts as the fastest.
+fn uneven(workers: &[WorkerState], map: &PartitionMap, cost: &[Option<f64>]) -> Option<Uneven> {
+    if workers.iter().filter(|w| w.live).count() < 2 {
+        return None;
+    }
     let known: Vec<f64> = cost.iter().flatten().copied().collect();
     if known.len() < 2 {
         return None;
@@ -118,7 +137,7 @@ fn uneven(workers: &[WorkerState], map: &PartitionMap) -> Option<Uneven> {
     }
     let weights: Vec<f64> = workers
         .iter()
-        .zip(&cost)
+        .zip(cost)
         .map(|(s, c)| match s.live {
             true => f64::from(s.cores.max(1)) / c.unwrap_or(fastest),
             false => 0.0,
@@ -150,7 +169,9 @@ impl Supervisor {
         {
             return Vec::new();
         }
-        let found = uneven(&self.workers, &self.map);
+        let cost = window_costs(&self.workers, &self.map, &self.balance.last_cost);
+        let found = uneven(&self.workers, &self.map, &cost);
+        self.balance.last_cost = cost;
         let slow = found.as_ref().map(|u| u.slow);
         let confirmed = slow.is_some() && slow == self.balance.slower;
         self.balance.slower = slow;
@@ -293,6 +314,11 @@ mod tests {
     use crate::supervisor::{Action, Supervisor};
     use proptest::prelude::*;
 
+    /// What the first window's end finds.
+    fn found(workers: &[WorkerState], map: &PartitionMap) -> Option<Uneven> {
+        uneven(workers, map, &window_costs(workers, map, &[]))
+    }
+
     fn worker(live: bool, cores: u32, window: (u64, u64), now: (u64, u64)) -> WorkerState {
         let progress = Progress {
             wall_us: now.0,
@@ -322,7 +348,7 @@ mod tests {
             worker(true, 1, (0, 0), (1_000_000, 500_000)),
         ];
         assert!(
-            uneven(&workers, &map).is_none(),
+            found(&workers, &map).is_none(),
             "1.25x is not markedly slower"
         );
     }
@@ -336,7 +362,7 @@ mod tests {
             worker(true, 1, (0, 0), (1_000_000, 400_000)),
             worker(true, 1, (0, 0), (1_000_000, 800_000)),
         ];
-        let u = uneven(&workers, &map).expect("2x is markedly slower");
+        let u = found(&workers, &map).expect("2x is markedly slower");
         assert_eq!(u.slow, WorkerId(1));
         assert_eq!(
             u.reason,
@@ -354,7 +380,7 @@ mod tests {
             // Its clock began anew (a restored worker's).
             worker(true, 1, (5_000_000, 0), (1_000_000, 900_000)),
         ];
-        assert!(uneven(&workers, &map).is_none());
+        assert!(found(&workers, &map).is_none());
     }
 
     #[test]
@@ -365,7 +391,7 @@ mod tests {
             worker(true, 1, (0, 0), (1_000_000, 900_000)),
             worker(false, 1, (0, 0), (1_000_000, 10)),
         ];
-        let u = uneven(&workers, &map).expect("3x");
+        let u = found(&workers, &map).expect("3x");
         assert!(u.moves.iter().all(|(_, e)| e.worker == WorkerId(0)));
     }
 
@@ -380,6 +406,24 @@ mod tests {
             };
             assert!(s.on_report(now, Report::Progress(p)).is_empty());
         }
+    }
+
+    #[test]
+    fn a_fast_worker_that_waits_on_a_slow_one_keeps_the_speed_it_showed() {
+        // Worker 1's tasks crawl (its core is another process's); worker 0 ran its share in
+        // the first window and then waited on worker 1 for the whole second one.
+        let (mut s, t0) = job(2, false, true);
+        worked(&mut s, ms(t0, 500), 500, 50, 500);
+        assert!(s.tick(ms(t0, 1_000), &nodes_but(2, &[])).is_empty());
+        worked(&mut s, ms(t0, 1_500), 1_500, 50, 1_500);
+        let actions = s.tick(ms(t0, 2_000), &nodes_but(2, &[]));
+        let [Action::Move(order)] = actions.as_slice() else {
+            panic!("the slow worker was not found twice: {actions:?}")
+        };
+        assert_eq!(
+            (order.source.worker, order.destination.worker),
+            (WorkerId(1), WorkerId(0))
+        );
     }
 
     #[test]
@@ -591,7 +635,7 @@ mod tests {
             let fastest = known.iter().copied().fold(f64::INFINITY, f64::min);
             let slowest = known.iter().copied().fold(0.0, f64::max);
             let expected = known.len() >= 2 && slowest >= fastest * SLOWER;
-            let found = uneven(&workers, &map);
+            let found = found(&workers, &map);
             prop_assert_eq!(found.is_some(), expected);
             if let Some(u) = found {
                 prop_assert_eq!(cost(u.slow.0 as usize), Some(slowest));

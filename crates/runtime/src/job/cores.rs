@@ -6,20 +6,21 @@
 //! core; a job's executor thread counts itself while it holds a core for a batch of tasks. A
 //! call that finds the tasks over their allowance advances the job engine's epoch, and every
 //! running task's epoch callback checks the count: the tasks over the allowance give up their
-//! cores within microseconds and wait until calls leave one. The time a task waits for calls
-//! does not count against its budget.
+//! cores within microseconds and wait until calls leave one. A task's budget counts CPU time
+//! (`clock`), so the time it waits spends none of it.
 //!
 //! Why not the kernel's priorities: beside an LR job whose threads ran at nice 0, a short
 //! call's p99 was 8.5-9.4 times its p99 on an idle node (the kernel lets a running thread
 //! finish its slice first); with the job's threads in `SCHED_IDLE` it was 2.3-2.8 times, but
-//! then a job gets nothing on a core any other process keeps busy, and an unprivileged thread
-//! cannot leave `SCHED_IDLE` again (`docs/benchmarks/jobs.md`).
+//! then a job gets next to nothing on a core any other process keeps busy, the node's threads
+//! that wait for a lock a starved job thread holds wait as long, and an unprivileged thread
+//! cannot leave `SCHED_IDLE` again (`docs/benchmarks/jobs.md`, `docs/jobs.md`).
 
 use parking_lot::{Condvar, Mutex};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use wasmtime::Engine;
 
 /// The most of the node's cores, in percent, that jobs may keep while calls want them.
@@ -94,7 +95,7 @@ pub struct JobCores {
 }
 
 /// The job stopped while its task waited for a core.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Stopped;
 
 impl JobCores {
@@ -153,19 +154,18 @@ impl JobCores {
 
     /// Makes this thread hold a core for its tasks: takes one, waiting while calls want them
     /// all, or, if it holds one and the tasks are over their allowance, gives it up and waits
-    /// for another. Returns how long it waited; fails if `stopped` is set meanwhile.
-    pub(crate) fn hold(&self, stopped: &AtomicBool) -> Result<Duration, Stopped> {
+    /// for another. Fails if `stopped` is set meanwhile.
+    pub(crate) fn hold(&self, stopped: &AtomicBool) -> Result<(), Stopped> {
         if HOLDS.get() {
             if !self.give_up_if_over() {
-                return Ok(Duration::ZERO);
+                return Ok(());
             }
             self.yields.fetch_add(1, Ordering::Relaxed);
         }
         if self.try_take() {
             HOLDS.set(true);
-            return Ok(Duration::ZERO);
+            return Ok(());
         }
-        let began = Instant::now();
         let mut lock = self.lock.lock();
         self.waiting.fetch_add(1, Ordering::SeqCst);
         let taken = loop {
@@ -181,7 +181,7 @@ impl JobCores {
         drop(lock);
         HOLDS.set(taken);
         match taken {
-            true => Ok(began.elapsed()),
+            true => Ok(()),
             false => Err(Stopped),
         }
     }

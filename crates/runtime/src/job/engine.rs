@@ -6,6 +6,7 @@
 use crate::error::{CompileError, JobError, RuntimeError, explain_job};
 use crate::guest_log::GuestLog;
 use crate::host;
+use crate::job::clock::{TaskClock, mark_thread};
 use crate::job::cores::{JobCores, Stopped};
 use crate::state::{CallLimiter, JobContext, JobState, Mode, TaskIo};
 use crate::ticker::{EpochTicker, Running, TickerPeriods};
@@ -15,7 +16,7 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use wasmtime::{
     Config, Engine, InstancePre, Linker, Memory, Module, Store, Trap, TypedFunc, UpdateDeadline,
 };
@@ -81,7 +82,7 @@ impl JobEngine {
                 memory_limit: ctx.limits.memory_bytes(),
                 denied: None,
             },
-            deadline: Instant::now(),
+            clock: TaskClock::start(ctx.limits.timeout()),
             timed_out: false,
             ctx: ctx.clone(),
             mode,
@@ -97,14 +98,11 @@ impl JobEngine {
             if state.ctx.stopped.load(Ordering::Relaxed) {
                 return Err(Trap::Interrupt.into());
             }
-            if cores.asked_to_yield() {
-                match cores.hold(&state.ctx.stopped) {
-                    // Waiting for calls does not spend the task's budget.
-                    Ok(waited) => state.deadline += waited,
-                    Err(Stopped) => return Err(Trap::Interrupt.into()),
-                }
+            // Waiting for calls spends no CPU time, so none of the task's budget.
+            if cores.asked_to_yield() && cores.hold(&state.ctx.stopped) == Err(Stopped) {
+                return Err(Trap::Interrupt.into());
             }
-            if Instant::now() >= state.deadline {
+            if state.clock.ran_out() {
                 state.timed_out = true;
                 return Err(Trap::Interrupt.into());
             }
@@ -173,6 +171,7 @@ impl JobEngine {
     /// A batch of tasks under `budget` about to run on this thread: keeps the ticker going
     /// (finely for a short budget) and, from the first task on, holds a core of the node's.
     pub fn running(&self, budget: Duration) -> TaskBatch<'_> {
+        mark_thread();
         TaskBatch {
             _ticking: self.ticker.call_starting(budget),
             cores: &self.cores,
@@ -181,7 +180,8 @@ impl JobEngine {
 
     fn arm(&self, store: &mut Store<JobState>, ctx: &JobContext) -> Running<'_> {
         let running = self.ticker.call_starting(ctx.limits.timeout());
-        store.data_mut().deadline = Instant::now() + ctx.limits.timeout();
+        mark_thread();
+        store.data_mut().clock = TaskClock::start(ctx.limits.timeout());
         store.set_epoch_deadline(1);
         running
     }
@@ -242,7 +242,7 @@ impl JobInstance {
             .cores
             .hold(&state.ctx.stopped)
             .map_err(|Stopped| JobError::Stopped)?;
-        state.deadline = Instant::now() + self.budget;
+        state.clock = TaskClock::start(self.budget);
         // A trap quotes a line of its own task, never one an earlier task logged.
         state.last_log = None;
         let Mode::Task(io) = &mut state.mode else {

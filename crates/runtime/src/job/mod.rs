@@ -14,17 +14,20 @@
 //!
 //! - `engine`: [`JobEngine`] (its engine, linker and modules), [`JobModule`], [`JobInstance`]
 //!   and running a task in one.
+//! - `clock`: [`TaskClock`](clock::TaskClock), a task's budget in its thread's CPU time.
 //! - `cores`: [`JobCores`], the node's cores as calls and tasks take them, and [`JobShare`].
 //! - `image`: an instance's memory and globals as a `mote_jobs::image`, and back.
 //!
 //! The instances' `Store` data is `state::job`'s; the `mote_job` host functions are
 //! `host::job`'s.
 
+mod clock;
 mod cores;
 mod engine;
 mod image;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use clock::TaskClock;
 pub use cores::{CallInFlight, JobCores, JobShare, MAX_JOB_SHARE, ShareOutOfRange};
 pub use engine::{JobEngine, JobInstance, JobModule, TaskBatch, TaskOutput};

@@ -1,15 +1,15 @@
 //! What a job instance keeps in its `Store` ([`JobState`]): the job it belongs to
-//! ([`JobContext`]), its limits and deadline, and whether it is declaring the program (the
+//! ([`JobContext`]), its limits and how much of its budget the running task has spent, and whether it is declaring the program (the
 //! driver) or running tasks, with what the task reads and emits. The `mote_job` host functions
 //! (`host::job`) act on it; the job engine (`job`) makes it and reads it after each task.
 
 use super::CallLimiter;
 use crate::guest_log::GuestLog;
+use crate::job::TaskClock;
 use mote_jobs::{Input, ProgramBuilder};
 use mote_types::Limits;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::Instant;
 use wasmtime_wasi::p1::WasiP1Ctx;
 
 /// What every instance of a job shares: its name for messages, arguments and partition count.
@@ -47,7 +47,7 @@ pub(crate) struct TaskIo {
 /// A job instance's `Store` data.
 pub(crate) struct JobState {
     pub(crate) limiter: CallLimiter,
-    pub(crate) deadline: Instant,
+    pub(crate) clock: TaskClock,
     pub(crate) timed_out: bool,
     pub(crate) ctx: JobContext,
     pub(crate) mode: Mode,

@@ -1,0 +1,134 @@
+//! A task's budget in the CPU time of its thread ([`TaskClock`]), so that the time a task waits
+//! for a core does not spend it: behind a call (`JobCores`), or behind another process while
+//! job threads run in `SCHED_IDLE`, where a task may wait for seconds.
+//!
+//! Reading a thread's CPU clock is a system call (about 250 ns here, half a short task's run),
+//! so a task does not read it when it starts: its count begins at its first epoch tick, from
+//! the thread's CPU time at its last tick (or the batch's start) plus all the wall time between
+//! that mark and the task's start, as if the thread had run throughout. That never counts more
+//! than the task ran, so a task is never stopped early; it is stopped late by at most what the
+//! thread ran between its last tick and the task's start.
+//!
+//! A task asleep in a host call (WASI's `poll_oneoff`) spends no CPU time, so its sleep does
+//! not count either: the budget stops runaway computation, and a cancel stops the rest.
+
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+thread_local! {
+    /// When this thread last read its CPU clock, and what it read.
+    static MARK: Cell<Option<(Instant, Duration)>> = const { Cell::new(None) };
+}
+
+/// The calling thread's CPU time.
+fn thread_cpu_time() -> Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec, which lives across the call.
+    let failed = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } != 0;
+    // The clock exists on every Linux since 2.6.12; a failure would be a kernel without it.
+    assert!(!failed, "CLOCK_THREAD_CPUTIME_ID is not readable");
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// Reads the calling thread's CPU clock, the mark the next task on it counts from: a batch of
+/// tasks does so as it starts.
+pub(crate) fn mark_thread() {
+    MARK.set(Some((Instant::now(), thread_cpu_time())));
+}
+
+/// How much of its budget a task (or a driver) has run, counted in its thread's CPU time.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TaskClock {
+    budget: Duration,
+    started: Instant,
+    /// The thread's CPU time where the task's count begins, fixed at its first tick.
+    base: Option<Duration>,
+}
+
+impl TaskClock {
+    /// A task with `budget` starts on this thread now.
+    pub(crate) fn start(budget: Duration) -> Self {
+        Self {
+            budget,
+            started: Instant::now(),
+            base: None,
+        }
+    }
+
+    /// At an epoch tick on the task's thread: whether it has run its budget out.
+    pub(crate) fn ran_out(&mut self) -> bool {
+        let cpu = thread_cpu_time();
+        let at = Instant::now();
+        let base = *self.base.get_or_insert_with(|| match MARK.get() {
+            // The thread ran at most the wall time between its mark and the task's start.
+            Some((marked, cpu_then)) => {
+                (cpu_then + self.started.saturating_duration_since(marked)).min(cpu)
+            }
+            None => cpu,
+        });
+        MARK.set(Some((at, cpu)));
+        cpu - base >= self.budget
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spin_for(cpu: Duration) {
+        let from = thread_cpu_time();
+        while thread_cpu_time() - from < cpu {
+            std::hint::spin_loop();
+        }
+    }
+
+    #[test]
+    fn a_spinning_task_runs_out_once_its_cpu_time_passes_the_budget() {
+        mark_thread();
+        let mut clock = TaskClock::start(Duration::from_millis(30));
+        assert!(!clock.ran_out(), "out before it ran");
+        spin_for(Duration::from_millis(15));
+        assert!(!clock.ran_out(), "out after half its budget");
+        spin_for(Duration::from_millis(20));
+        assert!(clock.ran_out(), "not out after its budget");
+    }
+
+    #[test]
+    fn wall_time_off_the_cpu_does_not_count() {
+        mark_thread();
+        let mut clock = TaskClock::start(Duration::from_millis(30));
+        spin_for(Duration::from_millis(5));
+        // Off the CPU as a starved thread is, or one asleep in a host call.
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!clock.ran_out(), "100 ms off the CPU spent a 30 ms budget");
+        spin_for(Duration::from_millis(30));
+        assert!(clock.ran_out());
+    }
+
+    #[test]
+    fn the_first_tick_never_counts_what_the_thread_ran_before_the_task() {
+        mark_thread();
+        // Earlier tasks of the batch ran 50 ms on this thread, with no tick between.
+        spin_for(Duration::from_millis(50));
+        let mut clock = TaskClock::start(Duration::from_millis(30));
+        spin_for(Duration::from_millis(10));
+        assert!(!clock.ran_out(), "the batch's earlier CPU time was counted");
+    }
+
+    #[test]
+    fn a_thread_never_marked_counts_from_the_first_tick() {
+        let ran_out = std::thread::spawn(|| {
+            spin_for(Duration::from_millis(50));
+            let mut clock = TaskClock::start(Duration::from_millis(30));
+            let first = clock.ran_out();
+            spin_for(Duration::from_millis(35));
+            (first, clock.ran_out())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(ran_out, (false, true));
+    }
+}
