@@ -191,7 +191,7 @@ pub enum JobError {
     #[error("the job stopped on this node before the task could run")]
     Stopped,
     /// A task ran past the function's budget.
-    #[error("the task exceeded the function's budget of {} and was stopped; redeploy with a larger timeout_ms if its partitions need longer", ShowBudget(*timeout_us))]
+    #[error("the task exceeded the function's budget of {} of CPU time and was stopped; redeploy with a larger timeout_ms if its partitions need longer", ShowBudget(*timeout_us))]
     Timeout {
         /// The budget, in µs.
         timeout_us: u64,

@@ -2,12 +2,13 @@
 //! for a core does not spend it: behind a call (`JobCores`), or behind another process while
 //! job threads run in `SCHED_IDLE`, where a task may wait for seconds.
 //!
-//! Reading a thread's CPU clock is a system call (about 250 ns here, half a short task's run),
-//! so a task does not read it when it starts: its count begins at its first epoch tick, from
-//! the thread's CPU time at its last tick (or the batch's start) plus all the wall time between
-//! that mark and the task's start, as if the thread had run throughout. That never counts more
-//! than the task ran, so a task is never stopped early; it is stopped late by at most what the
-//! thread ran between its last tick and the task's start.
+//! Reading a thread's CPU clock is a system call (about 250 ns here, as much as an empty task
+//! costs the worker), so a task does not read it when it starts, nor a batch: the clock is read
+//! at epoch ticks only. A task's count begins at its first tick, from the thread's CPU time at
+//! its previous tick plus all the wall time between that tick and the task's start, as if the
+//! thread had run throughout (on a thread without an earlier tick, from the first tick itself).
+//! That never counts more than the task ran, so a task is never stopped early; it is stopped
+//! late by at most one tick's period.
 //!
 //! A task asleep in a host call (WASI's `poll_oneoff`) spends no CPU time, so its sleep does
 //! not count either: the budget stops runaway computation, and a cancel stops the rest.
@@ -16,7 +17,7 @@ use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 thread_local! {
-    /// When this thread last read its CPU clock, and what it read.
+    /// When this thread last read its CPU clock at a tick, and what it read.
     static MARK: Cell<Option<(Instant, Duration)>> = const { Cell::new(None) };
 }
 
@@ -31,12 +32,6 @@ fn thread_cpu_time() -> Duration {
     // The clock exists on every Linux since 2.6.12; a failure would be a kernel without it.
     assert!(!failed, "CLOCK_THREAD_CPUTIME_ID is not readable");
     Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-}
-
-/// Reads the calling thread's CPU clock, the mark the next task on it counts from: a batch of
-/// tasks does so as it starts.
-pub(crate) fn mark_thread() {
-    MARK.set(Some((Instant::now(), thread_cpu_time())));
 }
 
 /// How much of its budget a task (or a driver) has run, counted in its thread's CPU time.
@@ -63,7 +58,7 @@ impl TaskClock {
         let cpu = thread_cpu_time();
         let at = Instant::now();
         let base = *self.base.get_or_insert_with(|| match MARK.get() {
-            // The thread ran at most the wall time between its mark and the task's start.
+            // The thread ran at most the wall time between its last tick and the task's start.
             Some((marked, cpu_then)) => {
                 (cpu_then + self.started.saturating_duration_since(marked)).min(cpu)
             }
@@ -87,7 +82,6 @@ mod tests {
 
     #[test]
     fn a_spinning_task_runs_out_once_its_cpu_time_passes_the_budget() {
-        mark_thread();
         let mut clock = TaskClock::start(Duration::from_millis(30));
         assert!(!clock.ran_out(), "out before it ran");
         spin_for(Duration::from_millis(15));
@@ -98,8 +92,8 @@ mod tests {
 
     #[test]
     fn wall_time_off_the_cpu_does_not_count() {
-        mark_thread();
         let mut clock = TaskClock::start(Duration::from_millis(30));
+        assert!(!clock.ran_out());
         spin_for(Duration::from_millis(5));
         // Off the CPU as a starved thread is, or one asleep in a host call.
         std::thread::sleep(Duration::from_millis(100));
@@ -110,25 +104,22 @@ mod tests {
 
     #[test]
     fn the_first_tick_never_counts_what_the_thread_ran_before_the_task() {
-        mark_thread();
-        // Earlier tasks of the batch ran 50 ms on this thread, with no tick between.
+        // An earlier task's tick, then 50 ms of earlier tasks with no tick between.
+        assert!(!TaskClock::start(Duration::from_millis(30)).ran_out());
         spin_for(Duration::from_millis(50));
         let mut clock = TaskClock::start(Duration::from_millis(30));
         spin_for(Duration::from_millis(10));
-        assert!(!clock.ran_out(), "the batch's earlier CPU time was counted");
+        assert!(!clock.ran_out(), "the earlier tasks' CPU time was counted");
+        spin_for(Duration::from_millis(25));
+        assert!(clock.ran_out());
     }
 
     #[test]
-    fn a_thread_never_marked_counts_from_the_first_tick() {
-        let ran_out = std::thread::spawn(|| {
-            spin_for(Duration::from_millis(50));
-            let mut clock = TaskClock::start(Duration::from_millis(30));
-            let first = clock.ran_out();
-            spin_for(Duration::from_millis(35));
-            (first, clock.ran_out())
-        })
-        .join()
-        .unwrap();
-        assert_eq!(ran_out, (false, true));
+    fn a_thread_without_an_earlier_tick_counts_from_the_first() {
+        spin_for(Duration::from_millis(50));
+        let mut clock = TaskClock::start(Duration::from_millis(30));
+        assert!(!clock.ran_out());
+        spin_for(Duration::from_millis(35));
+        assert!(clock.ran_out());
     }
 }

@@ -6,7 +6,7 @@
 use crate::error::{CompileError, JobError, RuntimeError, explain_job};
 use crate::guest_log::GuestLog;
 use crate::host;
-use crate::job::clock::{TaskClock, mark_thread};
+use crate::job::clock::TaskClock;
 use crate::job::cores::{JobCores, Stopped};
 use crate::state::{CallLimiter, JobContext, JobState, Mode, TaskIo};
 use crate::ticker::{EpochTicker, Running, TickerPeriods};
@@ -171,7 +171,6 @@ impl JobEngine {
     /// A batch of tasks under `budget` about to run on this thread: keeps the ticker going
     /// (finely for a short budget) and, from the first task on, holds a core of the node's.
     pub fn running(&self, budget: Duration) -> TaskBatch<'_> {
-        mark_thread();
         TaskBatch {
             _ticking: self.ticker.call_starting(budget),
             cores: &self.cores,
@@ -180,7 +179,6 @@ impl JobEngine {
 
     fn arm(&self, store: &mut Store<JobState>, ctx: &JobContext) -> Running<'_> {
         let running = self.ticker.call_starting(ctx.limits.timeout());
-        mark_thread();
         store.data_mut().clock = TaskClock::start(ctx.limits.timeout());
         store.set_epoch_deadline(1);
         running
