@@ -43,6 +43,9 @@ pub(crate) async fn create(
         .collect::<Result<_, _>>()
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let (token, record) = gw.tokens.create(name, scopes, request.replace).await?;
+    // This node takes the token at once; the others when their watch sees the record. Left
+    // to the watch, a client that used the token on this node at once could be refused.
+    gw.access.grants.put(record.clone());
     tracing::info!(token = %record.name, scopes = ?record.scopes, "a token was made");
     let view = TokenInfo {
         token: Some(token.expose().to_owned()),
@@ -62,6 +65,8 @@ pub(crate) async fn revoke(
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
     gw.tokens.revoke(&name).await?;
+    // This node stops taking it at once, before its watch sees the delete.
+    gw.access.grants.remove(&name);
     tracing::info!(token = %name, "a token was revoked");
     Ok(axum::Json(Revoked {
         name,
