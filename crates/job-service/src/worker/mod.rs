@@ -96,8 +96,6 @@ pub struct Worker {
     io: mpsc::UnboundedSender<IoRequest>,
     /// When it ran.
     started: Mutex<Instant>,
-    /// The last progress [`Worker::progress`] read, when, and the batches then running.
-    last_progress: Mutex<Option<(Progress, Instant, u64)>>,
     /// Snapshots and output partitions handed to the I/O task and not yet written: a stopping
     /// worker waits for them, so that the controller's clean-up after it finds them all.
     storing: AtomicUsize,
@@ -318,39 +316,16 @@ impl Worker {
         self.stopped.load(Ordering::Relaxed)
     }
 
-    /// Whether it stopped or failed. Never waits for the executors' lock (see
-    /// [`Worker::progress`]): while an executor holds it, the worker has not failed yet.
+    /// Whether it stopped or failed.
     pub fn ended(&self) -> bool {
-        self.stopped.load(Ordering::Relaxed)
-            || self.local.try_lock().is_some_and(|l| l.failed.is_some())
+        let local = self.lock();
+        self.stopped.load(Ordering::Relaxed) || local.failed.is_some()
     }
 
-    /// How far it is, for the reports to the controller. Never waits for the executors' lock,
-    /// which an executor in `SCHED_IDLE` may hold for seconds on a core another process keeps
-    /// busy: while it is held, the last progress read, its running batches counted on to now,
-    /// so that the controller still hears from a starved worker and sees it slow.
+    /// How far it is.
     pub fn progress(&self) -> Progress {
-        let mut last = self.last_progress.lock();
-        if let Some(local) = self.local.try_lock() {
-            let p = self.progress_of(&local);
-            let running = local.batches.iter().flatten().count() as u64;
-            *last = Some((p.clone(), Instant::now(), running));
-            return p;
-        }
-        match &*last {
-            Some((p, read, running)) => {
-                let since = read.elapsed().as_micros() as u64;
-                Progress {
-                    wall_us: p.wall_us + since,
-                    task_us: p.task_us + since * running,
-                    ..p.clone()
-                }
-            }
-            None => {
-                drop(last);
-                self.progress_of(&self.lock())
-            }
-        }
+        let local = self.lock();
+        self.progress_of(&local)
     }
 
     fn progress_of(&self, local: &Local) -> Progress {

@@ -105,7 +105,6 @@ impl Worker {
             }),
             io,
             started: Mutex::new(Instant::now()),
-            last_progress: Mutex::new(None),
             storing: AtomicUsize::new(0),
         });
         drain_outbox(Arc::downgrade(&worker), outbox_rx, env.transport.clone());
