@@ -156,11 +156,12 @@ pub struct UpArgs {
     job_share: u8,
     /// Run jobs' executor threads in SCHED_IDLE: every other thread of the machine takes their
     /// core at once, a call's on its way through the gateway too, so a short call beside a job
-    /// keeps more of its latency. But on a core another process keeps busy such a thread runs
-    /// a few milliseconds a second, and the node's threads that wait for a lock it holds wait
-    /// as long (a node can miss its lease). For nodes given to mote alone.
-    #[arg(long, env = "MOTE_JOB_IDLE", value_enum, default_value_t = Switch::from(defaults().job_idle))]
-    job_idle: Switch,
+    /// keeps its latency. On a core another process keeps busy a job then gets next to
+    /// nothing, and its partitions move to other nodes. Off, a job's threads compete with the
+    /// node's on the kernel's terms, which a --job-share above 0 needs [default: on, off with
+    /// a --job-share above 0].
+    #[arg(long, env = "MOTE_JOB_IDLE", value_enum)]
+    job_idle: Option<Switch>,
     /// Confine executor threads with a seccomp allow-list (Linux): code running there cannot
     /// open files, sockets or processes.
     #[arg(long, value_enum, default_value_t = Switch::from(defaults().seccomp))]
@@ -329,7 +330,7 @@ fn config(args: UpArgs, s3_secret_key: Option<String>) -> anyhow::Result<Platfor
         }),
         seccomp: args.seccomp.on(),
         job_share: JobShare::new(args.job_share)?,
-        job_idle: args.job_idle.on(),
+        job_idle: args.job_idle.map_or(args.job_share == 0, Switch::on),
         max_queue: args.max_queue,
         quarantine_after: args.quarantine_after,
         resident_mb: args.resident_mb,

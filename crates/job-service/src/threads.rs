@@ -12,6 +12,6 @@ pub struct JobThreads {
     pub cores: usize,
     /// The seccomp allow-list they run under, when confined.
     pub confine: Option<Arc<ExecutorFilter>>,
-    /// Run them in `SCHED_IDLE` (`--job-idle on`).
+    /// Run them in `SCHED_IDLE` (`--job-idle`, on by default).
     pub idle: bool,
 }

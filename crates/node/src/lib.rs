@@ -30,7 +30,7 @@
 //!   ledger when the call settles, read and followed by the gateway.
 //! - `schedule`: what `GET /v1/node` shows ([`ScheduleSnapshot`]); [`NodeMetrics`]: the
 //!   Prometheus metrics; [`confine`]: the seccomp allow-list executor threads run under;
-//!   [`priority`]: how object I/O threads (and with `--job-idle on` a job's) give way to calls
+//!   [`priority`]: how object I/O threads (and by default a job's) give way to calls
 //!   by the kernel's priorities.
 //!
 //! The [`Node`] (`node`) ties these together: its call path (`node::call`), control path

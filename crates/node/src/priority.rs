@@ -1,8 +1,8 @@
 //! Threads that give way to calls by the kernel's priorities. The node's call executors run at
 //! normal priority; its object I/O threads (microtasks) run lower, so that a call's executor
 //! that wakes gets its core at once from the kernel, and they fill the time calls leave. A
-//! job's executors give their cores up to calls themselves (`mote_runtime::JobCores`); with
-//! `--job-idle on` they also run in `SCHED_IDLE` ([`run_this_thread_idle`]), where any other
+//! job's executors give their cores up to calls themselves (`mote_runtime::JobCores`), and they
+//! also run in `SCHED_IDLE` unless `--job-idle off` ([`run_this_thread_idle`]), where any other
 //! thread that wakes takes their core at once, a call's on its way through the gateway too.
 
 use std::io;

@@ -84,7 +84,8 @@ pub struct PlatformConfig {
     pub examples: bool,
     /// The share of the cores jobs keep while calls want every core.
     pub job_share: JobShare,
-    /// Run jobs' executor threads in `SCHED_IDLE`.
+    /// Run jobs' executor threads in `SCHED_IDLE` (the default): a share above 0 needs it off,
+    /// or the calls' threads would take the cores the share keeps.
     pub job_idle: bool,
 }
 
@@ -167,7 +168,7 @@ impl Default for PlatformConfig {
             stop_timeout: Self::DEFAULT_STOP_TIMEOUT,
             examples: false,
             job_share: JobShare::default(),
-            job_idle: false,
+            job_idle: true,
         }
     }
 }

@@ -28,12 +28,17 @@ pub(super) struct Cluster {
 impl Cluster {
     /// `n` nodes, `n1` to `nN`, each with `--cores 1`, once every one sees all of them.
     pub(super) fn start(n: usize) -> Cluster {
+        Self::start_with(n, &[])
+    }
+
+    /// [`Cluster::start`], each node with the flags `extra` too.
+    pub(super) fn start_with(n: usize, extra: &[&str]) -> Cluster {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let store = runtime.block_on(Store::start("jobs", &dir.path().join("store"), &[]));
         let objects = dir.path().join("objects");
         let nodes: Vec<Platform> = (1..=n)
-            .map(|i| Self::node(dir.path(), &store.url, &objects, i))
+            .map(|i| Self::node(dir.path(), &store.url, &objects, i, extra))
             .collect();
         for node in &nodes {
             wait_until(&format!("{} sees {n} nodes", node.url), || {
@@ -50,9 +55,15 @@ impl Cluster {
     }
 
     /// Node `n{i}` on its data directory under `dir`.
-    fn node(dir: &std::path::Path, store: &str, objects: &std::path::Path, i: usize) -> Platform {
+    fn node(
+        dir: &std::path::Path,
+        store: &str,
+        objects: &std::path::Path,
+        i: usize,
+        extra: &[&str],
+    ) -> Platform {
         let name = format!("n{i}");
-        let args = [
+        let mut args = vec![
             "--node",
             &name,
             "--store",
@@ -62,6 +73,7 @@ impl Cluster {
             "--objects-dir",
             objects.to_str().unwrap(),
         ];
+        args.extend_from_slice(extra);
         Platform::start_in(&dir.join(&name), &args)
     }
 
@@ -73,7 +85,7 @@ impl Cluster {
     /// Starts node `n{i}` again on its data directory after [`Cluster::kill`]; it listens on a
     /// new port.
     pub(super) fn restart(&mut self, i: usize) {
-        let node = Self::node(self.dir.path(), &self.store.url, &self.objects, i);
+        let node = Self::node(self.dir.path(), &self.store.url, &self.objects, i, &[]);
         self.nodes.insert(i - 1, node);
     }
 

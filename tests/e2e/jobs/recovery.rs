@@ -305,7 +305,10 @@ fn rate(a: (f64, f64), b: (f64, f64)) -> f64 {
 /// the kernel moves off the core the busy loops hold, it would measure them rather than n2.
 #[test]
 fn a_slowed_worker_gives_partitions_to_the_other_and_iterations_get_faster() {
-    let cluster = Cluster::start(2);
+    // At normal priority, so that n2's worker is slowed, not starved: in `SCHED_IDLE` (the
+    // default) the busy loops would leave it next to nothing, and its partitions could leave
+    // only after it ran the tasks it had declared (tens of seconds; docs/jobs.md).
+    let cluster = Cluster::start_with(2, &["--job-idle", "off"]);
     cluster.deploy("lr", mote_guests::LR.wasm);
     put_objects(&cluster.objects, "results", "", &[]);
     // n1 alone on core 0; n2 on core 1 with three busy loops, so it runs at about a quarter

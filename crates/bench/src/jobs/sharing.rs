@@ -11,8 +11,8 @@
 //! The floors: the calls' p99 with the job within 3x their p99 alone, and the job's rate with
 //! the calls at least its rate alone less the share the calls take (and a margin for this
 //! machine's swing, [`RATE_MARGIN`]). The nodes inherit the environment, so
-//! `MOTE_JOB_IDLE=on mote bench jobs --sharing` measures nodes whose job threads run in
-//! `SCHED_IDLE`, and `MOTE_JOB_SHARE=50` nodes that keep half their cores for jobs.
+//! `MOTE_JOB_IDLE=off mote bench jobs --sharing` measures nodes whose job threads run at
+//! normal priority, and `MOTE_JOB_SHARE=50` nodes that keep half their cores for jobs.
 
 use crate::node_api::NodeApi;
 use crate::results::cpu_model;

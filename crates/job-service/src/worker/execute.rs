@@ -51,18 +51,20 @@ impl Worker {
         let mut done: Vec<(Taken, Result<TaskOutput, WorkerError>, Vec<Input>)> =
             Vec::with_capacity(BATCH);
         let threads = self.threads.cores.max(1);
+        self.bell.register(me);
         let mut local = self.lock();
         loop {
-            if self.stopped.load(Ordering::Relaxed) || local.failed.is_some() {
-                self.wake.notify_all();
+            if self.ended() {
+                self.bell.ring_all();
                 return;
             }
             if local.finished {
-                self.wake.wait_for(&mut local, Duration::from_millis(100));
+                local = self.sleep(me, local, Duration::from_millis(100));
                 awake = Instant::now();
                 continue;
             }
             self.declare(&mut local);
+            self.show_cursor(&local);
             // Several tasks a lock, so that executors of short tasks do not queue for it. Taking
             // a share of the ready tasks instead (ready / executors) left each executor smaller
             // batches and more lock round trips: measured slower on 2 cores (busy, 2 µs tasks:
@@ -75,7 +77,8 @@ impl Worker {
                 batch.push(self.take_task(&mut local, task));
             }
             if batch.is_empty() {
-                local.busy_ns += awake.elapsed().as_nanos() as u64;
+                let busy = awake.elapsed().as_nanos() as u64;
+                self.tally.busy_ns.fetch_add(busy, Ordering::Relaxed);
                 let quiet = local.graph.live() == 0 && local.outstanding == 0;
                 if quiet && local.barrier.is_some() && !local.handoffs.pending() {
                     self.snapshot(&mut local);
@@ -84,10 +87,10 @@ impl Worker {
                 }
                 if quiet && local.cursor.is_done() && !local.handoffs.pending() {
                     local.finished = true;
-                    let report = Report::Done(self.progress_of(&local));
+                    let report = Report::Done(self.progress());
                     drop(local);
                     self.outbox.to_controller(&self.spec, report);
-                    self.wake.notify_all();
+                    self.bell.ring_all();
                     local = self.lock();
                     continue;
                 }
@@ -109,18 +112,15 @@ impl Worker {
                         continue;
                     }
                 }
-                self.wake.wait_for(&mut local, Duration::from_millis(100));
+                local = self.sleep(me, local, Duration::from_millis(100));
                 awake = Instant::now();
                 continue;
             }
             self.ready.store(local.graph.ready(), Ordering::Relaxed);
             if local.graph.ready() > 0 {
-                self.wake.notify_one();
+                self.bell.ring_one();
             }
-            if local.batches.len() <= me {
-                local.batches.resize(me + 1, None);
-            }
-            local.batches[me] = Some(Instant::now());
+            self.tally.batch_began(me);
             drop(local);
             let mut guest_ns = 0;
             // The batch keeps the engine's ticker going and holds a core of the node's: taken
@@ -150,6 +150,7 @@ impl Worker {
             drop(running);
             local = self.lock();
             let mut failure = None;
+            let mut finished = 0;
             for (t, result, inputs) in done.drain(..) {
                 // A restore while it ran: its partition and its result belong to the past.
                 if t.generation != local.generation {
@@ -168,8 +169,12 @@ impl Worker {
                         local.graph.return_inputs(task, inputs);
                         self.settle(&mut local, view, output);
                         local.graph.complete(task);
-                        local.tasks += 1;
-                        local.partition_ns[view.group.0 as usize][view.index as usize] += ns;
+                        finished += 1;
+                        let key = PartitionKey {
+                            group: view.group,
+                            index: view.index,
+                        };
+                        self.tally.ran(key, ns);
                     }
                     Ok(_) => {}
                     Err(e) => {
@@ -180,25 +185,18 @@ impl Worker {
             if local.handoffs.pending() {
                 self.depart(&mut local);
             }
-            local.task_ns += guest_ns;
-            if let Some(began) = local.batches.get_mut(me) {
-                *began = None;
-            }
+            self.tally.batch_ended(me, guest_ns, finished);
             let now = Instant::now();
-            local.busy_ns += (now - awake).as_nanos() as u64;
+            let busy = (now - awake).as_nanos() as u64;
+            self.tally.busy_ns.fetch_add(busy, Ordering::Relaxed);
             awake = now;
             self.ready.store(local.graph.ready(), Ordering::Relaxed);
             if let Some(error) = failure {
-                if self.stopped.load(Ordering::Relaxed) {
-                    self.wake.notify_all();
-                    return;
-                }
-                let error = error.to_string();
-                local.failed = Some(error.clone());
-                let progress = self.progress_of(&local);
                 drop(local);
-                self.send_failure(progress, error);
-                self.wake.notify_all();
+                if !self.stopped.load(Ordering::Relaxed) {
+                    self.fail(error);
+                }
+                self.bell.ring_all();
                 return;
             }
         }
@@ -380,7 +378,7 @@ impl Worker {
             .resume(every.map(|every| iteration + every.max(1)));
         self.storing.fetch_add(1, Ordering::SeqCst);
         let _ = self.io.send(IoRequest::Snapshot(Box::new(SnapshotImages {
-            progress: self.progress_of(local),
+            progress: self.progress(),
             iteration,
             cursor,
             images,
@@ -396,12 +394,15 @@ impl Worker {
             exchange,
             ..
         } = local;
-        for d in handoffs.departures(graph, exchange) {
+        let departures = handoffs.departures(graph, exchange);
+        if departures.is_empty() {
+            return;
+        }
+        for d in departures {
             let image = local.instances[d.key.group.0 as usize][d.key.index as usize]
                 .take()
                 .map(|mut i| i.image())
                 .unwrap_or_default();
-            local.partition_ns[d.key.group.0 as usize][d.key.index as usize] = 0;
             let transfer = Transfer {
                 key: d.key,
                 from_worker: self.spec.me,
@@ -429,6 +430,7 @@ impl Worker {
             );
             self.send(local, d.to, WorkerMessage::Transfer(transfer));
         }
+        self.tally.hold(&local.graph, false);
     }
 
     /// A task's outputs go where they belong.

@@ -2,7 +2,8 @@
 //! controller's map updates, moves and restores. A message of an earlier generation is dropped
 //! and one of a later generation waits for the restore that begins it.
 
-use super::{Local, Worker, WorkerError, zeros};
+use super::inbox::Inbound;
+use super::{Local, Worker, WorkerError};
 use bytes::Bytes;
 use mote_jobs::message::{Envelope, Piece, Report, Restore, Transfer, WorkerMessage};
 use mote_jobs::{Entry, GroupId, PartitionKey, PieceItem, Routed, TaskGraph};
@@ -10,18 +11,30 @@ use mote_runtime::JobInstance;
 use std::sync::atomic::Ordering;
 
 impl Worker {
-    /// Takes a message from another worker or the controller. One of an earlier generation is
-    /// dropped; one of a later generation waits for this worker's restore. Instances for
-    /// arriving partitions are made outside the lock.
+    /// Takes a message from another worker or the controller, without waiting for the
+    /// worker's lock (`inbox`). One of an earlier generation is dropped; one of a later
+    /// generation waits for this worker's restore. Instances for arriving partitions are made
+    /// here, outside the lock; a message that cannot be applied fails the worker.
     pub fn deliver(&self, envelope: Envelope) -> Result<(), WorkerError> {
         let prepared = match &envelope.message {
             WorkerMessage::Arrive { keys, .. } => keys
                 .iter()
                 .map(|&k| Ok((k, self.fresh_instance(k)?)))
                 .collect::<Result<Vec<_>, WorkerError>>()?,
+            WorkerMessage::Restore(_) => return Err(WorkerError::RestoreNotHere),
             _ => Vec::new(),
         };
-        let mut local = self.lock();
+        self.post(Inbound::Message(Box::new(envelope), prepared));
+        Ok(())
+    }
+
+    /// Applies a delivered message, under the lock.
+    pub(super) fn take_envelope(
+        &self,
+        local: &mut Local,
+        envelope: Envelope,
+        prepared: Vec<(PartitionKey, JobInstance)>,
+    ) -> Result<(), WorkerError> {
         if envelope.generation < local.generation {
             return Ok(());
         }
@@ -29,11 +42,7 @@ impl Worker {
             local.later.push(envelope);
             return Ok(());
         }
-        self.take_message(&mut local, envelope.message, prepared)?;
-        self.ready.store(local.graph.ready(), Ordering::Relaxed);
-        drop(local);
-        self.wake.notify_all();
-        Ok(())
+        self.take_message(local, envelope.message, prepared)
     }
 
     fn fresh_instance(&self, key: PartitionKey) -> Result<JobInstance, WorkerError> {
@@ -123,7 +132,6 @@ impl Worker {
             })
             .collect();
         local.instances[key.group.0 as usize][key.index as usize] = Some(instance);
-        local.partition_ns[key.group.0 as usize][key.index as usize] = 0;
         let Local {
             graph,
             cursor,
@@ -141,6 +149,7 @@ impl Worker {
             transfer.from,
             early,
         );
+        self.tally.hold(&local.graph, false);
         for seq in arrival.scatters {
             *local.scatters_left.entry(seq).or_default() += 1;
         }
@@ -156,7 +165,7 @@ impl Worker {
             self.take(local, Some(routed));
         }
         let report = Report::Arrived {
-            progress: self.progress_of(local),
+            progress: self.progress(),
             entries: vec![(
                 key,
                 Entry {
@@ -193,7 +202,6 @@ impl Worker {
             .iter()
             .map(|&size| (0..size).map(|_| None).collect())
             .collect();
-        let partition_ns = zeros(&self.program);
         for (key, image) in images {
             let instance = self
                 .engine
@@ -220,11 +228,6 @@ impl Worker {
         let mut cursor = restore.cursor;
         let every = self.spec.snapshots.as_ref().map(|s| s.every);
         cursor.resume(every.map(|every| restore.iteration + every.max(1)));
-        let mut local = self.lock();
-        if restore.generation <= local.generation {
-            return Ok(());
-        }
-        let later = std::mem::take(&mut local.later);
         let mut fresh = Local::new(
             &self.spec,
             restore.generation,
@@ -232,23 +235,37 @@ impl Worker {
             graph,
             restore.map,
             instances,
-            partition_ns,
         );
         fresh.live = restore.live;
         fresh.urls = restore.workers;
-        (fresh.tasks, fresh.task_ns, fresh.busy_ns) = (local.tasks, local.task_ns, local.busy_ns);
-        fresh.batches = std::mem::take(&mut local.batches);
+        self.post(Inbound::Restore(Box::new(fresh)));
+        Ok(())
+    }
+
+    /// Begins the generation of `fresh`, a restore's state, under the lock, unless this worker
+    /// is there or past it already; the messages of that generation that came early apply now.
+    pub(super) fn begin_generation(
+        &self,
+        local: &mut Local,
+        fresh: Local,
+    ) -> Result<(), WorkerError> {
+        if fresh.generation <= local.generation {
+            return Ok(());
+        }
+        let later = std::mem::take(&mut local.later);
         *local = fresh;
+        self.tally
+            .generation
+            .store(local.generation, Ordering::Relaxed);
+        self.tally.hold(&local.graph, true);
+        self.show_cursor(local);
         for envelope in later {
             if envelope.generation == local.generation {
-                self.take_message(&mut local, envelope.message, Vec::new())?;
+                self.take_message(local, envelope.message, Vec::new())?;
             } else if envelope.generation > local.generation {
                 local.later.push(envelope);
             }
         }
-        self.ready.store(local.graph.ready(), Ordering::Relaxed);
-        drop(local);
-        self.wake.notify_all();
         Ok(())
     }
 

@@ -2,8 +2,10 @@
 //! partitions, and the executor threads that spawn and run their tasks.
 //!
 //! Every decision is taken under one mutex over [`Local`]: the cursor (where this worker is in
-//! the program), the task graph, the partition map's copy and the instances not running. An
-//! executor thread takes the lock, declares stages until enough tasks are live, pops up to
+//! the program), the task graph, the partition map's copy and the instances not running. Only
+//! the executors wait for it: the node's threads post what they bring (`inbox`) and read how
+//! far the worker is from atomics (`tally`), so that an executor starved while it holds the
+//! lock cannot stall the node. An executor thread takes the lock, declares stages until enough tasks are live, pops up to
 //! [`BATCH`] ready tasks and takes their instances out, releases the lock while the guest runs
 //! them, and takes it again to settle them. Nothing is said to the controller per task: scatter
 //! pieces (one message per stage and worker) and signals go straight to the workers that need
@@ -24,32 +26,39 @@
 //! outstanding.
 //!
 //! This module holds the worker's state and what every part of it uses; `start` prepares and
-//! runs it, `execute` is the executor threads, `messages` what it is told, `io` its object I/O
-//! task, and `error` what it fails with. It hands what it sends to an `Outbox`, which `start`
+//! runs it, `execute` is the executor threads, `messages` what it is told, `inbox` how it is
+//! told and how its executors sleep, `tally` its counts, `io` its object I/O task, and `error`
+//! what it fails with. It hands what it sends to an `Outbox`, which `start`
 //! makes over the node's transport, so that the worker itself knows nothing of the network.
 
 mod error;
 mod execute;
+mod inbox;
 mod io;
 mod messages;
 mod start;
+mod tally;
+#[cfg(test)]
+mod tests;
 
 pub use error::WorkerError;
 
 use crate::threads::JobThreads;
 use bytes::Bytes;
+use crossbeam_queue::SegQueue;
+use inbox::{Doorbell, Inbound};
 use mote_jobs::message::{Envelope, JobSpec, Piece, Progress, Report, WorkerMessage};
 use mote_jobs::{
-    Cursor, Exchange, GroupId, Handoffs, PartitionKey, PieceItem, Program, TaskGraph, TaskRef,
-    WorkerId,
+    Cursor, Exchange, Handoffs, PartitionKey, PieceItem, Program, TaskGraph, TaskRef, WorkerId,
 };
 use mote_node::LogRing;
 use mote_runtime::{JobContext, JobEngine, JobInstance, JobModule};
-use parking_lot::{Condvar, Mutex, MutexGuard};
+use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
+use tally::Tally;
 use tokio::sync::mpsc;
 
 /// What a worker runs: its copy of the program, the compiled module and the instances' context.
@@ -85,8 +94,14 @@ pub struct Worker {
     ctx: JobContext,
     log: Option<Arc<LogRing>>,
     local: Mutex<Local>,
-    wake: Condvar,
+    /// What the node's threads brought while the lock was held.
+    inbox: SegQueue<Inbound>,
+    bell: Doorbell,
+    /// How far it is, for reports.
+    tally: Tally,
     stopped: AtomicBool,
+    /// Whether it failed; the error went to the controller.
+    failed: AtomicBool,
     running: AtomicBool,
     /// Ready tasks as of the last change under the lock, for executors that wait without it.
     ready: AtomicUsize,
@@ -94,8 +109,6 @@ pub struct Worker {
     threads: JobThreads,
     outbox: Box<dyn Outbox>,
     io: mpsc::UnboundedSender<IoRequest>,
-    /// When it ran.
-    started: Mutex<Instant>,
     /// Snapshots and output partitions handed to the I/O task and not yet written: a stopping
     /// worker waits for them, so that the controller's clean-up after it finds them all.
     storing: AtomicUsize,
@@ -123,24 +136,11 @@ struct Local {
     /// Pieces, stores and broadcasts sent and not yet acknowledged.
     outstanding: usize,
     loads: Vec<TaskRef>,
-    tasks: u64,
-    /// Time executors spent inside guest tasks, counted as each batch ends.
-    task_ns: u64,
-    /// By executor: when its running batch began. A report counts a batch's time so far as
-    /// task time, so that a worker whose tasks run for seconds (or wait for a core behind
-    /// another process) is seen to be slow before they end.
-    batches: Vec<Option<Instant>>,
-    /// Time executors spent awake: in guest tasks, declaring, spawning, settling and waiting
-    /// for the lock; not waiting for work.
-    busy_ns: u64,
-    failed: Option<String>,
     finished: bool,
     /// Partitions leaving for other workers.
     handoffs: Handoffs,
     /// Instances made ready for partitions about to arrive.
     arriving: FxHashMap<PartitionKey, JobInstance>,
-    /// Time in guest tasks per partition held, by group and index, in ns.
-    partition_ns: Vec<Vec<u64>>,
     /// The iteration the cursor paused at, until the snapshot there is taken.
     barrier: Option<u64>,
     /// Messages of a later generation, which arrived before this worker's restore.
@@ -150,7 +150,6 @@ struct Local {
 impl Local {
     /// The state of worker `spec.me` at the start of `generation`: nothing declared, sent or
     /// held back, the partitions of `map` in `instances`.
-    #[allow(clippy::too_many_arguments)]
     fn new(
         spec: &JobSpec,
         generation: u32,
@@ -158,7 +157,6 @@ impl Local {
         graph: TaskGraph,
         map: mote_jobs::PartitionMap,
         instances: Vec<Vec<Option<JobInstance>>>,
-        partition_ns: Vec<Vec<u64>>,
     ) -> Self {
         Self {
             generation,
@@ -173,29 +171,13 @@ impl Local {
             outgoing: FxHashMap::default(),
             outstanding: 0,
             loads: Vec::new(),
-            tasks: 0,
-            task_ns: 0,
-            batches: Vec::new(),
-            busy_ns: 0,
-            failed: None,
             finished: false,
             handoffs: Handoffs::default(),
             arriving: FxHashMap::default(),
-            partition_ns,
             barrier: None,
             later: Vec::new(),
         }
     }
-}
-
-/// A zero for every partition of every group of `program`.
-fn zeros(program: &Program) -> Vec<Vec<u64>> {
-    program
-        .groups
-        .sizes()
-        .iter()
-        .map(|&size| vec![0; size as usize])
-        .collect()
 }
 
 /// Object I/O the executors hand to the async side.
@@ -233,10 +215,6 @@ impl Worker {
         &self.spec
     }
 
-    fn lock(&self) -> MutexGuard<'_, Local> {
-        self.local.lock()
-    }
-
     fn send(&self, local: &mut Local, to: WorkerId, message: WorkerMessage) {
         local.outstanding += 1;
         let url = local.urls[to.0 as usize].clone();
@@ -253,62 +231,41 @@ impl Worker {
 
     /// Something this worker sent or stored in `generation` was taken.
     pub(crate) fn acknowledged(&self, generation: u32) {
-        let mut local = self.lock();
-        if generation != local.generation {
-            return;
-        }
-        local.outstanding -= 1;
-        drop(local);
-        self.wake.notify_all();
+        self.post(Inbound::Acknowledged(generation));
     }
 
     /// A load's input arrived.
     pub(crate) fn input(&self, generation: u32, task: TaskRef, data: Bytes) {
-        let mut local = self.lock();
-        if generation != local.generation {
-            return;
-        }
-        local.graph.input(task, data);
-        self.ready.store(local.graph.ready(), Ordering::Relaxed);
-        drop(local);
-        self.wake.notify_all();
+        self.post(Inbound::Input(generation, task, data));
     }
 
     /// A message to `peer` could not be delivered: the controller decides whether it is gone.
     pub(crate) fn unreachable(&self, generation: u32, peer: WorkerId, error: String) {
-        let local = self.lock();
-        if generation != local.generation {
+        if generation != self.tally.generation.load(Ordering::Relaxed) {
             return;
         }
-        let progress = self.progress_of(&local);
-        drop(local);
         let report = Report::Unreachable {
-            progress,
+            progress: self.progress(),
             peer,
             error,
         };
         self.outbox.to_controller(&self.spec, report);
     }
 
-    /// The job cannot go on here: stop, and tell the controller why.
+    /// The job cannot go on here: stop, and tell the controller why (once).
     pub(crate) fn fail(&self, error: WorkerError) {
-        let mut local = self.lock();
-        if local.failed.is_some() || local.finished {
+        if self.failed.swap(true, Ordering::SeqCst) {
             return;
         }
-        let error = error.to_string();
-        local.failed = Some(error.clone());
-        let progress = self.progress_of(&local);
-        drop(local);
-        self.wake.notify_all();
-        self.send_failure(progress, error);
+        self.bell.ring_all();
+        self.send_failure(error.to_string());
     }
 
     /// Stops the executors; the instances are dropped with the worker.
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::Relaxed);
         self.ctx.stopped.store(true, Ordering::Relaxed);
-        self.wake.notify_all();
+        self.bell.ring_all();
     }
 
     /// Whether it was stopped (the job ended, or its controller is gone).
@@ -318,43 +275,22 @@ impl Worker {
 
     /// Whether it stopped or failed.
     pub fn ended(&self) -> bool {
-        let local = self.lock();
-        self.stopped.load(Ordering::Relaxed) || local.failed.is_some()
+        self.stopped.load(Ordering::Relaxed) || self.failed.load(Ordering::Relaxed)
     }
 
-    /// How far it is.
+    /// How far it is, read without the lock.
     pub fn progress(&self) -> Progress {
-        let local = self.lock();
-        self.progress_of(&local)
+        let cores = self.threads.cores.max(1) as u32;
+        self.tally.progress(self.spec.me, cores)
     }
 
-    fn progress_of(&self, local: &Local) -> Progress {
-        let mut partitions = Vec::new();
-        for (g, row) in local.partition_ns.iter().enumerate() {
-            let group = GroupId(g as u16);
-            for &index in local.graph.held(group) {
-                partitions.push((PartitionKey { group, index }, row[index as usize] / 1000));
-            }
-        }
-        let now = Instant::now();
-        let running: u64 = local
-            .batches
-            .iter()
-            .flatten()
-            .map(|began| (now - *began).as_nanos() as u64)
-            .sum();
-        Progress {
-            worker: self.spec.me,
-            generation: local.generation,
-            tasks: local.tasks,
-            iterations: local.cursor.iterations(),
-            stages: local.cursor.seq(),
-            task_us: (local.task_ns + running) / 1000,
-            scheduling_us: local.busy_ns.saturating_sub(local.task_ns) / 1000,
-            wall_us: self.started.lock().elapsed().as_micros() as u64,
-            cores: self.threads.cores.max(1) as u32,
-            partitions,
-        }
+    /// Shows where the cursor is in reports.
+    fn show_cursor(&self, local: &Local) {
+        let tally = &self.tally;
+        tally
+            .iterations
+            .store(local.cursor.iterations(), Ordering::Relaxed);
+        tally.stages.store(local.cursor.seq(), Ordering::Relaxed);
     }
 
     /// Whether snapshot images or output partitions are being written.
@@ -372,8 +308,11 @@ impl Worker {
         self.outbox.to_controller(&self.spec, report);
     }
 
-    fn send_failure(&self, progress: Progress, error: String) {
-        let report = Report::Failed { progress, error };
+    fn send_failure(&self, error: String) {
+        let report = Report::Failed {
+            progress: self.progress(),
+            error,
+        };
         self.outbox.to_controller(&self.spec, report);
     }
 }

@@ -2,17 +2,19 @@
 //! and its I/O task ([`Worker::prepare`]), then its executor threads once every worker of the
 //! job is prepared ([`Worker::run`]).
 
+use super::inbox::Doorbell;
 use super::io::serve_io;
-use super::{JobCode, Local, Outbox, Worker, WorkerError, zeros};
+use super::tally::Tally;
+use super::{JobCode, Local, Outbox, Worker, WorkerError};
 use crate::env::WorkerEnv;
 use crate::transport::{Outgoing, Transport, drain_outbox, report_progress};
+use crossbeam_queue::SegQueue;
 use mote_jobs::message::{Envelope, JobSpec, Report};
 use mote_jobs::{Cursor, GroupId, PartitionKey, TaskGraph, WorkerId};
 use mote_runtime::JobInstance;
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Instant;
 use tokio::sync::mpsc;
 
 /// A worker's [`Outbox`] on a node: a queue that [`drain_outbox`] empties over `transport`.
@@ -54,7 +56,6 @@ impl Worker {
         let me = spec.me;
         let graph = TaskGraph::new(&program, &spec.map, me);
         let mut instances = Vec::with_capacity(program.groups.sizes().len());
-        let partition_ns = zeros(&program);
         for (g, &size) in program.groups.sizes().iter().enumerate() {
             let mut row: Vec<Option<JobInstance>> = (0..size).map(|_| None).collect();
             for &index in graph.held(GroupId(g as u16)) {
@@ -78,6 +79,8 @@ impl Worker {
         cursor.resume(spec.snapshots.as_ref().map(|s| s.every));
         let (outbox, outbox_rx) = mpsc::unbounded_channel();
         let (io, io_rx) = mpsc::unbounded_channel();
+        let executors = env.threads.cores.max(1);
+        let tally = Tally::new(spec.generation, executors, program.groups.sizes(), &graph);
         let worker = Arc::new(Self {
             spec: spec.clone(),
             program,
@@ -92,10 +95,12 @@ impl Worker {
                 graph,
                 spec.map.clone(),
                 instances,
-                partition_ns,
             )),
-            wake: Condvar::new(),
+            inbox: SegQueue::new(),
+            bell: Doorbell::new(executors),
+            tally,
             stopped: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
             running: AtomicBool::new(false),
             ready: AtomicUsize::new(0),
             threads: env.threads.clone(),
@@ -104,7 +109,6 @@ impl Worker {
                 transport: env.transport.clone(),
             }),
             io,
-            started: Mutex::new(Instant::now()),
             storing: AtomicUsize::new(0),
         });
         drain_outbox(Arc::downgrade(&worker), outbox_rx, env.transport.clone());
@@ -118,7 +122,7 @@ impl Worker {
         if self.running.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        *self.started.lock() = Instant::now();
+        self.tally.run();
         self.outbox.report_progress(Arc::downgrade(self));
         for n in 0..self.threads.cores.max(1) {
             let w = self.clone();

@@ -7,19 +7,22 @@
 //! call that finds the tasks over their allowance advances the job engine's epoch, and every
 //! running task's epoch callback checks the count: the tasks over the allowance give up their
 //! cores within microseconds and wait until calls leave one. A task's budget counts CPU time
-//! (`clock`), so the time it waits spends none of it.
+//! (`clock`), so the time it waits spends none of it. A call never waits for a task's thread:
+//! tasks wait for a core in a lock-free queue of parked threads, which a call wakes without a
+//! lock, since a job's thread in `SCHED_IDLE` that held a lock on a busy core could keep it for
+//! seconds.
 //!
-//! Why not the kernel's priorities: beside an LR job whose threads ran at nice 0, a short
-//! call's p99 was 8.5-9.4 times its p99 on an idle node (the kernel lets a running thread
-//! finish its slice first); with the job's threads in `SCHED_IDLE` it was 2.3-2.8 times, but
-//! then a job gets next to nothing on a core any other process keeps busy, the node's threads
-//! that wait for a lock a starved job thread holds wait as long, and an unprivileged thread
-//! cannot leave `SCHED_IDLE` again (`docs/benchmarks/jobs.md`, `docs/jobs.md`).
+//! The count alone is not enough: beside an LR job whose threads ran at nice 0, a short call's
+//! p99 was 8.5-9.4 times its p99 on an idle node, since the kernel lets a running thread finish
+//! its slice before the call's thread on its way in runs. So a node also runs its jobs' threads
+//! in `SCHED_IDLE` by default (2.3-2.8 times; `docs/benchmarks/jobs.md`, `docs/jobs.md`),
+//! which is why nothing here makes a call wait for them.
 
-use parking_lot::{Condvar, Mutex};
+use crossbeam_queue::SegQueue;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::thread::Thread;
 use std::time::Duration;
 use wasmtime::Engine;
 
@@ -86,12 +89,30 @@ pub struct JobCores {
     keep: u64,
     /// Tasks waiting for a core.
     waiting: AtomicU64,
-    lock: Mutex<()>,
-    freed: Condvar,
+    /// Their threads, to wake one when a core comes free; with entries of threads that
+    /// stopped waiting, which waking skips.
+    waiters: SegQueue<Arc<Waiter>>,
     /// Tasks that gave their core to a call.
     yields: AtomicU64,
     /// The job engine whose running tasks a call asks to look at the count.
     engine: OnceLock<Engine>,
+}
+
+/// A thread waiting for a core, until a core's release takes it out of the queue.
+struct Waiter {
+    thread: Thread,
+    queued: AtomicBool,
+}
+
+impl Waiter {
+    fn queue(cores: &JobCores) -> Arc<Self> {
+        let waiter = Arc::new(Self {
+            thread: std::thread::current(),
+            queued: AtomicBool::new(true),
+        });
+        cores.waiters.push(waiter.clone());
+        waiter
+    }
 }
 
 /// The job stopped while its task waited for a core.
@@ -107,8 +128,7 @@ impl JobCores {
             cores: cores as u64,
             keep: share.of(cores) as u64,
             waiting: AtomicU64::new(0),
-            lock: Mutex::new(()),
-            freed: Condvar::new(),
+            waiters: SegQueue::new(),
             yields: AtomicU64::new(0),
             engine: OnceLock::new(),
         }
@@ -166,19 +186,30 @@ impl JobCores {
             HOLDS.set(true);
             return Ok(());
         }
-        let mut lock = self.lock.lock();
         self.waiting.fetch_add(1, Ordering::SeqCst);
+        let mut me = Waiter::queue(self);
         let taken = loop {
+            // Queued before it looks, so that a core freed after the look wakes it (or its
+            // thread's park token does, if the wake comes before the park).
+            if !me.queued.load(Ordering::SeqCst) {
+                me = Waiter::queue(self);
+            }
             if self.try_take() {
                 break true;
             }
             if stopped.load(Ordering::Relaxed) {
                 break false;
             }
-            self.freed.wait_for(&mut lock, STOP_CHECK);
+            std::thread::park_timeout(STOP_CHECK);
         };
+        let woken = !me.queued.swap(false, Ordering::SeqCst);
         self.waiting.fetch_sub(1, Ordering::SeqCst);
-        drop(lock);
+        if woken && !taken {
+            // A stopped waiter passes on the wake-up it got, which another waiter may need.
+            // (One that took a core on its own look, as a wake-up came, keeps it: another
+            // waiter then looks again within `STOP_CHECK`.)
+            self.wake_one();
+        }
         HOLDS.set(taken);
         match taken {
             true => Ok(()),
@@ -222,13 +253,18 @@ impl JobCores {
         gave
     }
 
-    /// A core came free: one waiting task may take it. The waiter counts itself before it
-    /// looks at the count, and this looks at the waiters after it changed the count, so either
+    /// A core came free: one waiting task may take it. The waiter queues itself before it
+    /// looks at the count, and this looks at the queue after it changed the count, so either
     /// the waiter sees the free core or this sees the waiter.
     fn wake_one(&self) {
-        if self.waiting.load(Ordering::SeqCst) > 0 {
-            let _lock = self.lock.lock();
-            self.freed.notify_one();
+        if self.waiting.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        while let Some(waiter) = self.waiters.pop() {
+            if waiter.queued.swap(false, Ordering::SeqCst) {
+                waiter.thread.unpark();
+                return;
+            }
         }
     }
 }
