@@ -157,9 +157,10 @@ pub struct UpArgs {
     /// Run jobs' executor threads in SCHED_IDLE: every other thread of the machine takes their
     /// core at once, a call's on its way through the gateway too, so a short call beside a job
     /// keeps its latency. On a core another process keeps busy a job then gets next to
-    /// nothing, and its partitions move to other nodes. Off, a job's threads compete with the
-    /// node's on the kernel's terms, which a --job-share above 0 needs [default: on, off with
-    /// a --job-share above 0].
+    /// nothing, and its partitions move to other nodes once it ran the tasks it had declared
+    /// (tens of seconds): turn it off on machines mote shares. Off, a job's threads compete
+    /// with the node's on the kernel's terms, which a --job-share above 0 needs [default: on,
+    /// off with a --job-share above 0].
     #[arg(long, env = "MOTE_JOB_IDLE", value_enum)]
     job_idle: Option<Switch>,
     /// Confine executor threads with a seccomp allow-list (Linux): code running there cannot

@@ -24,7 +24,9 @@ mod preempt;
 use crate::registry::Deployed;
 use bytes::Bytes;
 use call::Call;
-use mote_runtime::{Call as RuntimeCall, CallError, CallOutput, Function, GuestLog, Runtime};
+use mote_runtime::{
+    Call as RuntimeCall, CallError, CallInFlight, CallOutput, Function, GuestLog, JobCores, Runtime,
+};
 use mote_sched::Policy;
 pub use preempt::PreemptConfig;
 pub(crate) use preempt::Work;
@@ -96,6 +98,8 @@ struct Shared {
     suspensions: Option<Arc<Suspensions>>,
     /// Under preemption: each thread's seat, by thread index.
     seats: Vec<Arc<Seat>>,
+    /// The node's cores as its calls and its jobs' tasks take them.
+    job_cores: Arc<JobCores>,
 }
 
 /// What a call on an executor thread that preempts runs with: the thread's preemption (and
@@ -122,6 +126,7 @@ impl Executors {
         pending: Arc<Pending<Work>>,
         ledger: Arc<Ledger>,
         config: ExecutorsConfig,
+        job_cores: Arc<JobCores>,
     ) -> Result<Self, ConfineError> {
         let threads = Self::threads_for(&config);
         metrics.executors.set(threads as i64);
@@ -150,6 +155,7 @@ impl Executors {
             activity,
             suspensions,
             seats,
+            job_cores,
         });
         let filter = match shared.config.seccomp {
             true => Some(Arc::new(ExecutorFilter::new()?)),
@@ -282,6 +288,11 @@ impl Drop for Executors {
     }
 }
 
+std::thread_local! {
+    /// This executor thread's count in the node's cores while it runs calls.
+    static ON_CORE: std::cell::Cell<Option<CallInFlight>> = const { std::cell::Cell::new(None) };
+}
+
 impl Shared {
     /// Runs executor `i`'s calls until shutdown.
     fn run_executor(&self, i: usize) {
@@ -306,6 +317,7 @@ impl Shared {
         let mut next = None;
         loop {
             if !seat.holds_core() {
+                drop(ON_CORE.take());
                 match suspensions.wait_as_spare(seat) {
                     Some(given) => next = given,
                     None => return,
@@ -334,8 +346,10 @@ impl Shared {
         }
     }
 
-    /// Blocks until there is a call to run, or returns `None` at shutdown.
+    /// Blocks until there is a call to run, or returns `None` at shutdown. A thread that waits
+    /// leaves its core to jobs' tasks.
     fn wait_for_call(&self) -> Option<Next<Work>> {
+        drop(ON_CORE.take());
         self.pending.take(self.config.spin)
     }
 
@@ -362,6 +376,11 @@ impl Shared {
             let _ = reply.send(Reply::unstarted(Err(e)));
             return self.wait_for_call();
         }
+        // Jobs' tasks give this thread a core from its first call until it waits for one
+        // (`wait_for_call`), so back-to-back calls count once. A suspended call's thread keeps
+        // its count: the tasks then give up a core more than they must, never one less.
+        let counted = ON_CORE.take();
+        ON_CORE.set(Some(counted.unwrap_or_else(|| self.job_cores.call())));
         self.metrics.busy_executors.inc();
         let started = Instant::now();
         let seat = preempted.as_ref().map(|p| p.preemption.seat());

@@ -22,8 +22,9 @@ pub struct PendingCall {
     cold_start: Option<Duration>,
     /// Code this call's cold start evicted: unmapped when the call is done, not while it starts.
     evicted: Vec<Arc<Function>>,
-    /// Jobs' tasks give the call a core until it is answered.
-    _in_flight: CallInFlight,
+    /// A call with phases: jobs' tasks give it a core until it is answered. (An executor's
+    /// call is counted while it runs, by its executor.)
+    _in_flight: Option<CallInFlight>,
 }
 
 impl PendingCall {
@@ -174,16 +175,22 @@ impl Node {
         input: Bytes,
         arrival: Instant,
     ) -> Result<PendingCall, InvokeError> {
-        let in_flight = self.job_cores.call();
         // Only a cold load can push the resident set over budget; a warm call skips the clone.
         let loaded = code.cold_start.is_some().then(|| function.clone());
-        let reply = match code.function.is_microtask() {
-            true => self
-                .microtasks
-                .submit(function, code.function, input, arrival)?,
-            false => self
-                .executors
-                .submit(function, code.function, input, arrival)?,
+        let (reply, in_flight) = match code.function.is_microtask() {
+            true => {
+                let in_flight = self.job_cores.call();
+                let reply = self
+                    .microtasks
+                    .submit(function, code.function, input, arrival)?;
+                (reply, Some(in_flight))
+            }
+            false => {
+                let reply = self
+                    .executors
+                    .submit(function, code.function, input, arrival)?;
+                (reply, None)
+            }
         };
         let evicted = match loaded {
             Some(loaded) => self.registry.sweep(&loaded),

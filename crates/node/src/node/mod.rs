@@ -99,6 +99,7 @@ impl Node {
             pending.clone(),
             ledger,
             config.executors,
+            job_cores.clone(),
         )?;
         Ok(Self {
             registry,

@@ -1,9 +1,12 @@
 //! One set of cores for a node's calls and its jobs ([`JobCores`]): a job's tasks run on the
 //! cores its calls leave, and never on fewer than the operator keeps for jobs ([`JobShare`]).
 //!
-//! Calls and tasks share one count. A call counts itself from the moment it is queued until
-//! its reply is taken, so that the gateway's and the executor's wake-ups on its way find a
-//! core; a job's executor thread counts itself while it holds a core for a batch of tasks. A
+//! Calls and tasks share one count. A call counts itself while it runs on its executor (a
+//! call with phases, whose I/O shares cores, from the moment it is queued until answered); a
+//! job's executor thread counts itself while it holds a core for a batch of tasks. Counting a
+//! call from queued to answered, so that its wake-ups on the way in found a core too, cost a
+//! job 26% of its rate beside 18% of the CPU in calls, for no better p99 than the kernel gives
+//! (job threads in `SCHED_IDLE`; `docs/benchmarks/jobs.md`). A
 //! call that finds the tasks over their allowance advances the job engine's epoch, and every
 //! running task's epoch callback checks the count: the tasks over the allowance give up their
 //! cores within microseconds and wait until calls leave one. A task's budget counts CPU time
