@@ -7,8 +7,10 @@
 //! at epoch ticks only. A task's count begins at its first tick, from the thread's CPU time at
 //! its previous tick plus all the wall time between that tick and the task's start, as if the
 //! thread had run throughout (on a thread without an earlier tick, from the first tick itself).
-//! That never counts more than the task ran, so a task is never stopped early; it is stopped
-//! late by at most one tick's period.
+//! That never counts more than the thread ran since the task's start, which a worker puts at the
+//! end of the task before (one clock read a task), so a task is never stopped early by more
+//! than the worker's bookkeeping between two tasks; it is stopped late by at most one tick's
+//! period.
 //!
 //! A task asleep in a host call (WASI's `poll_oneoff`) spends no CPU time, so its sleep does
 //! not count either: the budget stops runaway computation, and a cancel stops the rest.
@@ -46,9 +48,16 @@ pub(crate) struct TaskClock {
 impl TaskClock {
     /// A task with `budget` starts on this thread now.
     pub(crate) fn start(budget: Duration) -> Self {
+        Self::start_at(budget, Instant::now())
+    }
+
+    /// A task with `budget` started on this thread at `started`, not after it. An earlier
+    /// `started` counts the thread's work since then against the task: the worker's
+    /// bookkeeping between two tasks, far below any budget.
+    pub(crate) fn start_at(budget: Duration, started: Instant) -> Self {
         Self {
             budget,
-            started: Instant::now(),
+            started,
             base: None,
         }
     }

@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use wasmtime::{
     Config, Engine, InstancePre, Linker, Memory, Module, Store, Trap, TypedFunc, UpdateDeadline,
 };
@@ -227,6 +227,8 @@ impl JobInstance {
     /// [`JobEngine::running`], keeps the engine's ticker going and holds a core: a worker holds
     /// one over a batch of tasks rather than count each task in and out. The task waits first
     /// if calls want the cores; it fails with [`JobError::Stopped`] if the job stops meanwhile.
+    /// `started` is when the caller counts the task begun (it may have just read the clock,
+    /// and a read costs a tenth of an empty task): its budget counts from then.
     pub fn run(
         &mut self,
         batch: &TaskBatch<'_>,
@@ -234,13 +236,14 @@ impl JobInstance {
         index: u32,
         inputs: Vec<Input>,
         emit_to: u32,
+        started: Instant,
     ) -> Result<(TaskOutput, Vec<Input>), JobError> {
         let state = self.store.data_mut();
         batch
             .cores
             .hold(&state.ctx.stopped)
             .map_err(|Stopped| JobError::Stopped)?;
-        state.clock = TaskClock::start(self.budget);
+        state.clock = TaskClock::start_at(self.budget, started);
         // A trap quotes a line of its own task, never one an earlier task logged.
         state.last_log = None;
         let Mode::Task(io) = &mut state.mode else {

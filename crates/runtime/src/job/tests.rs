@@ -60,14 +60,14 @@ fn the_driver_declares_a_program_and_tasks_keep_state_between_calls() {
     assert_eq!(program.groups.sizes(), [4]);
     let mut i = engine.instance(&m, &ctx(4)).unwrap();
     assert_eq!(
-        i.run(&ticking(&engine), 7, 2, Vec::new(), 0)
+        i.run(&ticking(&engine), 7, 2, Vec::new(), 0, Instant::now())
             .unwrap()
             .0
             .value,
         2
     );
     assert_eq!(
-        i.run(&ticking(&engine), 7, 3, Vec::new(), 0)
+        i.run(&ticking(&engine), 7, 3, Vec::new(), 0, Instant::now())
             .unwrap()
             .0
             .value,
@@ -80,16 +80,27 @@ fn emitting_out_of_range_and_running_forever_are_errors_that_say_so() {
     let engine = engine();
     let m = engine.module("x", &wat::parse_str(JOB).unwrap()).unwrap();
     let mut i = engine.instance(&m, &ctx(4)).unwrap();
-    let err = i.run(&ticking(&engine), 9, 0, Vec::new(), 4).unwrap_err();
+    let err = i
+        .run(&ticking(&engine), 9, 0, Vec::new(), 4, Instant::now())
+        .unwrap_err();
     assert!(err.to_string().contains("have 4 partitions"), "{err}");
-    let (out, _) = i.run(&ticking(&engine), 9, 0, Vec::new(), 6).unwrap();
+    let (out, _) = i
+        .run(&ticking(&engine), 9, 0, Vec::new(), 6, Instant::now())
+        .unwrap();
     assert_eq!(out.emitted, vec![(5, b"points".to_vec())]);
     let mut short = ctx(4);
     short.limits.timeout_us = 20_000;
     let mut i = engine.instance(&m, &short).unwrap();
     let started = Instant::now();
     assert!(matches!(
-        i.run(&engine.running(short.limits.timeout()), 8, 0, Vec::new(), 0),
+        i.run(
+            &engine.running(short.limits.timeout()),
+            8,
+            0,
+            Vec::new(),
+            0,
+            Instant::now()
+        ),
         Err(JobError::Timeout { timeout_us: 20_000 })
     ));
     assert!(started.elapsed() < Duration::from_secs(1));
@@ -106,7 +117,9 @@ fn spin_task(
         let m = engine.module("x", &wat::parse_str(JOB).unwrap()).unwrap();
         let mut i = engine.instance(&m, &ctx).unwrap();
         let batch = engine.running(ctx.limits.timeout());
-        let result = i.run(&batch, 8, 0, Vec::new(), 0).map(|_| ());
+        let result = i
+            .run(&batch, 8, 0, Vec::new(), 0, Instant::now())
+            .map(|_| ());
         (result, Instant::now())
     })
 }
@@ -173,7 +186,7 @@ fn a_task_waiting_for_a_core_ends_when_its_job_stops() {
     let mut i = engine.instance(&m, &c).unwrap();
     let batch = engine.running(c.limits.timeout());
     assert!(matches!(
-        i.run(&batch, 7, 0, Vec::new(), 0),
+        i.run(&batch, 7, 0, Vec::new(), 0, Instant::now()),
         Err(JobError::Stopped)
     ));
 }
@@ -207,14 +220,15 @@ fn a_tasks_log_lines_are_kept_cut_and_a_long_panic_message_reaches_its_error() {
         .module("log", &wat::parse_str(LOGGING).unwrap())
         .unwrap();
     let mut i = engine.instance(&m, &ctx(1)).unwrap();
-    i.run(&ticking(&engine), 1, 0, Vec::new(), 0).unwrap();
+    i.run(&ticking(&engine), 1, 0, Vec::new(), 0, Instant::now())
+        .unwrap();
     let log = i.take_log();
     let lines: Vec<&str> = log.lines().iter().map(|l| l.text.as_str()).collect();
     assert_eq!(lines, ["a short line"]);
     assert!(i.take_log().is_empty(), "taken once");
 
     let err = i
-        .run(&ticking(&engine), 2, 0, Vec::new(), 0)
+        .run(&ticking(&engine), 2, 0, Vec::new(), 0, Instant::now())
         .unwrap_err()
         .to_string();
     assert!(err.contains("unreachable"), "{err}");
@@ -263,14 +277,14 @@ fn an_image_restores_memory_and_globals_into_a_fresh_instance() {
         .unwrap();
     let mut a = engine.instance(&m, &ctx(1)).unwrap();
     assert_eq!(
-        a.run(&ticking(&engine), 2, 0, Vec::new(), 0)
+        a.run(&ticking(&engine), 2, 0, Vec::new(), 0, Instant::now())
             .unwrap()
             .0
             .value,
         1
     );
     assert_eq!(
-        a.run(&ticking(&engine), 1, 0, Vec::new(), 0)
+        a.run(&ticking(&engine), 1, 0, Vec::new(), 0, Instant::now())
             .unwrap()
             .0
             .value,
@@ -281,11 +295,11 @@ fn an_image_restores_memory_and_globals_into_a_fresh_instance() {
     let mut b = engine.restore(&m, &ctx(1), &image).unwrap();
     assert_eq!(b.memory_bytes(), 21 * 65536, "the grown memory comes back");
     assert_eq!(
-        b.run(&ticking(&engine), 1, 0, Vec::new(), 0)
+        b.run(&ticking(&engine), 1, 0, Vec::new(), 0, Instant::now())
             .unwrap()
             .0
             .value,
-        a.run(&ticking(&engine), 1, 0, Vec::new(), 0)
+        a.run(&ticking(&engine), 1, 0, Vec::new(), 0, Instant::now())
             .unwrap()
             .0
             .value,
@@ -331,7 +345,7 @@ fn a_reference_global_does_not_spoil_the_image() {
     let m = engine.module("t", &wat::parse_str(TABLE).unwrap()).unwrap();
     let mut a = engine.instance(&m, &ctx(1)).unwrap();
     assert_eq!(
-        a.run(&ticking(&engine), 7, 0, Vec::new(), 0)
+        a.run(&ticking(&engine), 7, 0, Vec::new(), 0, Instant::now())
             .unwrap()
             .0
             .value,
@@ -342,7 +356,7 @@ fn a_reference_global_does_not_spoil_the_image() {
     assert_eq!(globals, [("calls".to_owned(), image::Value::I32(1))]);
     let mut b = engine.restore(&m, &ctx(1), &image).unwrap();
     assert_eq!(
-        b.run(&ticking(&engine), 7, 0, Vec::new(), 0)
+        b.run(&ticking(&engine), 7, 0, Vec::new(), 0, Instant::now())
             .unwrap()
             .0
             .value,
