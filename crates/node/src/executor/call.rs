@@ -3,7 +3,7 @@
 use crate::ledger::Reply;
 use crate::registry::Deployed;
 use bytes::Bytes;
-use mote_runtime::Function;
+use mote_runtime::{CallInFlight, Function};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::oneshot;
@@ -16,4 +16,7 @@ pub(crate) struct Call {
     pub(super) input: Bytes,
     pub(super) reply: oneshot::Sender<Reply>,
     pub(super) arrival: Instant,
+    /// Jobs' tasks give the call a core from the moment it is queued, so that the core is free
+    /// by the time its executor wakes; the executor takes the count over (`run`).
+    pub(super) counted: CallInFlight,
 }

@@ -219,6 +219,7 @@ impl Executors {
             input,
             reply,
             arrival,
+            counted: self.shared.job_cores.call(),
         };
         match self.shared.pending.push(key, arrival, Work::Call(call)) {
             Ok(()) => {}
@@ -289,7 +290,8 @@ impl Drop for Executors {
 }
 
 std::thread_local! {
-    /// This executor thread's count in the node's cores while it runs calls.
+    /// This executor thread's count in the node's cores, taken over from its first call and
+    /// kept until it waits for another.
     static ON_CORE: std::cell::Cell<Option<CallInFlight>> = const { std::cell::Cell::new(None) };
 }
 
@@ -365,6 +367,7 @@ impl Shared {
             input,
             reply,
             arrival,
+            counted,
         } = call;
         if reply.is_closed() {
             // The caller went away while the call waited; running it would only burn a core.
@@ -376,11 +379,12 @@ impl Shared {
             let _ = reply.send(Reply::unstarted(Err(e)));
             return self.wait_for_call();
         }
-        // Jobs' tasks give this thread a core from its first call until it waits for one
-        // (`wait_for_call`), so back-to-back calls count once. A suspended call's thread keeps
-        // its count: the tasks then give up a core more than they must, never one less.
-        let counted = ON_CORE.take();
-        ON_CORE.set(Some(counted.unwrap_or_else(|| self.job_cores.call())));
+        // The thread keeps the call's count until it waits for another call (`wait_for_call`),
+        // and back-to-back calls count once: a thread already counted lets this call's go. A
+        // suspended call's thread keeps its count: the tasks then give up a core more than
+        // they must, never one less.
+        let held = ON_CORE.take();
+        ON_CORE.set(Some(held.unwrap_or(counted)));
         self.metrics.busy_executors.inc();
         let started = Instant::now();
         let seat = preempted.as_ref().map(|p| p.preemption.seat());

@@ -23,7 +23,7 @@ pub struct PendingCall {
     /// Code this call's cold start evicted: unmapped when the call is done, not while it starts.
     evicted: Vec<Arc<Function>>,
     /// A call with phases: jobs' tasks give it a core until it is answered. (An executor's
-    /// call is counted while it runs, by its executor.)
+    /// call is counted from queued until its executor is free, by the executors.)
     _in_flight: Option<CallInFlight>,
 }
 

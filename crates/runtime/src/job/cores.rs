@@ -1,13 +1,15 @@
 //! One set of cores for a node's calls and its jobs ([`JobCores`]): a job's tasks run on the
 //! cores its calls leave, and never on fewer than the operator keeps for jobs ([`JobShare`]).
 //!
-//! Calls and tasks share one count. A call counts itself while it runs on its executor (a
-//! call with phases, whose I/O shares cores, from the moment it is queued until answered); a
-//! job's executor thread counts itself while it holds a core for a batch of tasks. Counting a
-//! call from queued to answered, so that its wake-ups on the way in found a core too, cost a
-//! job 26% of its rate beside 18% of the CPU in calls, for no better p99 than the kernel gives
-//! (job threads in `SCHED_IDLE`; `docs/benchmarks/jobs.md`). A
-//! call that finds the tasks over their allowance advances the job engine's epoch, and every
+//! Calls and tasks share one count. A call counts itself from the moment it is queued until its
+//! executor is free again (back-to-back calls on one executor count once; a call with phases,
+//! whose I/O shares cores, until it is answered); a job's executor thread counts itself while
+//! it holds a core for a batch of tasks. Where the count ends was measured
+//! (`docs/benchmarks/jobs.md`, job threads in `SCHED_IDLE`): until the call was answered, its
+//! reply's way out held a core too and the job lost 26% of its rate beside 18% of the CPU in
+//! calls; from the executor's start only, tasks gave way too late and a short call's p99
+//! beside a job was 4.9 times its p99 alone; queued until the executor is free, 2.4 times, and
+//! the job keeps 0.82 of its rate. A call that finds the tasks over their allowance advances the job engine's epoch, and every
 //! running task's epoch callback checks the count: the tasks over the allowance give up their
 //! cores within microseconds and wait until calls leave one. A task's budget counts CPU time
 //! (`clock`), so the time it waits spends none of it. A call never waits for a task's thread:
