@@ -25,7 +25,7 @@ use crate::registry::Deployed;
 use bytes::Bytes;
 use call::Call;
 use mote_runtime::{
-    Call as RuntimeCall, CallError, CallInFlight, CallOutput, Function, GuestLog, JobCores, Runtime,
+    Call as RuntimeCall, CallError, CallInFlight, CallOutput, Function, GuestLog, Runtime,
 };
 use mote_sched::Policy;
 pub use preempt::PreemptConfig;
@@ -98,8 +98,6 @@ struct Shared {
     suspensions: Option<Arc<Suspensions>>,
     /// Under preemption: each thread's seat, by thread index.
     seats: Vec<Arc<Seat>>,
-    /// The node's cores as its calls and its jobs' tasks take them.
-    job_cores: Arc<JobCores>,
 }
 
 /// What a call on an executor thread that preempts runs with: the thread's preemption (and
@@ -126,7 +124,6 @@ impl Executors {
         pending: Arc<Pending<Work>>,
         ledger: Arc<Ledger>,
         config: ExecutorsConfig,
-        job_cores: Arc<JobCores>,
     ) -> Result<Self, ConfineError> {
         let threads = Self::threads_for(&config);
         metrics.executors.set(threads as i64);
@@ -155,7 +152,6 @@ impl Executors {
             activity,
             suspensions,
             seats,
-            job_cores,
         });
         let filter = match shared.config.seccomp {
             true => Some(Arc::new(ExecutorFilter::new()?)),
@@ -201,7 +197,8 @@ impl Executors {
         }
     }
 
-    /// Queues a call of `function`, running `code`, that arrived at `arrival`; the receiver
+    /// Queues a call of `function`, running `code`, that arrived at `arrival` and holds its
+    /// count in the node's cores (`counted`, which its executor takes over); the receiver
     /// yields its reply.
     pub(crate) fn submit(
         &self,
@@ -209,6 +206,7 @@ impl Executors {
         code: Arc<Function>,
         input: Bytes,
         arrival: Instant,
+        counted: CallInFlight,
     ) -> Result<oneshot::Receiver<Reply>, InvokeError> {
         function.admit()?;
         let (reply, rx) = oneshot::channel();
@@ -219,7 +217,7 @@ impl Executors {
             input,
             reply,
             arrival,
-            counted: self.shared.job_cores.call(),
+            counted,
         };
         match self.shared.pending.push(key, arrival, Work::Call(call)) {
             Ok(()) => {}

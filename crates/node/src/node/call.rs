@@ -23,7 +23,7 @@ pub struct PendingCall {
     /// Code this call's cold start evicted: unmapped when the call is done, not while it starts.
     evicted: Vec<Arc<Function>>,
     /// A call with phases: jobs' tasks give it a core until it is answered. (An executor's
-    /// call is counted from queued until its executor is free, by the executors.)
+    /// call hands its count to the executors, which keep it until its executor is free.)
     _in_flight: Option<CallInFlight>,
 }
 
@@ -177,18 +177,20 @@ impl Node {
     ) -> Result<PendingCall, InvokeError> {
         // Only a cold load can push the resident set over budget; a warm call skips the clone.
         let loaded = code.cold_start.is_some().then(|| function.clone());
+        // Counted from the moment it is queued, so that jobs' tasks have given its core up by
+        // the time its thread wakes (`mote_runtime::JobCores`).
+        let in_flight = self.job_cores.call();
         let (reply, in_flight) = match code.function.is_microtask() {
             true => {
-                let in_flight = self.job_cores.call();
                 let reply = self
                     .microtasks
                     .submit(function, code.function, input, arrival)?;
                 (reply, Some(in_flight))
             }
             false => {
-                let reply = self
-                    .executors
-                    .submit(function, code.function, input, arrival)?;
+                let reply =
+                    self.executors
+                        .submit(function, code.function, input, arrival, in_flight)?;
                 (reply, None)
             }
         };

@@ -99,7 +99,6 @@ impl Node {
             pending.clone(),
             ledger,
             config.executors,
-            job_cores.clone(),
         )?;
         Ok(Self {
             registry,

@@ -9,13 +9,13 @@
 //! reply's way out held a core too and the job lost 26% of its rate beside 18% of the CPU in
 //! calls; from the executor's start only, tasks gave way too late and a short call's p99
 //! beside a job was 4.9 times its p99 alone; queued until the executor is free, 2.4 times, and
-//! the job keeps 0.82 of its rate. A call that finds the tasks over their allowance advances the job engine's epoch, and every
-//! running task's epoch callback checks the count: the tasks over the allowance give up their
-//! cores within microseconds and wait until calls leave one. A task's budget counts CPU time
-//! (`clock`), so the time it waits spends none of it. A call never waits for a task's thread:
-//! tasks wait for a core in a lock-free queue of parked threads, which a call wakes without a
-//! lock, since a job's thread in `SCHED_IDLE` that held a lock on a busy core could keep it for
-//! seconds.
+//! the job keeps 0.82 of its rate. A call that finds the tasks over their allowance advances the
+//! job engine's epoch, and every running task's epoch callback checks the count: the tasks over
+//! the allowance give up their cores within microseconds and wait until calls leave one. A
+//! task's budget counts CPU time (`clock`), so the time it waits spends none of it. A call never
+//! waits for a task's thread: tasks wait for a core in a lock-free queue of parked threads, which
+//! a call wakes without a lock, since a job's thread in `SCHED_IDLE` that held a lock on a busy
+//! core could keep it for seconds.
 //!
 //! The count alone is not enough: beside an LR job whose threads ran at nice 0, a short call's
 //! p99 was 8.5-9.4 times its p99 on an idle node, since the kernel lets a running thread finish

@@ -227,8 +227,8 @@ impl JobInstance {
     /// [`JobEngine::running`], keeps the engine's ticker going and holds a core: a worker holds
     /// one over a batch of tasks rather than count each task in and out. The task waits first
     /// if calls want the cores; it fails with [`JobError::Stopped`] if the job stops meanwhile.
-    /// `started` is when the caller counts the task begun (it may have just read the clock,
-    /// and a read costs a tenth of an empty task): its budget counts from then.
+    /// `started` is when the caller counts the task begun, so that a caller that has just read
+    /// the clock need not read it again: the budget counts from then.
     pub fn run(
         &mut self,
         batch: &TaskBatch<'_>,
