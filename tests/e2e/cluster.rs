@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The longest anything that should happen may take on a loaded 2-core machine.
-const DEADLINE: Duration = Duration::from_secs(30);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(30);
 /// The nodes' lease TTL (`--lease-ttl-s`).
 const TTL: Duration = Duration::from_secs(2);
 

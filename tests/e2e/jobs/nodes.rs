@@ -249,7 +249,21 @@ fn jobs_across_two_and_three_nodes_match_the_reference() {
         "busy Cancelled",
     ];
     for i in 0..3 {
-        wait_until(&format!("n{} to list every job", i + 1), || on(i) == all);
+        // Waited for by hand, so that a timeout says what the node listed.
+        let start = std::time::Instant::now();
+        loop {
+            let seen = on(i);
+            if seen == all {
+                break;
+            }
+            assert!(
+                start.elapsed() < crate::cluster::DEADLINE,
+                "n{} listed {seen:?}, not {all:?}, for {:?}",
+                i + 1,
+                crate::cluster::DEADLINE
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
     let status = run_ok(
         &cluster.nodes[2],
