@@ -77,7 +77,7 @@ pub use gate::{GateFuture, HostIo, PhaseGate, Preemption, Resumed, preempt_calls
 pub use guest_log::{GuestLog, LogLine, LogStream, MAX_LINE_BYTES, MAX_LINES, cut_line};
 pub use job::{
     CallInFlight, JobCores, JobEngine, JobInstance, JobModule, JobShare, MAX_JOB_SHARE,
-    ShareOutOfRange, TaskBatch, TaskOutput,
+    ShareOutOfRange, TaskBatch, TaskCall, TaskOutput,
 };
 pub use outbound::Egress;
 pub use serve::{BodyError, ProxyAnswer, ProxyCall, ProxyResponse, ResponseBody};

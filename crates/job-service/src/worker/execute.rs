@@ -10,7 +10,7 @@ use mote_jobs::{
     GroupId, Input, Next, PartitionKey, StageKind, TaskKind, TaskRef, TaskView, WorkerId,
 };
 use mote_node::Outcome;
-use mote_runtime::{GuestLog, JobError, JobInstance, TaskOutput};
+use mote_runtime::{GuestLog, JobError, JobInstance, TaskCall, TaskOutput};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -133,9 +133,15 @@ impl Worker {
             let mut mark = Instant::now();
             for t in &mut batch {
                 let inputs = std::mem::take(&mut t.inputs);
-                let result =
-                    t.instance
-                        .run(&running, t.view.func, t.view.index, inputs, t.emit_to, mark);
+                let call = TaskCall {
+                    func: t.view.func,
+                    index: t.view.index,
+                    stage: self.program.stage(t.view.stage),
+                    inputs,
+                    emit_to: t.emit_to,
+                    started: mark,
+                };
+                let result = t.instance.run(&running, call);
                 let ended = Instant::now();
                 t.ns = (ended - mark).as_nanos() as u64;
                 guest_ns += t.ns;

@@ -1,6 +1,7 @@
 //! The `mote_job` host functions (`docs/jobs.md`), on the job engine's linker: the driver's
 //! (`dataset`, the stages, the loops on signals, `arg`, `partitions`) build its program; a
-//! task's (`input_*`, `emit`) read its inputs and emit to partitions. Each checks which of the
+//! task's (`input_*`, `emit`, `task_dataset`) read its inputs, emit to partitions and name the
+//! datasets its stage reads and writes. Each checks which of the
 //! two the instance is doing ([`JobState`]), so a task that declares a stage, or a driver that
 //! reads an input, traps with a message that says so. `mote.log` lines are kept for the job
 //! function's log (cut at [`MAX_LINE_BYTES`], as a call's are), and the last is quoted, up to
@@ -274,6 +275,24 @@ pub(crate) fn add_job_functions(linker: &mut Linker<JobState>) -> wasmtime::Resu
             mem.write(&mut c, ptr as u32 as usize, &data).map_err(|_| {
                 wasmtime::format_err!("`input_read` writes outside the guest's memory")
             })
+        },
+    )?;
+    linker.func_wrap(
+        m,
+        abi::JOB_TASK_DATASET,
+        |mut c: Caller<'_, JobState>, which: i32, k: i32| -> wasmtime::Result<i32> {
+            let io = c.data_mut().task_io("task_dataset")?;
+            let ids = match which {
+                0 => &io.reads,
+                1 => &io.writes,
+                _ => wasmtime::bail!(
+                    "`task_dataset({which}, {k})`: give 0 for the datasets read, 1 for those written"
+                ),
+            };
+            Ok(usize::try_from(k)
+                .ok()
+                .and_then(|k| ids.get(k))
+                .map_or(-1, |id| id.0 as i32))
         },
     )?;
     linker.func_wrap(

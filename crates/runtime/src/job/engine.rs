@@ -10,7 +10,7 @@ use crate::job::clock::TaskClock;
 use crate::job::cores::{JobCores, Stopped};
 use crate::state::{CallLimiter, JobContext, JobState, Mode, TaskIo};
 use crate::ticker::{EpochTicker, Running, TickerPeriods};
-use mote_jobs::{Input, Program, ProgramBuilder};
+use mote_jobs::{Input, Program, ProgramBuilder, Stage};
 use mote_types::abi;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -212,6 +212,24 @@ pub struct JobInstance {
     budget: Duration,
 }
 
+/// A task to run ([`JobInstance::run`]).
+pub struct TaskCall<'a> {
+    /// The task function, as the guest numbers it (a scatter stage's gather function for its
+    /// gather tasks).
+    pub func: u32,
+    /// The partition index it runs on.
+    pub index: u32,
+    /// Its stage: the datasets it reads and writes, which the task may ask for.
+    pub stage: &'a Stage,
+    /// A load task's input, or a gather task's pieces.
+    pub inputs: Vec<Input>,
+    /// How many partitions its emits may address (0 for a task that emits nothing).
+    pub emit_to: u32,
+    /// When the caller counts the task begun: its budget counts from then. A worker passes
+    /// the end of the task before, since a clock read costs a tenth of an empty task.
+    pub started: Instant,
+}
+
 /// What a task produced.
 #[derive(Debug, Default)]
 pub struct TaskOutput {
@@ -222,37 +240,34 @@ pub struct TaskOutput {
 }
 
 impl JobInstance {
-    /// Runs task function `func` on partition `index` with `inputs`; `emit_to` is how many
-    /// partitions its emits may address (0 for a task that emits nothing). `batch`, from
-    /// [`JobEngine::running`], keeps the engine's ticker going and holds a core: a worker holds
-    /// one over a batch of tasks rather than count each task in and out. The task waits first
-    /// if calls want the cores; it fails with [`JobError::Stopped`] if the job stops meanwhile.
-    /// `started` is when the caller counts the task begun, so that a caller that has just read
-    /// the clock need not read it again: the budget counts from then.
+    /// Runs `task`. `batch`, from [`JobEngine::running`], keeps the engine's ticker going and
+    /// holds a core: a worker holds one over a batch of tasks rather than count each task in
+    /// and out. The task waits first if calls want the cores; it fails with
+    /// [`JobError::Stopped`] if the job stops meanwhile. Its inputs come back with its output.
     pub fn run(
         &mut self,
         batch: &TaskBatch<'_>,
-        func: u32,
-        index: u32,
-        inputs: Vec<Input>,
-        emit_to: u32,
-        started: Instant,
+        task: TaskCall<'_>,
     ) -> Result<(TaskOutput, Vec<Input>), JobError> {
         let state = self.store.data_mut();
         batch
             .cores
             .hold(&state.ctx.stopped)
             .map_err(|Stopped| JobError::Stopped)?;
-        state.clock = TaskClock::start_at(self.budget, started);
+        state.clock = TaskClock::start_at(self.budget, task.started);
         // A trap quotes a line of its own task, never one an earlier task logged.
         state.last_log = None;
         let Mode::Task(io) = &mut state.mode else {
             unreachable!("task instances stay in task mode")
         };
-        io.inputs = inputs;
-        io.emit_to = emit_to;
+        io.inputs = task.inputs;
+        io.emit_to = task.emit_to;
+        io.reads.clone_from(&task.stage.reads);
+        io.writes.clone_from(&task.stage.writes);
         self.store.set_epoch_deadline(1);
-        let result = self.task.call(&mut self.store, (func as i32, index as i32));
+        let result = self
+            .task
+            .call(&mut self.store, (task.func as i32, task.index as i32));
         let state = self.store.data_mut();
         let Mode::Task(io) = &mut state.mode else {
             unreachable!("task instances stay in task mode")

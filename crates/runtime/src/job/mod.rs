@@ -30,4 +30,4 @@ mod tests;
 
 pub(crate) use clock::TaskClock;
 pub use cores::{CallInFlight, JobCores, JobShare, MAX_JOB_SHARE, ShareOutOfRange};
-pub use engine::{JobEngine, JobInstance, JobModule, TaskBatch, TaskOutput};
+pub use engine::{JobEngine, JobInstance, JobModule, TaskBatch, TaskCall, TaskOutput};

@@ -1,8 +1,9 @@
 //! The job engine's tests: programs, tasks, budgets and images.
 
 use crate::job::cores::tests::eventually;
-use crate::{JobContext, JobCores, JobEngine, JobError, JobShare, TaskBatch};
+use crate::{JobContext, JobCores, JobEngine, JobError, JobShare, TaskBatch, TaskCall};
 use mote_jobs::image;
+use mote_jobs::{DatasetId, Stage, StageKind};
 use mote_types::Limits;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,6 +17,26 @@ fn ticking(engine: &JobEngine) -> TaskBatch<'_> {
 /// An engine whose tasks share `cores` with calls.
 fn engine_on(cores: &Arc<JobCores>) -> JobEngine {
     JobEngine::new(cores.clone()).unwrap()
+}
+
+/// A stage over no datasets, for tasks that ask for none.
+static NO_DATASETS: Stage = Stage {
+    kind: StageKind::Compute,
+    func: 0,
+    reads: Vec::new(),
+    writes: Vec::new(),
+};
+
+/// Task function `func` on partition `index`, emitting to `emit_to` partitions, no inputs.
+fn task_call(func: u32, index: u32, emit_to: u32) -> TaskCall<'static> {
+    TaskCall {
+        func,
+        index,
+        stage: &NO_DATASETS,
+        inputs: Vec::new(),
+        emit_to,
+        started: Instant::now(),
+    }
 }
 
 fn engine() -> JobEngine {
@@ -60,18 +81,66 @@ fn the_driver_declares_a_program_and_tasks_keep_state_between_calls() {
     assert_eq!(program.groups.sizes(), [4]);
     let mut i = engine.instance(&m, &ctx(4)).unwrap();
     assert_eq!(
-        i.run(&ticking(&engine), 7, 2, Vec::new(), 0, Instant::now())
+        i.run(&ticking(&engine), task_call(7, 2, 0))
             .unwrap()
             .0
             .value,
         2
     );
     assert_eq!(
-        i.run(&ticking(&engine), 7, 3, Vec::new(), 0, Instant::now())
+        i.run(&ticking(&engine), task_call(7, 3, 0))
             .unwrap()
             .0
             .value,
         5
+    );
+}
+
+/// A job whose task 1 returns `100 * read 0 + 10 * write 0 + (read 1 is none)`, from
+/// `task_dataset`, and whose task 2 asks with a `which` that is neither 0 nor 1.
+const ASKS_DATASETS: &str = r#"(module
+    (import "mote_job" "task_dataset" (func $ds (param i32 i32) (result i32)))
+    (memory (export "memory") 1)
+    (func (export "mote_job_driver"))
+    (func (export "mote_job_task") (param $func i32) (param $index i32) (result i32)
+        (if (i32.eq (local.get $func) (i32.const 2))
+            (then (return (call $ds (i32.const 2) (i32.const 0)))))
+        (i32.add
+            (i32.add
+                (i32.mul (call $ds (i32.const 0) (i32.const 0)) (i32.const 100))
+                (i32.mul (call $ds (i32.const 1) (i32.const 0)) (i32.const 10)))
+            (i32.eq (call $ds (i32.const 0) (i32.const 1)) (i32.const -1)))))"#;
+
+#[test]
+fn a_task_learns_the_datasets_its_stage_reads_and_writes() {
+    let engine = engine();
+    let m = engine
+        .module("x", &wat::parse_str(ASKS_DATASETS).unwrap())
+        .unwrap();
+    let mut i = engine.instance(&m, &ctx(2)).unwrap();
+    let stage = Stage {
+        kind: StageKind::Compute,
+        func: 1,
+        reads: vec![DatasetId(3)],
+        writes: vec![DatasetId(5)],
+    };
+    let (out, _) = i
+        .run(
+            &ticking(&engine),
+            TaskCall {
+                stage: &stage,
+                ..task_call(1, 0, 0)
+            },
+        )
+        .unwrap();
+    assert_eq!(out.value, 351);
+    // The next task's stage is its own, not the one before's.
+    let (out, _) = i.run(&ticking(&engine), task_call(1, 1, 0)).unwrap();
+    assert_eq!(out.value, -100 - 10 + 1);
+    let err = i.run(&ticking(&engine), task_call(2, 0, 0)).unwrap_err();
+    assert!(
+        err.to_string().contains("give 0 for the datasets read"),
+        "{err}"
     );
 }
 
@@ -80,27 +149,16 @@ fn emitting_out_of_range_and_running_forever_are_errors_that_say_so() {
     let engine = engine();
     let m = engine.module("x", &wat::parse_str(JOB).unwrap()).unwrap();
     let mut i = engine.instance(&m, &ctx(4)).unwrap();
-    let err = i
-        .run(&ticking(&engine), 9, 0, Vec::new(), 4, Instant::now())
-        .unwrap_err();
+    let err = i.run(&ticking(&engine), task_call(9, 0, 4)).unwrap_err();
     assert!(err.to_string().contains("have 4 partitions"), "{err}");
-    let (out, _) = i
-        .run(&ticking(&engine), 9, 0, Vec::new(), 6, Instant::now())
-        .unwrap();
+    let (out, _) = i.run(&ticking(&engine), task_call(9, 0, 6)).unwrap();
     assert_eq!(out.emitted, vec![(5, b"points".to_vec())]);
     let mut short = ctx(4);
     short.limits.timeout_us = 20_000;
     let mut i = engine.instance(&m, &short).unwrap();
     let started = Instant::now();
     assert!(matches!(
-        i.run(
-            &engine.running(short.limits.timeout()),
-            8,
-            0,
-            Vec::new(),
-            0,
-            Instant::now()
-        ),
+        i.run(&engine.running(short.limits.timeout()), task_call(8, 0, 0)),
         Err(JobError::Timeout { timeout_us: 20_000 })
     ));
     assert!(started.elapsed() < Duration::from_secs(1));
@@ -117,9 +175,7 @@ fn spin_task(
         let m = engine.module("x", &wat::parse_str(JOB).unwrap()).unwrap();
         let mut i = engine.instance(&m, &ctx).unwrap();
         let batch = engine.running(ctx.limits.timeout());
-        let result = i
-            .run(&batch, 8, 0, Vec::new(), 0, Instant::now())
-            .map(|_| ());
+        let result = i.run(&batch, task_call(8, 0, 0)).map(|_| ());
         (result, Instant::now())
     })
 }
@@ -186,7 +242,7 @@ fn a_task_waiting_for_a_core_ends_when_its_job_stops() {
     let mut i = engine.instance(&m, &c).unwrap();
     let batch = engine.running(c.limits.timeout());
     assert!(matches!(
-        i.run(&batch, 7, 0, Vec::new(), 0, Instant::now()),
+        i.run(&batch, task_call(7, 0, 0)),
         Err(JobError::Stopped)
     ));
 }
@@ -220,15 +276,14 @@ fn a_tasks_log_lines_are_kept_cut_and_a_long_panic_message_reaches_its_error() {
         .module("log", &wat::parse_str(LOGGING).unwrap())
         .unwrap();
     let mut i = engine.instance(&m, &ctx(1)).unwrap();
-    i.run(&ticking(&engine), 1, 0, Vec::new(), 0, Instant::now())
-        .unwrap();
+    i.run(&ticking(&engine), task_call(1, 0, 0)).unwrap();
     let log = i.take_log();
     let lines: Vec<&str> = log.lines().iter().map(|l| l.text.as_str()).collect();
     assert_eq!(lines, ["a short line"]);
     assert!(i.take_log().is_empty(), "taken once");
 
     let err = i
-        .run(&ticking(&engine), 2, 0, Vec::new(), 0, Instant::now())
+        .run(&ticking(&engine), task_call(2, 0, 0))
         .unwrap_err()
         .to_string();
     assert!(err.contains("unreachable"), "{err}");
@@ -277,14 +332,14 @@ fn an_image_restores_memory_and_globals_into_a_fresh_instance() {
         .unwrap();
     let mut a = engine.instance(&m, &ctx(1)).unwrap();
     assert_eq!(
-        a.run(&ticking(&engine), 2, 0, Vec::new(), 0, Instant::now())
+        a.run(&ticking(&engine), task_call(2, 0, 0))
             .unwrap()
             .0
             .value,
         1
     );
     assert_eq!(
-        a.run(&ticking(&engine), 1, 0, Vec::new(), 0, Instant::now())
+        a.run(&ticking(&engine), task_call(1, 0, 0))
             .unwrap()
             .0
             .value,
@@ -295,11 +350,11 @@ fn an_image_restores_memory_and_globals_into_a_fresh_instance() {
     let mut b = engine.restore(&m, &ctx(1), &image).unwrap();
     assert_eq!(b.memory_bytes(), 21 * 65536, "the grown memory comes back");
     assert_eq!(
-        b.run(&ticking(&engine), 1, 0, Vec::new(), 0, Instant::now())
+        b.run(&ticking(&engine), task_call(1, 0, 0))
             .unwrap()
             .0
             .value,
-        a.run(&ticking(&engine), 1, 0, Vec::new(), 0, Instant::now())
+        a.run(&ticking(&engine), task_call(1, 0, 0))
             .unwrap()
             .0
             .value,
@@ -345,7 +400,7 @@ fn a_reference_global_does_not_spoil_the_image() {
     let m = engine.module("t", &wat::parse_str(TABLE).unwrap()).unwrap();
     let mut a = engine.instance(&m, &ctx(1)).unwrap();
     assert_eq!(
-        a.run(&ticking(&engine), 7, 0, Vec::new(), 0, Instant::now())
+        a.run(&ticking(&engine), task_call(7, 0, 0))
             .unwrap()
             .0
             .value,
@@ -356,7 +411,7 @@ fn a_reference_global_does_not_spoil_the_image() {
     assert_eq!(globals, [("calls".to_owned(), image::Value::I32(1))]);
     let mut b = engine.restore(&m, &ctx(1), &image).unwrap();
     assert_eq!(
-        b.run(&ticking(&engine), 7, 0, Vec::new(), 0, Instant::now())
+        b.run(&ticking(&engine), task_call(7, 0, 0))
             .unwrap()
             .0
             .value,

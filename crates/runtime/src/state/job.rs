@@ -6,7 +6,7 @@
 use super::CallLimiter;
 use crate::guest_log::GuestLog;
 use crate::job::TaskClock;
-use mote_jobs::{Input, ProgramBuilder};
+use mote_jobs::{DatasetId, Input, ProgramBuilder};
 use mote_types::Limits;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -38,6 +38,9 @@ pub(crate) enum Mode {
 /// What a task reads and emits, between the engine and the task's host calls.
 #[derive(Default)]
 pub(crate) struct TaskIo {
+    /// The running task's stage's datasets read and written (`task_dataset`).
+    pub(crate) reads: Vec<DatasetId>,
+    pub(crate) writes: Vec<DatasetId>,
     pub(crate) inputs: Vec<Input>,
     pub(crate) emit_to: u32,
     pub(crate) emitted: Vec<(u32, Vec<u8>)>,
