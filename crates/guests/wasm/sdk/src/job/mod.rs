@@ -51,6 +51,11 @@
 //! A panic in a driver or a task is written to the log (with [`crate::log`]) and then aborts the
 //! instance, which the host reports with that message.
 
+pub mod codec;
+
+pub use codec::DecodeError;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::any::{Any, type_name};
 use std::cell::{Ref, RefCell, RefMut};
 use std::collections::BTreeMap;
@@ -341,6 +346,21 @@ impl Task {
     pub fn emit(&self, dest: usize, bytes: &[u8]) {
         let dest = i32::try_from(dest).expect("a partition index fits an i32");
         sys::emit(dest, bytes);
+    }
+
+    /// Sends `value`, encoded ([`codec`]), to partition `dest` like [`Task::emit`]: values sent
+    /// to one partition arrive there one after another, which [`Task::input_values`] reads.
+    pub fn emit_value<T: Serialize + ?Sized>(&self, dest: usize, value: &T) {
+        self.emit(dest, &codec::encode(value));
+    }
+
+    /// Every value in the task's inputs ([`Task::emit_value`]'s), input after input.
+    pub fn input_values<T: DeserializeOwned>(&self) -> Result<Vec<T>, DecodeError> {
+        let mut values = Vec::new();
+        for input in self.inputs() {
+            values.extend(codec::decode_all(&input)?);
+        }
+        Ok(values)
     }
 
     /// The value of job argument `key`, if the job has one.
