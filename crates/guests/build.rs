@@ -30,7 +30,15 @@ const SORT: [&str; 4] = [
 ];
 /// The data-parallel jobs (`wasm/jobs/`), by package name; `jobs/data` is the library of their
 /// generators and input formats, not a job.
-const JOBS: [&str; 4] = ["lr", "kmeans", "pagerank", "busy"];
+const JOBS: [&str; 7] = [
+    "lr",
+    "kmeans",
+    "pagerank",
+    "wordcount",
+    "sales",
+    "busy",
+    "wordcount-shuffle",
+];
 /// The `wasi:http/proxy` guests (`wasm/http/`), by package name. Each builds to a core module
 /// whose WASI preview1 imports and embedded WIT make it a component here (see [`componentize`]);
 /// `OUT_DIR` gets the component.

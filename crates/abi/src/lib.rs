@@ -215,10 +215,11 @@ pub const JOB_INPUT_READ: &str = import_name!(input_read);
 /// written (pieces emitted for the same partition are concatenated); a store task's output
 /// (`dest` 0).
 pub const JOB_EMIT: &str = import_name!(emit);
-/// Tasks: `task_dataset(which, k) -> id`: the id (as `dataset` returned it) of the `k`th
-/// dataset the task's stage reads (`which` 0) or writes (`which` 1), or -1 past the last. A
-/// gather task's stage is its scatter's: it reads what the scatter tasks read and writes what
-/// the gather writes. Lets one task function serve stages over different datasets.
+/// Tasks: `task_dataset(which, k, out_ptr, out_cap) -> len`: the name (as the driver declared
+/// it) of the `k`th dataset the task's stage reads (`which` 0) or writes (`which` 1), written
+/// to `out_ptr` if it fits in `out_cap` bytes; its length, or -1 past the last. A gather task's
+/// stage is its scatter's: it reads what the scatter tasks read and writes what the gather
+/// writes. Lets one task function serve stages over different datasets.
 pub const JOB_TASK_DATASET: &str = import_name!(task_dataset);
 
 /// The import module of WASI preview1, which mote provides to both guest kinds.

@@ -110,18 +110,39 @@ pub const PAGERANK: Example = example!(
     "pagerank",
     "PageRank of an edge list, as networkx defines it (job; --arg input=BUCKET/PREFIX or generate=V)"
 );
+/// `wordcount` (job): how often each word occurs in a text, written with the SDK's typed
+/// operators (`mote_sdk::job::flow`) in a screenful.
+pub const WORDCOUNT: Example = example!(
+    "wordcount",
+    "how often each word occurs in a text (job; --arg input=BUCKET/PREFIX output=BUCKET/PREFIX)"
+);
+/// `sales` (job): revenue by country, orders joined with their customers: a small relational
+/// query with the SDK's typed operators.
+pub const SALES: Example = example!(
+    "sales",
+    "revenue by country, orders joined with customers (job; --arg orders=… customers=… output=…)"
+);
 /// `busy` (job): stages of tasks of a chosen length, the Canary paper's scheduling
 /// micro-benchmark (Figure 4).
 pub const BUSY: Example = example!(
     "busy",
     "stages of busy tasks, a scheduling micro-benchmark (job; --arg stages=1000 work=2000)"
 );
+/// `wordcount-shuffle` (job): [`WORDCOUNT`] written by hand on the SDK's stages (the load
+/// counts, a scatter sends each word's count to its hash's partition), the reference
+/// `mote bench jobs --wordcount` measures the typed operators against.
+pub const WORDCOUNT_SHUFFLE: Example = example!(
+    "wordcount-shuffle",
+    "word count with a hand-written shuffle, a benchmark reference (job; --arg input=… output=…)"
+);
 
 /// The data-parallel jobs (`wasm/jobs/`, `docs/jobs.md`) `mote up --examples` deploys, each a
-/// module whose driver declares its stages; every one reads `input=BUCKET/PREFIX` or generates
-/// its input from `generate=… seed=…`, and stores its result under `output=BUCKET/PREFIX` if given.
-/// [`BUSY`], a benchmark, is not among them.
-pub const JOBS: [Example; 3] = [LR, KMEANS, PAGERANK];
+/// module whose driver declares its stages; every one reads its input from object storage
+/// (`input=BUCKET/PREFIX`; `lr`, `kmeans` and `pagerank` may generate theirs from
+/// `generate=… seed=…` instead), and stores its result
+/// under `output=BUCKET/PREFIX` if given.
+/// [`BUSY`] and [`WORDCOUNT_SHUFFLE`], benchmarks, are not among them.
+pub const JOBS: [Example; 5] = [LR, KMEANS, PAGERANK, WORDCOUNT, SALES];
 
 /// `http-hello` (`wasi:http` component): greets on `/` and has routes for testing a host of HTTP
 /// components: `/echo` streams the body back, `/status/NNN`, `/stream?bytes=N` (any `u64`),
@@ -227,8 +248,14 @@ mod tests {
         let suite = super::SUITE.map(|f| (f.name, f.wasm));
         let micro = [(super::SHA512.name, super::SHA512.wasm)];
         let sort = super::SORT.map(|e| (e.name, e.wasm));
-        let jobs =
-            [super::LR, super::KMEANS, super::PAGERANK, super::BUSY].map(|e| (e.name, e.wasm));
+        let jobs = [
+            super::LR,
+            super::KMEANS,
+            super::PAGERANK,
+            super::BUSY,
+            super::WORDCOUNT_SHUFFLE,
+        ]
+        .map(|e| (e.name, e.wasm));
         for (name, wasm) in examples
             .into_iter()
             .chain(suite)

@@ -122,11 +122,16 @@ impl JobService {
             partitions,
             limits: record.limits,
             stopped: Arc::default(),
+            datasets: Arc::default(),
         };
         let sha256 = record.sha256.clone();
         tokio::task::spawn_blocking(move || {
             let module = engine.module(&sha256, &wasm).map_err(CodeError::Compile)?;
             let program = engine.program(&module, &ctx).map_err(CodeError::Driver)?;
+            let ctx = JobContext {
+                datasets: program.dataset_names(),
+                ..ctx
+            };
             Ok((module, ctx, program))
         })
         .await

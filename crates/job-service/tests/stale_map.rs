@@ -179,8 +179,13 @@ fn pieces_under_a_stale_map_are_held_then_forwarded_and_each_is_used_once() {
         partitions,
         limits: Limits::default(),
         stopped: Arc::default(),
+        datasets: Arc::default(),
     };
     let program = Arc::new(engine.program(&module, &ctx).unwrap());
+    let ctx = JobContext {
+        datasets: program.dataset_names(),
+        ..ctx
+    };
     let group = |name: &str| {
         let d = program
             .datasets

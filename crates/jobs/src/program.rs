@@ -12,6 +12,7 @@
 //! have the same partition count, which [`ProgramBuilder::finish`] checks.
 
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use thiserror::Error;
 
 /// A dataset, by the order the driver declared it in.
@@ -174,6 +175,11 @@ impl Program {
     /// The group a scatter's gather tasks run on.
     pub fn gather_group_of(&self, stage: &Stage) -> GroupId {
         self.groups.of(stage.writes[0])
+    }
+
+    /// Every dataset's name, by id: what a task instance may ask for (`task_dataset`).
+    pub fn dataset_names(&self) -> Arc<[String]> {
+        self.datasets.iter().map(|d| d.name.clone()).collect()
     }
 
     /// The name of a dataset, for messages.

@@ -69,8 +69,13 @@ fn worker(runtime: &tokio::runtime::Runtime) -> Arc<Worker> {
         partitions: 4,
         limits: Limits::default(),
         stopped: Arc::default(),
+        datasets: Arc::default(),
     };
     let program = Arc::new(engine.program(&module, &ctx).unwrap());
+    let ctx = JobContext {
+        datasets: program.dataset_names(),
+        ..ctx
+    };
     let spec = JobSpec {
         id: "inbox".into(),
         function: "lr".into(),

@@ -280,19 +280,32 @@ pub(crate) fn add_job_functions(linker: &mut Linker<JobState>) -> wasmtime::Resu
     linker.func_wrap(
         m,
         abi::JOB_TASK_DATASET,
-        |mut c: Caller<'_, JobState>, which: i32, k: i32| -> wasmtime::Result<i32> {
-            let io = c.data_mut().task_io("task_dataset")?;
+        |mut c: Caller<'_, JobState>, which: i32, k: i32, out: i32, cap: i32| {
+            let state = c.data_mut();
+            let names = state.ctx.datasets.clone();
+            let io = state.task_io("task_dataset")?;
             let ids = match which {
                 0 => &io.reads,
                 1 => &io.writes,
                 _ => wasmtime::bail!(
-                    "`task_dataset({which}, {k})`: give 0 for the datasets read, 1 for those written"
+                    "`task_dataset({which}, {k}, ..)`: give 0 for the datasets read, 1 for those \
+                     written"
                 ),
             };
-            Ok(usize::try_from(k)
-                .ok()
-                .and_then(|k| ids.get(k))
-                .map_or(-1, |id| id.0 as i32))
+            let Some(id) = usize::try_from(k).ok().and_then(|k| ids.get(k)) else {
+                return Ok(-1);
+            };
+            let Some(name) = names.get(id.0 as usize) else {
+                wasmtime::bail!("dataset {} has no name in this instance's job", id.0)
+            };
+            if name.len() <= cap as u32 as usize {
+                let mem = memory(&mut c)?;
+                mem.write(&mut c, out as u32 as usize, name.as_bytes())
+                    .map_err(|_| {
+                        wasmtime::format_err!("`task_dataset` writes outside the guest's memory")
+                    })?;
+            }
+            Ok(name.len() as i32)
         },
     )?;
     linker.func_wrap(

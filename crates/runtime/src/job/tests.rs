@@ -1,7 +1,9 @@
 //! The job engine's tests: programs, tasks, budgets and images.
 
 use crate::job::cores::tests::eventually;
-use crate::{JobContext, JobCores, JobEngine, JobError, JobShare, TaskBatch, TaskCall};
+use crate::{
+    JobContext, JobCores, JobEngine, JobError, JobInstance, JobShare, TaskBatch, TaskCall,
+};
 use mote_jobs::image;
 use mote_jobs::{DatasetId, Stage, StageKind};
 use mote_types::Limits;
@@ -50,6 +52,7 @@ fn ctx(partitions: u32) -> JobContext {
         partitions,
         limits: Limits::default(),
         stopped: Arc::default(),
+        datasets: Arc::default(),
     }
 }
 
@@ -96,20 +99,29 @@ fn the_driver_declares_a_program_and_tasks_keep_state_between_calls() {
     );
 }
 
-/// A job whose task 1 returns `100 * read 0 + 10 * write 0 + (read 1 is none)`, from
-/// `task_dataset`, and whose task 2 asks with a `which` that is neither 0 nor 1.
+/// A job whose task 1 returns `100 * len(read 0) + 10 * len(write 0) + (read 1 is none)`,
+/// the lengths of the names `task_dataset` gives with no room to write them; task 3 writes
+/// read 0's name at address 8 and returns its first byte; task 2 asks with a `which` that is
+/// neither 0 nor 1.
 const ASKS_DATASETS: &str = r#"(module
-    (import "mote_job" "task_dataset" (func $ds (param i32 i32) (result i32)))
+    (import "mote_job" "task_dataset" (func $ds (param i32 i32 i32 i32) (result i32)))
     (memory (export "memory") 1)
     (func (export "mote_job_driver"))
     (func (export "mote_job_task") (param $func i32) (param $index i32) (result i32)
         (if (i32.eq (local.get $func) (i32.const 2))
-            (then (return (call $ds (i32.const 2) (i32.const 0)))))
+            (then (return (call $ds (i32.const 2) (i32.const 0) (i32.const 0) (i32.const 0)))))
+        (if (i32.eq (local.get $func) (i32.const 3))
+            (then
+                (drop (call $ds (i32.const 0) (i32.const 0) (i32.const 8) (i32.const 16)))
+                (return (i32.load8_u (i32.const 8)))))
         (i32.add
             (i32.add
-                (i32.mul (call $ds (i32.const 0) (i32.const 0)) (i32.const 100))
-                (i32.mul (call $ds (i32.const 1) (i32.const 0)) (i32.const 10)))
-            (i32.eq (call $ds (i32.const 0) (i32.const 1)) (i32.const -1)))))"#;
+                (i32.mul (call $ds (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0))
+                    (i32.const 100))
+                (i32.mul (call $ds (i32.const 1) (i32.const 0) (i32.const 0) (i32.const 0))
+                    (i32.const 10)))
+            (i32.eq (call $ds (i32.const 0) (i32.const 1) (i32.const 0) (i32.const 0))
+                (i32.const -1)))))"#;
 
 #[test]
 fn a_task_learns_the_datasets_its_stage_reads_and_writes() {
@@ -117,23 +129,29 @@ fn a_task_learns_the_datasets_its_stage_reads_and_writes() {
     let m = engine
         .module("x", &wat::parse_str(ASKS_DATASETS).unwrap())
         .unwrap();
-    let mut i = engine.instance(&m, &ctx(2)).unwrap();
+    let names = ["a", "bb", "ccc", "dddd", "eeeee", "ffffff"];
+    let ctx = JobContext {
+        datasets: names.iter().map(|n| n.to_string()).collect(),
+        ..ctx(2)
+    };
+    let mut i = engine.instance(&m, &ctx).unwrap();
     let stage = Stage {
         kind: StageKind::Compute,
         func: 1,
         reads: vec![DatasetId(3)],
         writes: vec![DatasetId(5)],
     };
-    let (out, _) = i
-        .run(
+    let run = |i: &mut JobInstance, func| {
+        i.run(
             &ticking(&engine),
             TaskCall {
                 stage: &stage,
-                ..task_call(1, 0, 0)
+                ..task_call(func, 0, 0)
             },
         )
-        .unwrap();
-    assert_eq!(out.value, 351);
+    };
+    assert_eq!(run(&mut i, 1).unwrap().0.value, 4 * 100 + 6 * 10 + 1);
+    assert_eq!(run(&mut i, 3).unwrap().0.value, i32::from(b'd'));
     // The next task's stage is its own, not the one before's.
     let (out, _) = i.run(&ticking(&engine), task_call(1, 1, 0)).unwrap();
     assert_eq!(out.value, -100 - 10 + 1);

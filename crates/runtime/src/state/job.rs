@@ -26,6 +26,9 @@ pub struct JobContext {
     /// Set when the job stops on this node: a running task ends at the next epoch tick rather
     /// than run out its budget.
     pub stopped: Arc<AtomicBool>,
+    /// The program's dataset names by id, which `task_dataset` gives tasks: empty while the
+    /// driver declares them.
+    pub datasets: Arc<[String]>,
 }
 
 /// What an instance is doing: declaring the program, or running tasks.

@@ -46,17 +46,27 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
 }
 
 /// The values encoded one after another in `bytes`, in order.
-pub fn decode_all<T: DeserializeOwned>(mut bytes: &[u8]) -> Result<Vec<T>, DecodeError> {
+pub fn decode_all<T: DeserializeOwned>(bytes: &[u8]) -> Result<Vec<T>, DecodeError> {
     let mut values = Vec::new();
+    decode_each(bytes, |value| values.push(value))?;
+    Ok(values)
+}
+
+/// Hands `each` the values encoded one after another in `bytes`, in order, without collecting
+/// them first.
+pub fn decode_each<T: DeserializeOwned>(
+    mut bytes: &[u8],
+    mut each: impl FnMut(T),
+) -> Result<(), DecodeError> {
     while !bytes.is_empty() {
         let (value, rest) = postcard::take_from_bytes(bytes).map_err(|e| DecodeError {
             type_name: std::any::type_name::<T>(),
             reason: e.to_string(),
         })?;
-        values.push(value);
+        each(value);
         bytes = rest;
     }
-    Ok(values)
+    Ok(())
 }
 
 /// The one value encoded in `bytes`.

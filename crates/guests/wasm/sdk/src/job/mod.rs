@@ -1,6 +1,10 @@
 //! Write data-parallel jobs (`docs/jobs.md`): one module whose driver declares datasets and
 //! stages, and whose tasks compute on one partition of them at a time.
 //!
+//! Most jobs are best written with the typed operators of [`flow`] (`lines`, `map`,
+//! `reduce_by_key`, `join`, ...), which make the stages below; this module is what they are
+//! made of, for jobs that need a stage of their own. [`local`] runs a job natively, in tests.
+//!
 //! A job module has two entry points, which [`crate::job!`] exports:
 //!
 //! - the driver, `fn(&mut Job)`, runs once in a fresh instance to tell the host the job's
@@ -45,13 +49,15 @@
 //! pointers: the SDK hands the host the function table index of a wrapper made for each one, and
 //! that wrapper has to call the function without having been given it (see [`Job::compute`]).
 //! The host's imports are those of the `mote_job` module (`mote_abi::JOB_MODULE`); natively
-//! (unit tests) they do not exist and every call to one panics, while the pure helpers
-//! ([`encode_f64s`] and its kin) work.
+//! an in-process stand-in serves them, which [`local::LocalJob`] runs jobs on.
 //!
 //! A panic in a driver or a task is written to the log (with [`crate::log`]) and then aborts the
 //! instance, which the host reports with that message.
 
 pub mod codec;
+pub mod flow;
+#[cfg(not(target_family = "wasm"))]
+pub mod local;
 
 pub use codec::DecodeError;
 use serde::Serialize;
@@ -136,7 +142,61 @@ impl<T> AnyDataset for Dataset<T> {
 ///
 /// A dataset is declared to the host the first time a stage names it.
 pub struct Job {
+    _declares: (),
+}
+
+/// What the driver has declared so far. Thread-local rather than in [`Job`], so that a
+/// [`flow::Flow`] declares its stages without holding the `Job`, and two flows can be alive at
+/// once (a join's sides).
+#[derive(Default)]
+struct Declared {
+    /// Named datasets' ids.
     ids: BTreeMap<&'static str, i32>,
+    /// Datasets made by flows, so far: their names' numbers.
+    made: u32,
+    /// The body being declared: 0 at the top, a fresh number for each loop or branch body.
+    scope: u32,
+    /// Bodies so far.
+    scopes: u32,
+}
+
+thread_local! {
+    static DECLARED: RefCell<Declared> = RefCell::new(Declared::default());
+}
+
+/// The id of the named dataset `dataset`, declared to the host the first time.
+fn declared_id(dataset: &dyn AnyDataset) -> i32 {
+    DECLARED.with_borrow_mut(|d| {
+        *d.ids
+            .entry(dataset.name())
+            .or_insert_with(|| sys::dataset(dataset.name(), dataset.is_partitioned()))
+    })
+}
+
+/// Declares a new dataset for a flow, named for what makes it (`reduce_by_key.3`), as errors
+/// name it: its id.
+fn made_dataset(made_by: &str, partitioned: bool) -> i32 {
+    let name = DECLARED.with_borrow_mut(|d| {
+        d.made += 1;
+        format!("{made_by}.{}", d.made)
+    });
+    sys::dataset(&name, partitioned)
+}
+
+/// The body being declared (see [`Declared::scope`]).
+fn scope() -> u32 {
+    DECLARED.with_borrow(|d| d.scope)
+}
+
+/// Declares `body` as a body of its own: a flow made before it and read in it is read once per
+/// run of the body, so it must be kept, not consumed.
+fn in_scope(body: impl FnOnce()) {
+    let outer = DECLARED.with_borrow_mut(|d| {
+        d.scopes += 1;
+        std::mem::replace(&mut d.scope, d.scopes)
+    });
+    body();
+    DECLARED.with_borrow_mut(|d| d.scope = outer);
 }
 
 impl Job {
@@ -164,7 +224,7 @@ impl Job {
     ///
     /// `f` must be a fn item or a closure that captures nothing; a capturing closure fails to
     /// compile.
-    pub fn compute<F: Fn(&mut Task) + Copy + 'static>(
+    pub fn compute<F: Fn(&mut Task) -> R + Copy + 'static, R: Outcome>(
         &mut self,
         f: F,
         reads: &[&dyn AnyDataset],
@@ -178,19 +238,19 @@ impl Job {
 
     /// A scatter stage and its gather: `scatter` runs on each partition of `reads` and
     /// [`Task::emit`]s pieces for partitions of `writes`; then `gather` runs on each partition of
-    /// `writes`, even one no piece was addressed to, with [`Task::inputs`] the non-empty pieces
+    /// `writes`, even one no piece was addressed to, with [`Task::inputs`] the pieces emitted
     /// for it in the order of the partitions that emitted them.
     ///
     /// Both functions must be fn items or closures that capture nothing.
-    pub fn scatter<S, G>(
+    pub fn scatter<S, G, R: Outcome, Q: Outcome>(
         &mut self,
         scatter: S,
         reads: &[&dyn AnyDataset],
         gather: G,
         writes: &[&dyn AnyDataset],
     ) where
-        S: Fn(&mut Task) + Copy + 'static,
-        G: Fn(&mut Task) + Copy + 'static,
+        S: Fn(&mut Task) -> R + Copy + 'static,
+        G: Fn(&mut Task) -> Q + Copy + 'static,
     {
         let scatter = task_id(scatter);
         let gather = task_id(gather);
@@ -202,7 +262,7 @@ impl Job {
     /// A load stage: `f` runs on each partition of `dataset` with input 0 its share of the text
     /// lines of the objects job argument `arg` names (`BUCKET/PREFIX`): whole lines, in key
     /// order, partition `i` a contiguous range after partition `i - 1`'s. A share may be empty.
-    pub fn load<T, F: Fn(&mut Task) + Copy + 'static>(
+    pub fn load<T, F: Fn(&mut Task) -> R + Copy + 'static, R: Outcome>(
         &mut self,
         f: F,
         dataset: &Dataset<T>,
@@ -216,7 +276,7 @@ impl Job {
     /// A store stage: `f` runs on each partition `k` of `dataset`, and what it emits (to
     /// destination 0) becomes object `PREFIX/part-{k:05}` under job argument `arg`'s
     /// `BUCKET/PREFIX`. The objects in key order are the result, so emit whole lines.
-    pub fn store<T, F: Fn(&mut Task) + Copy + 'static>(
+    pub fn store<T, F: Fn(&mut Task) -> R + Copy + 'static, R: Outcome>(
         &mut self,
         f: F,
         dataset: &Dataset<T>,
@@ -231,7 +291,7 @@ impl Job {
     pub fn repeat(&mut self, times: u32, body: impl FnOnce(&mut Self)) {
         let times = i32::try_from(times).expect("a repeat count fits an i32");
         sys::repeat(times);
-        body(self);
+        in_scope(|| body(self));
         sys::end();
     }
 
@@ -248,7 +308,7 @@ impl Job {
         let func = signal_id(signal);
         let id = self.id(dataset);
         sys::while_signal(func, id);
-        body(self);
+        in_scope(|| body(self));
         sys::end();
     }
 
@@ -274,21 +334,18 @@ impl Job {
         let func = signal_id(signal);
         let id = self.id(dataset);
         sys::if_signal(func, id);
-        then(self);
+        in_scope(|| then(self));
         sys::else_branch();
-        otherwise(self);
+        in_scope(|| otherwise(self));
         sys::end();
     }
 
     fn ids(&mut self, datasets: &[&dyn AnyDataset]) -> Vec<i32> {
-        datasets.iter().map(|d| self.id(*d)).collect()
+        datasets.iter().map(|d| declared_id(*d)).collect()
     }
 
     fn id(&mut self, dataset: &dyn AnyDataset) -> i32 {
-        *self
-            .ids
-            .entry(dataset.name())
-            .or_insert_with(|| sys::dataset(dataset.name(), dataset.is_partitioned()))
+        declared_id(dataset)
     }
 }
 
@@ -297,8 +354,12 @@ impl Job {
 pub struct Task {
     index: usize,
     /// The instance's partitions by dataset name, each a boxed `RefCell<T>`.
-    data: RefCell<BTreeMap<&'static str, Box<dyn Any>>>,
+    data: RefCell<Partitions>,
 }
+
+/// An instance's partitions by dataset name, each a boxed `RefCell<T>`. Names are owned, as the
+/// datasets [`flow`] makes are named when the driver runs, and a task learns them from the host.
+type Partitions = BTreeMap<String, Box<dyn Any>>;
 
 impl Task {
     /// The partition index this task runs on.
@@ -317,12 +378,7 @@ impl Task {
     ///
     /// If the task already holds it through [`Task::get_mut`].
     pub fn get<T: Default + 'static>(&self, dataset: &Dataset<T>) -> Ref<'_, T> {
-        self.cell(dataset).try_borrow().unwrap_or_else(|_| {
-            panic!(
-                "dataset {} is borrowed mutably by this task already",
-                dataset.name
-            )
-        })
+        borrow(self.cell(dataset), dataset.name)
     }
 
     /// This instance's partition of `dataset`, to change.
@@ -331,9 +387,7 @@ impl Task {
     ///
     /// If the task already holds it through [`Task::get`] or [`Task::get_mut`].
     pub fn get_mut<T: Default + 'static>(&self, dataset: &Dataset<T>) -> RefMut<'_, T> {
-        self.cell(dataset)
-            .try_borrow_mut()
-            .unwrap_or_else(|_| panic!("dataset {} is borrowed by this task already", dataset.name))
+        borrow_mut(self.cell(dataset), dataset.name)
     }
 
     /// The task's inputs, in order: a load task's share of lines, or a gather task's pieces.
@@ -378,14 +432,20 @@ impl Task {
     }
 
     fn cell<T: Default + 'static>(&self, dataset: &Dataset<T>) -> &RefCell<T> {
+        self.cell_named(dataset.name)
+    }
+
+    /// The partition of the dataset called `name`, made with `T::default()` if the instance has
+    /// none yet.
+    fn cell_named<T: Default + 'static>(&self, name: &str) -> &RefCell<T> {
         let mut data = self.data.borrow_mut();
-        let slot = data
-            .entry(dataset.name)
-            .or_insert_with(|| Box::new(RefCell::new(T::default())));
+        if !data.contains_key(name) {
+            data.insert(name.to_owned(), Box::new(RefCell::new(T::default())));
+        }
+        let slot = data.get(name).expect("inserted above");
         let cell: *const RefCell<T> = slot.downcast_ref::<RefCell<T>>().unwrap_or_else(|| {
             panic!(
-                "dataset {} is used as a {} but holds another type",
-                dataset.name,
+                "dataset {name} is used as a {} but holds another type",
                 type_name::<T>()
             )
         });
@@ -393,6 +453,16 @@ impl Task {
         // nor its box, and the task only ever adds slots, so it lives as long as `self`.
         unsafe { &*cell }
     }
+}
+
+fn borrow<'a, T>(cell: &'a RefCell<T>, name: &str) -> Ref<'a, T> {
+    cell.try_borrow()
+        .unwrap_or_else(|_| panic!("dataset {name} is borrowed mutably by this task already"))
+}
+
+fn borrow_mut<'a, T>(cell: &'a RefCell<T>, name: &str) -> RefMut<'a, T> {
+    cell.try_borrow_mut()
+        .unwrap_or_else(|_| panic!("dataset {name} is borrowed by this task already"))
 }
 
 /// Encodes `values` as consecutive little-endian `f64`s, for pieces and broadcasts.
@@ -459,13 +529,64 @@ fn arg_or<T: FromStr>(key: &str, default: T) -> T {
 /// calls a single function type, and a signal's answer reaches the host as its return value.
 type Entry = fn(&mut Task) -> bool;
 
+/// What a task function returns: nothing, or a `Result` whose error fails the job.
+pub trait Outcome {
+    /// The error's message, if the task failed.
+    fn error(self) -> Option<String>;
+}
+
+impl Outcome for () {
+    fn error(self) -> Option<String> {
+        None
+    }
+}
+
+impl<E: std::fmt::Display> Outcome for Result<(), E> {
+    fn error(self) -> Option<String> {
+        self.err().map(|e| e.to_string())
+    }
+}
+
+/// Fails the running task: `function`, a task or operator function, returned `error`. The
+/// host's message adds the stage and the partition. Not a panic, whose message would name
+/// this line of the SDK: the message is logged (the host quotes a trap's last log line) and
+/// the task unwinds without the panic hook, which aborts in WebAssembly.
+fn fail(function: &str, error: &str) -> ! {
+    let message = format!("{function} returned an error: {error}");
+    crate::log(&message);
+    std::panic::resume_unwind(Box::new(message))
+}
+
+/// The name of function type `F` for messages: a fn item's path, or the path of the function
+/// a closure is written in.
+fn function_name<F>() -> &'static str {
+    type_name::<F>()
+}
+
 /// The table index of the entry for task function `F`.
-fn task_id<F: Fn(&mut Task) + Copy + 'static>(_: F) -> i32 {
-    fn entry<F: Fn(&mut Task)>(task: &mut Task) -> bool {
-        conjure::<F>()(task);
+fn task_id<F: Fn(&mut Task) -> R + Copy + 'static, R: Outcome>(_: F) -> i32 {
+    fn entry<F: Fn(&mut Task) -> R, R: Outcome>(task: &mut Task) -> bool {
+        if let Some(error) = conjure::<F>()(task).error() {
+            fail(function_name::<F>(), &error);
+        }
         false
     }
-    entry_id(entry::<F>)
+    entry_id(entry::<F, R>)
+}
+
+/// A task the SDK composes from types alone, as [`flow`] does for a stage of operators: the
+/// type is all that travels with the table index.
+trait Run: 'static {
+    fn run(task: &mut Task);
+}
+
+/// The table index of the entry for task `R`.
+fn run_id<R: Run>() -> i32 {
+    fn entry<R: Run>(task: &mut Task) -> bool {
+        R::run(task);
+        false
+    }
+    entry_id(entry::<R>)
 }
 
 /// The table index of the entry for signal function `F`.
@@ -476,10 +597,33 @@ fn signal_id<F: Fn(&mut Task) -> bool + Copy + 'static>(_: F) -> i32 {
     entry_id(entry::<F>)
 }
 
+#[cfg(target_family = "wasm")]
 fn entry_id(entry: Entry) -> i32 {
     // In WebAssembly a function pointer is the function's index in the module's table, the same
     // in every instance of the module, which is what lets the host hand it to another instance.
     entry as usize as i32
+}
+
+#[cfg(not(target_family = "wasm"))]
+thread_local! {
+    /// Natively a function pointer does not fit an i32: an entry's id is its place in this
+    /// thread's list, plus one (no id is 0, as no table index is). A [`local`] run's driver and
+    /// tasks run on one thread, so the ids it hands out are the ones its tasks look up.
+    static ENTRIES: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
+}
+
+#[cfg(not(target_family = "wasm"))]
+fn entry_id(entry: Entry) -> i32 {
+    ENTRIES.with_borrow_mut(|entries| {
+        let at = match entries.iter().position(|e| std::ptr::fn_addr_eq(*e, entry)) {
+            Some(at) => at,
+            None => {
+                entries.push(entry);
+                entries.len() - 1
+            }
+        };
+        i32::try_from(at + 1).expect("a thread registers fewer than 2^31 task functions")
+    })
 }
 
 /// The value of a zero-sized function type, which a task's entry calls: the function a stage
@@ -518,16 +662,15 @@ pub mod __private {
 
     thread_local! {
         /// The instance's partitions, lent to each task while it runs.
-        static DATA: RefCell<BTreeMap<&'static str, Box<dyn std::any::Any>>> =
+        pub(super) static DATA: RefCell<super::Partitions> =
             const { RefCell::new(BTreeMap::new()) };
     }
 
     /// Runs the job's driver.
     pub fn drive(driver: fn(&mut Job)) {
         install_panic_hook();
-        driver(&mut Job {
-            ids: BTreeMap::new(),
-        });
+        super::DECLARED.set(super::Declared::default());
+        driver(&mut Job { _declares: () });
     }
 
     /// Runs the task function whose entry has table index `func` on partition `index`, and
@@ -539,7 +682,12 @@ pub mod __private {
             .unwrap_or_else(|_| panic!("partition index {index} is negative"));
         // SAFETY: the host passes back an index the driver took from an `Entry` in this same
         // module (`entry_id`), and every instance of a module has the same table.
+        #[cfg(target_family = "wasm")]
         let entry: Entry = unsafe { std::mem::transmute::<usize, Entry>(func as usize) };
+        #[cfg(not(target_family = "wasm"))]
+        let entry: Entry = super::ENTRIES
+            .with_borrow(|entries| entries.get(func as usize - 1).copied())
+            .unwrap_or_else(|| panic!("task function {func} was not registered on this thread"));
         let mut task = Task {
             index,
             data: RefCell::new(DATA.take()),
@@ -554,7 +702,7 @@ pub mod __private {
 #[cfg(target_family = "wasm")]
 mod sys;
 
-/// Natively (unit tests) the host's imports do not exist.
+/// Natively (tests) the host's imports are served in-process, for [`local`].
 #[cfg(not(target_family = "wasm"))]
 #[path = "native.rs"]
 mod sys;

@@ -41,6 +41,8 @@ unsafe extern "C" {
     fn mote_input_read(k: i32, ptr: i32);
     #[link_name = mote_abi::import_name!(emit)]
     fn mote_emit(dest: i32, ptr: i32, len: i32);
+    #[link_name = mote_abi::import_name!(task_dataset)]
+    fn mote_task_dataset(which: i32, k: i32, out_ptr: i32, out_cap: i32) -> i32;
 }
 
 // SAFETY (every call below): the imports take plain values, and read or write only the
@@ -156,4 +158,22 @@ pub fn emit(dest: i32, data: &[u8]) {
     let (ptr, len) = bytes(data);
     // SAFETY: see above.
     unsafe { mote_emit(dest, ptr, len) }
+}
+
+/// The name of the `k`th dataset the running task's stage reads (`which` 0) or writes (1).
+pub fn task_dataset(which: i32, k: usize) -> Option<String> {
+    let k = i32::try_from(k).ok()?;
+    let mut out = Vec::<u8>::with_capacity(32);
+    loop {
+        // SAFETY: see above; the host writes the name only if it fits the capacity given.
+        let len =
+            unsafe { mote_task_dataset(which, k, out.as_mut_ptr() as i32, out.capacity() as i32) };
+        let len = usize::try_from(len).ok()?;
+        if len <= out.capacity() {
+            // SAFETY: the host wrote `len` bytes, within the capacity.
+            unsafe { out.set_len(len) };
+            return Some(String::from_utf8(out).expect("dataset names are UTF-8"));
+        }
+        out.reserve_exact(len);
+    }
 }
