@@ -2,7 +2,7 @@
 //! data, partition count and split of the input into objects, against a sequential reference.
 
 use mote_sdk::job::local::{LocalError, LocalJob};
-use mote_sdk::job::{Dataset, Job};
+use mote_sdk::job::{Dataset, Job, Text};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -43,11 +43,7 @@ fn sorted(mut lines: Vec<String>) -> Vec<String> {
 
 fn word_count(job: &mut Job) {
     job.lines("input")
-        .flat_map(|line: String| {
-            line.split_whitespace()
-                .map(str::to_owned)
-                .collect::<Vec<_>>()
-        })
+        .flat_map(|line| line.words())
         .map(|word| (word, 1u64))
         .reduce_by_key(|a, b| a + b)
         .save_lines("output", |(word, n)| format!("{word} {n}"));
@@ -65,6 +61,11 @@ fn grouped(job: &mut Job) {
         });
 }
 
+/// `k v` lines' pairs as JSON, unchanged.
+fn as_json(job: &mut Job) {
+    job.lines("input").try_map(pair).save_json("output");
+}
+
 fn joined(job: &mut Job) {
     let right = job.lines("b").try_map(pair);
     job.lines("a")
@@ -75,8 +76,8 @@ fn joined(job: &mut Job) {
 
 /// Each number with how many of all the numbers are smaller: a broadcast of the whole input.
 fn ranked(job: &mut Job) {
-    let numbers = job.lines("input").try_map(number);
-    let all = job.lines("input").try_map(number).broadcast();
+    let numbers = job.lines("input").try_map(|line| number(&line));
+    let all = job.lines("input").try_map(|line| number(&line)).broadcast();
     numbers
         .map_with(&all, |x, all: &Vec<u32>| {
             (x, all.iter().filter(|&&y| y < x).count())
@@ -108,14 +109,14 @@ fn in_a_loop(job: &mut Job) {
         .save_lines("output", |(k, (a, b))| format!("{k} {a} {b}"));
 }
 
-fn pair(line: String) -> Result<(u32, u32), String> {
+fn pair(line: Text) -> Result<(u32, u32), String> {
     let (k, v) = line
         .split_once(' ')
         .ok_or_else(|| format!("{line:?} is not `k v`"))?;
-    Ok((number(k.to_owned())?, number(v.to_owned())?))
+    Ok((number(k)?, number(v)?))
 }
 
-fn number(field: String) -> Result<u32, String> {
+fn number(field: &str) -> Result<u32, String> {
     field
         .parse()
         .map_err(|_| format!("{field:?} is not a number"))
@@ -174,6 +175,15 @@ proptest! {
             .collect();
         let got = run(grouped, partitions, &objects("data/in", &pair_lines(&input), &cuts));
         prop_assert_eq!(sorted(got), sorted(want));
+    }
+
+    #[test]
+    fn save_json_writes_each_item_as_a_line_of_json(
+        input in pairs(1000), partitions in 1..9usize
+    ) {
+        let want: Vec<String> = input.iter().map(|(k, v)| format!("[{k},{v}]")).collect();
+        let got = run(as_json, partitions, &objects("data/in", &pair_lines(&input), &[]));
+        prop_assert_eq!(got, want);
     }
 
     #[test]

@@ -9,15 +9,15 @@
 //! pairs them, sums each partition's amounts by country and sends each country's sum to its
 //! partition; then the store.
 
-use mote_sdk::job::Job;
+use mote_sdk::job::{Job, Text};
 
 fn driver(job: &mut Job) {
     let customers = job
         .lines("customers")
-        .filter(|line: &String| !line.trim().is_empty())
+        .filter(|line| !line.trim().is_empty())
         .try_map(customer);
     job.lines("orders")
-        .filter(|line: &String| !line.trim().is_empty())
+        .filter(|line| !line.trim().is_empty())
         .try_map(order)
         .join(customers)
         .map(|(_customer, (cents, country))| (country, cents))
@@ -28,7 +28,7 @@ fn driver(job: &mut Job) {
 }
 
 /// `customer,name,country` as `(customer, country)`.
-fn customer(line: String) -> Result<(u64, String), String> {
+fn customer(line: Text) -> Result<(u64, String), String> {
     match line.split(',').collect::<Vec<_>>()[..] {
         [id, _name, country] => Ok((number(id, &line)?, country.trim().to_owned())),
         _ => Err(format!(
@@ -38,7 +38,7 @@ fn customer(line: String) -> Result<(u64, String), String> {
 }
 
 /// `order,customer,cents` as `(customer, cents)`.
-fn order(line: String) -> Result<(u64, u64), String> {
+fn order(line: Text) -> Result<(u64, u64), String> {
     match line.split(',').collect::<Vec<_>>()[..] {
         [_order, customer, cents] => Ok((number(customer, &line)?, number(cents, &line)?)),
         _ => Err(format!("order line {line:?} is not order,customer,cents")),

@@ -3,8 +3,8 @@
 //! arguments (`input=BUCKET/PREFIX`, `output=BUCKET/PREFIX`), same words (what
 //! `split_whitespace` splits), same output (lines `word<TAB>count`, in no particular order).
 //!
-//! Three stages, as `wordcount`'s: the load counts its share of the text by word (the map-side
-//! combine); a scatter sends each word's count to the partition its hash picks, one piece per
+//! Three stages, as `wordcount`'s: the load counts its share of the text by word, line by line
+//! as `wordcount` reads it (the map-side combine); a scatter sends each word's count to the partition its hash picks, one piece per
 //! destination, whose gather adds the counts up; the store writes each partition's words.
 
 use mote_sdk::job::codec::{self, DecodeError};
@@ -32,7 +32,10 @@ fn driver(job: &mut Job) {
 fn count_words(task: &mut Task) -> Result<(), Utf8Error> {
     let text = task.inputs().next().unwrap_or_default();
     let mut counts = task.get_mut(&LOCAL);
-    for word in std::str::from_utf8(&text)?.split_whitespace() {
+    for word in std::str::from_utf8(&text)?
+        .lines()
+        .flat_map(str::split_whitespace)
+    {
         // Look the word up before allocating it: most words of a text were seen before.
         match counts.get_mut(word) {
             Some(count) => *count += 1,

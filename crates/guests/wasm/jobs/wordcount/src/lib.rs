@@ -7,11 +7,7 @@ use mote_sdk::job::Job;
 
 fn driver(job: &mut Job) {
     job.lines("input")
-        .flat_map(|line: String| {
-            line.split_whitespace()
-                .map(str::to_owned)
-                .collect::<Vec<_>>()
-        })
+        .flat_map(|line| line.words())
         .map(|word| (word, 1u64))
         .reduce_by_key(|a, b| a + b)
         .save_lines("output", |(word, count)| format!("{word}\t{count}"));

@@ -4,7 +4,7 @@
 //! ```ignore
 //! fn driver(job: &mut Job) {
 //!     job.lines("input")
-//!         .flat_map(|line: String| line.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+//!         .flat_map(|line| line.words())
 //!         .map(|word| (word, 1u64))
 //!         .reduce_by_key(|a, b| a + b)
 //!         .save_lines("output", |(word, n)| format!("{word}\t{n}"));
@@ -31,12 +31,14 @@
 //! `mix(fnv1a(key)) % partitions`, the same on every worker and every run.
 
 use super::codec;
+use super::text::Text;
 use super::{
     AnyDataset, Dataset, Job, Run, Task, borrow, borrow_mut, conjure, declared_id, fail,
     function_name, made_dataset, run_id, scope, sys,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use std::any::Any;
 use std::cell::Ref;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -128,17 +130,17 @@ impl<K: Clone + 'static, V: Clone + 'static> Partition for KeyMap<K, V> {
 }
 
 /// A partition's share of the input text, as the load stage of [`Job::lines`] keeps it; its
-/// items are its lines, without their line ends.
+/// items are its lines, without their line ends, each a [`Text`] that shares the share's bytes.
 #[derive(Default)]
-pub struct Text(String);
+pub struct TextShare(Text);
 
-impl Partition for Text {
-    type Item = String;
-    fn drain(self, out: impl FnMut(String)) {
+impl Partition for TextShare {
+    type Item = Text;
+    fn drain(self, out: impl FnMut(Text)) {
         self.copy(out);
     }
-    fn copy(&self, out: impl FnMut(String)) {
-        self.0.lines().map(str::to_owned).for_each(out);
+    fn copy(&self, out: impl FnMut(Text)) {
+        self.0.each_line(out);
     }
 }
 
@@ -404,7 +406,7 @@ impl<K: Key, V: Data, F: Fn(V, V) -> V + Copy + 'static> Sink<(K, V)> for Combin
         KeyMap::default()
     }
     fn push(state: &mut Self::State, (k, v): (K, V)) {
-        merge(state, k, v, conjure::<F>());
+        combine(state, k, v, conjure::<F>(), settled);
     }
     fn close(task: &Task, state: Self::State) {
         let mut pieces = Pieces::new(task.partitions());
@@ -484,6 +486,26 @@ impl<T, F: Fn(T) -> S + Copy + 'static, S: Display> Sink<T> for LinesOut<F> {
     }
 }
 
+/// Each item to the output as a line of JSON.
+pub struct JsonOut;
+
+impl<T: Serialize> Sink<T> for JsonOut {
+    type State = Vec<u8>;
+    fn open(_: &Task) -> Vec<u8> {
+        Vec::new()
+    }
+    fn push(state: &mut Vec<u8>, item: T) {
+        serde_json::to_writer(&mut *state, &item)
+            .unwrap_or_else(|e| panic!("a {} does not make JSON: {e}", std::any::type_name::<T>()));
+        state.push(b'\n');
+    }
+    fn close(task: &Task, state: Vec<u8>) {
+        if !state.is_empty() {
+            task.emit(0, &state);
+        }
+    }
+}
+
 /// A scatter task's pieces by destination partition, emitted once each when the task ends:
 /// a host call a piece, not an item.
 pub struct Pieces(Vec<Vec<u8>>);
@@ -506,29 +528,64 @@ impl Pieces {
     }
 }
 
-/// `slot = f(slot, v)` where the key has a value, `v` where it has none.
+/// `slot = f(slot, v)` where the map has `k`, else `k` as `settle` makes it, with `v`. A
+/// lookup first, then an insert if the key is new: most keys a combiner sees are old, and the
+/// lookup leaves the key in place where `HashMap::entry` would move it in and out.
+#[inline(always)]
+fn combine<K: Key, V, F: Fn(V, V) -> V>(
+    map: &mut KeyMap<K, V>,
+    k: K,
+    v: V,
+    f: F,
+    settle: fn(K) -> K,
+) {
+    match map.get_mut(&k) {
+        Some(slot) => fold(slot, v, f),
+        None => {
+            map.insert(settle(k), v);
+        }
+    }
+}
+
+/// `slot = f(slot, v)` where the map has `k`, else `v`. One probe, as a gather's keys are
+/// mostly new to it.
+#[inline(always)]
 fn merge<K: Key, V, F: Fn(V, V) -> V>(map: &mut KeyMap<K, V>, k: K, v: V, f: F) {
     match map.entry(k) {
+        Entry::Occupied(mut e) => fold(e.get_mut(), v, f),
         Entry::Vacant(e) => {
             e.insert(v);
         }
-        Entry::Occupied(mut e) => {
-            /// Aborts if `f` unwinds while the slot's value is moved out, rather than let the
-            /// map drop it a second time.
-            struct Abort;
-            impl Drop for Abort {
-                fn drop(&mut self) {
-                    std::process::abort();
-                }
-            }
-            let slot = e.get_mut();
-            let abort = Abort;
-            // SAFETY: the value read out is written back before anything else sees the slot,
-            // and an unwinding `f` aborts the process (`abort`) before the map could drop it.
-            unsafe { std::ptr::write(slot, f(std::ptr::read(slot), v)) };
-            std::mem::forget(abort);
+    }
+}
+
+/// `slot = f(slot, v)`, in place.
+#[inline(always)]
+fn fold<V, F: Fn(V, V) -> V>(slot: &mut V, v: V, f: F) {
+    /// Aborts if `f` unwinds while the slot's value is moved out, rather than let the map drop
+    /// it a second time.
+    struct Abort;
+    impl Drop for Abort {
+        fn drop(&mut self) {
+            std::process::abort();
         }
     }
+    let abort = Abort;
+    // SAFETY: the value read out is written back before anything else sees the slot, and an
+    // unwinding `f` aborts the process (`abort`) before the map could drop it.
+    unsafe { std::ptr::write(slot, f(std::ptr::read(slot), v)) };
+    std::mem::forget(abort);
+}
+
+/// `k` as a combiner keeps it: a [`Text`] key is copied out of the input it was cut from, so
+/// that the map's keys sit together rather than across a partition's whole input, and the input
+/// can be freed. Keys compared where they lay in 16 MiB of text made a word count 1.4 times
+/// slower than one that copied its new words.
+fn settled<K: 'static>(mut k: K) -> K {
+    if let Some(text) = (&mut k as &mut dyn Any).downcast_mut::<Text>() {
+        *text = Text::from(&**text);
+    }
+    k
 }
 
 /// Decodes every `T` of a gather task's pieces, in order.
@@ -590,15 +647,18 @@ struct LoadText;
 
 impl Run for LoadText {
     fn run(task: &mut Task) {
-        let bytes: Vec<u8> = task.inputs().next().unwrap_or_default();
-        let text = String::from_utf8(bytes).unwrap_or_else(|e| {
-            panic!(
-                "the input of partition {} is not UTF-8 text (byte {} of its share)",
-                task.index(),
-                e.utf8_error().valid_up_to()
-            )
-        });
-        write(task, Text(text));
+        let text = if sys::input_count() > 0 {
+            Text::from_utf8(sys::input_shared(0)).unwrap_or_else(|e| {
+                panic!(
+                    "the input of partition {} is not UTF-8 text (byte {} of its share)",
+                    task.index(),
+                    e.valid_up_to()
+                )
+            })
+        } else {
+            Text::default()
+        };
+        write(task, TextShare(text));
     }
 }
 
@@ -768,13 +828,31 @@ impl<S: Source, P: Pipe<S::Item>> Flow<S, P> {
     {
         // `format` is its type, `F`, as `f` is for `reduce_by_key`.
         let _ = format;
+        self.save::<LinesOut<F>>(arg);
+    }
+
+    /// Writes each item as a line of JSON (JSON Lines) to `part-NNNNN` objects under job
+    /// argument `arg`'s `BUCKET/PREFIX`, for readers other than mote.
+    pub fn save_json(self, arg: &str)
+    where
+        P::Out: Data,
+    {
+        self.save::<JsonOut>(arg);
+    }
+
+    /// A store stage that runs the chain into output sink `K`: after a compute stage that
+    /// keeps the items if the flow reads more than the one dataset a store stage may.
+    fn save<K: Sink<P::Out>>(self, arg: &str)
+    where
+        P::Out: Clone + 'static,
+    {
         if self.reads.len() == 1 {
-            let func = self.fused_id::<LinesOut<F>>();
+            let func = self.fused_id::<K>();
             sys::store(func, self.reads[0], arg);
         } else {
             let partitioned = self.partitioned;
-            let items = self.compute::<IntoVec>("save_lines", partitioned);
-            let func = run_id::<Fused<Stored<Vec<P::Out>>, Id, LinesOut<F>, true>>();
+            let items = self.compute::<IntoVec>("save", partitioned);
+            let func = run_id::<Fused<Stored<Vec<P::Out>>, Id, K, true>>();
             sys::store(func, items, arg);
         }
     }
@@ -884,7 +962,7 @@ impl Job {
     /// The text lines of the objects job argument `arg` names (`BUCKET/PREFIX`), split among
     /// the job's partitions: a load stage that keeps each partition's share as it is; the
     /// lines are split out as the next stage reads them.
-    pub fn lines(&mut self, arg: &str) -> Flow<Stored<Text>, Id> {
+    pub fn lines(&mut self, arg: &str) -> Flow<Stored<TextShare>, Id> {
         let to = made_dataset(&format!("lines({arg})"), true);
         sys::load(run_id::<LoadText>(), to, arg);
         source(vec![to], true, true)
@@ -951,12 +1029,13 @@ mod tests {
     }
 
     #[test]
-    fn merging_folds_values_by_key() {
-        let mut map = KeyMap::default();
+    fn combining_and_merging_fold_values_by_key() {
+        let (mut combined, mut merged) = (KeyMap::default(), KeyMap::default());
         for (k, v) in [("a", 1), ("b", 2), ("a", 3)] {
-            merge(&mut map, k.to_owned(), v, |x, y| x + y);
+            merge(&mut merged, k.to_owned(), v, |x, y| x + y);
+            combine(&mut combined, Text::from(k), v, |x, y| x + y, settled);
         }
-        assert_eq!(map["a"], 4);
-        assert_eq!(map["b"], 2);
+        assert_eq!((merged["a"], merged["b"]), (4, 2));
+        assert_eq!((combined["a"], combined["b"]), (4, 2));
     }
 }

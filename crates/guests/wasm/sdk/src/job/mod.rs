@@ -58,6 +58,7 @@ pub mod codec;
 pub mod flow;
 #[cfg(not(target_family = "wasm"))]
 pub mod local;
+pub mod text;
 
 pub use codec::DecodeError;
 use serde::Serialize;
@@ -68,6 +69,7 @@ use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::str::FromStr;
 use std::sync::Once;
+pub use text::Text;
 
 /// Exports `driver: fn(&mut Job)` as this module's job driver, and the task entry point that
 /// runs the task functions its stages name.

@@ -393,6 +393,9 @@ pub fn input(k: i32) -> Vec<u8> {
         None => panic!("`input_len({k})`: the task has {} inputs", io.inputs.len()),
     })
 }
+pub fn input_shared(k: i32) -> std::rc::Rc<[u8]> {
+    input(k).into()
+}
 pub fn emit(dest: i32, data: &[u8]) {
     task("emit", |io| {
         let dest = dest as u32 as usize;

@@ -154,6 +154,21 @@ pub fn input(k: i32) -> Vec<u8> {
     out
 }
 
+/// Input `k` in a shared buffer of its own, written there by the host: no copy from a `Vec`.
+pub fn input_shared(k: i32) -> std::rc::Rc<[u8]> {
+    // SAFETY: see above.
+    let len = unsafe { mote_input_len(k) };
+    let len = usize::try_from(len).expect("an input's length is not negative");
+    let mut buffer = std::rc::Rc::<[u8]>::new_uninit_slice(len);
+    let ptr = std::rc::Rc::get_mut(&mut buffer).expect("a new Rc is not shared");
+    // SAFETY: the host writes exactly `input_len(k)` bytes, the buffer's length, so that every
+    // byte is initialized before `assume_init`.
+    unsafe {
+        mote_input_read(k, ptr.as_mut_ptr() as i32);
+        buffer.assume_init()
+    }
+}
+
 pub fn emit(dest: i32, data: &[u8]) {
     let (ptr, len) = bytes(data);
     // SAFETY: see above.
