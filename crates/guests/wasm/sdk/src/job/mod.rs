@@ -441,20 +441,30 @@ impl Task {
     /// none yet.
     fn cell_named<T: Default + 'static>(&self, name: &str) -> &RefCell<T> {
         let mut data = self.data.borrow_mut();
-        if !data.contains_key(name) {
-            data.insert(name.to_owned(), Box::new(RefCell::new(T::default())));
-        }
-        let slot = data.get(name).expect("inserted above");
-        let cell: *const RefCell<T> = slot.downcast_ref::<RefCell<T>>().unwrap_or_else(|| {
-            panic!(
-                "dataset {name} is used as a {} but holds another type",
-                type_name::<T>()
-            )
-        });
+        // One lookup where the instance has the partition, as it has but for its first task.
+        let cell = match data.get(name) {
+            Some(slot) => cell_in::<T>(slot, name),
+            None => {
+                let slot: Box<dyn Any> = Box::new(RefCell::new(T::default()));
+                let cell = cell_in::<T>(&slot, name);
+                data.insert(name.to_owned(), slot);
+                cell
+            }
+        };
         // SAFETY: the cell lives in its own heap allocation, which moves with neither the map
         // nor its box, and the task only ever adds slots, so it lives as long as `self`.
         unsafe { &*cell }
     }
+}
+
+/// The cell in `slot`, a partition of dataset `name`.
+fn cell_in<T: 'static>(slot: &Box<dyn Any>, name: &str) -> *const RefCell<T> {
+    slot.downcast_ref::<RefCell<T>>().unwrap_or_else(|| {
+        panic!(
+            "dataset {name} is used as a {} but holds another type",
+            type_name::<T>()
+        )
+    })
 }
 
 fn borrow<'a, T>(cell: &'a RefCell<T>, name: &str) -> Ref<'a, T> {

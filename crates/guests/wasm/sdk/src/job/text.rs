@@ -1,6 +1,7 @@
 //! [`Text`]: a piece of a partition's input text, shared rather than copied, so that the lines
-//! of [`super::Job::lines`] and the words split from them cost no allocation each. A word count
-//! that copied every line and word into a `String` ran at 0.58 of one that borrowed them.
+//! of [`super::Job::lines`] and the words split from them cost no allocation each. With a
+//! `String` a line and a word, `wordcount` took 1.30 times as long as the same job written by
+//! hand with borrowed `&str`s (64 MiB of text, medians of six runs); with `Text`, 1.12.
 
 use serde::de::{Deserialize, Deserializer};
 use serde::ser::{Serialize, Serializer};
