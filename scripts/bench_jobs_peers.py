@@ -41,9 +41,37 @@ one table:
    workers, client.map) get the partitions from the driver, which parses the file.
    Keys: <system>_lr_iteration_ms, <system>_lr_iterations_ms, <system>_lr_w_head.
 
-Also: machine, date, versions, partitions, points, tasks_target, iterations, install_s,
-<system>_setup_s (cluster or JVM start), <system>_error if a system failed to install or run (the
-others are still measured; the exit status is 0 unless every system failed).
+3. Word count (--text PATH, instead of 1 and 2; `mote bench jobs --wordcount`): the words
+   (str.split: runs of whitespace) of the text objects under PATH (a file, or a directory's
+   files) counted, each system its fastest way, all listed:
+     ray:   "tasks": a task per object counts it with collections.Counter (in C) and splits the
+            counts by word hash into one dict per reducer; P reducer tasks add them up; the
+            driver joins their disjoint dicts.
+     dask:  "bag.reduction(Counter)": read_text into about P partitions, a Counter a partition
+            over its joined lines, the Counters added up in a tree; on the distributed
+            LocalCluster.
+     spark: "sql.groupBy.count": read.text, split on \\s+, explode, groupBy(word).count(), all in
+            the JVM; "rdd.reduceByKey": textFile(..).flatMap(split).map((w, 1)).reduceByKey(add)
+            .collect(), the issue's PySpark, which splits and combines in Python workers.
+   Not run, as much slower on 16 MiB of `mote bench jobs --wordcount`'s text (2026-11-28, 2 cores):
+   Ray Data (read_text, a Counter per block in map_batches, groupby(word).sum(count)): 17.3 s
+   against tasks' 2.5 s, and it needs ray[data]'s pyarrow and pandas; Dask's canonical bag word
+   count (read_text(..).str.split().flatten().frequencies(), a Python call per word): 39.7 s
+   against bag.reduction(Counter)'s 2.1 s.
+   Timed from reading the text to the (word, count) pairs in the driver, after an untimed run on
+   the first object (workers started, code loaded), median of --reps runs; the interpreter's, the
+   JVM's and the cluster's start are not timed. A method slower than twice the fastest one run
+   so far stops after that run (it cannot be the fastest; `stopped` says so), so that the slow
+   ones do not take the time of many. Each method's result is digested for `mote bench jobs` to
+   check against its own count: distinct words, words, and the SHA-256 of the lines
+   word<TAB>count<LF> sorted by word.
+   Keys: <system>_wordcount_s, <system>_wordcount_method, <system>_wordcount_methods {method:
+   {runs_s, seconds, distinct, total, sha256, stopped?}}; text, text_objects, text_bytes,
+   wordcount_reps, wordcount_timed.
+
+Also: machine, date, versions, partitions, install_s, points, tasks_target and iterations (not
+with --text), <system>_setup_s (cluster or JVM start), <system>_error if a system failed to
+install or run (the others are still measured; the exit status is 0 unless every system failed).
 
 Every system runs in its own process, one after the other, so a crash or a leftover daemon of one
 cannot disturb another, and each gets both cores. BLAS threads are pinned to 1 in all of them:
@@ -59,7 +87,9 @@ A points file can be made with, e.g. (200,000 points of 20 features, separable b
 """
 
 import argparse
+import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import platform
@@ -190,7 +220,12 @@ def run_system(py, system, args):
            "--tasks", str(args.tasks), "--max-seconds", str(args.max_seconds)]
     if args.points:
         cmd += ["--points", str(Path(args.points).resolve())]
+    if args.text:
+        cmd += ["--text", str(Path(args.text).resolve()), "--reps", str(args.reps)]
     env = dict(os.environ)
+    # str's hash fixed in every process: Ray's word count sends a word to the reducer of its hash
+    # from any worker process.
+    env["PYTHONHASHSEED"] = "0"
     # One BLAS thread per task: 2 tasks already run on 2 cores (see the module docstring).
     for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[k] = "1"
@@ -231,13 +266,22 @@ def orchestrate(args):
                                      capture_output=True, text=True).stdout.strip() or None,
         },
         "partitions": args.partitions,
-        "points": count_points(args.points) if args.points else None,
-        "tasks_target": args.tasks,
-        "iterations": args.iterations,
         "install_s": round(install_s, 1),
         # Other work on the machine skews every number here: keep the load average to judge by.
         "loadavg_start": os.getloadavg()[0],
     }
+    if args.text:
+        files = text_files(args.text)
+        result.update({
+            "text": str(Path(args.text).resolve()), "text_objects": len(files),
+            "text_bytes": sum(os.path.getsize(f) for f in files), "wordcount_reps": args.reps,
+            "wordcount_timed": "from reading the text to the (word, count) pairs in the driver, "
+                               "median of the reps after an untimed run on the first object; not "
+                               "the interpreter, the JVM, the cluster's start or the digest",
+        })
+    else:
+        result.update({"points": count_points(args.points) if args.points else None,
+                       "tasks_target": args.tasks, "iterations": args.iterations})
     ok = 0
     for s in systems:
         if s in install_errors:
@@ -245,7 +289,7 @@ def orchestrate(args):
             continue
         r = run_system(py, s, args)
         result.update(r)
-        if f"{s}_tasks_per_s" in r or f"{s}_lr_iteration_ms" in r:
+        if any(f"{s}_{k}" in r for k in ("tasks_per_s", "lr_iteration_ms", "wordcount_s")):
             ok += 1
     result["loadavg_end"] = os.getloadavg()[0]
     result["total_s"] = round(time.monotonic() - t0, 1)
@@ -331,17 +375,27 @@ def best_method(out, system, methods):
         out[f"{system}_method"] = best
 
 
-def bench_ray(args, out, errors):
-    import numpy as np
+@contextlib.contextmanager
+def ray_session(out):
+    """Ray started on this machine's cores (its start timed as ray_setup_s), shut down after."""
     import ray
 
-    P = args.partitions
     t = time.perf_counter()
     # 2 cores, no dashboard, a small object store: the settings a 2-core laptop-sized run wants.
     ray.init(num_cpus=len(os.sched_getaffinity(0)), include_dashboard=False,
              object_store_memory=500 * 1024 * 1024, logging_level="warning", log_to_driver=False)
     out["ray_setup_s"] = round(time.perf_counter() - t, 2)
     try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def bench_ray(args, out, errors):
+    import numpy as np
+
+    P = args.partitions
+    with ray_session(out) as ray:
         parts = [[float(i * TASK_PARTITION_LEN + j) for j in range(TASK_PARTITION_LEN)] for i in range(P)]
         methods = {}
 
@@ -386,15 +440,12 @@ def bench_ray(args, out, errors):
                 out["ray_lr_method"] = "tasks"
             except Exception as e:
                 errors.append(f"lr: {errtext(e)}")
-    finally:
-        ray.shutdown()
 
 
 def bench_dask(args, out, errors):
     import dask
     import dask.threaded
     import numpy as np
-    from dask.distributed import Client, LocalCluster
 
     P = args.partitions
     parts = [[float(i * TASK_PARTITION_LEN + j) for j in range(TASK_PARTITION_LEN)] for i in range(P)]
@@ -411,12 +462,7 @@ def bench_dask(args, out, errors):
     except Exception as e:
         methods["threaded"] = {"error": errtext(e)}
 
-    t = time.perf_counter()
-    cluster = LocalCluster(n_workers=len(os.sched_getaffinity(0)), threads_per_worker=1,
-                           processes=True, dashboard_address=None)
-    client = Client(cluster)
-    out["dask_setup_s"] = round(time.perf_counter() - t, 2)
-    try:
+    with dask_client(out) as client:
         try:
             futs = client.scatter(parts)  # spread over the workers, resident there
             # pure=False: every stage gets new keys, so nothing is answered from earlier results.
@@ -437,6 +483,21 @@ def bench_dask(args, out, errors):
                 out["dask_lr_method"] = "distributed"
             except Exception as e:
                 errors.append(f"lr: {errtext(e)}")
+
+
+@contextlib.contextmanager
+def dask_client(out):
+    """A distributed LocalCluster of one single-threaded worker process per core (its start timed
+    as dask_setup_s) and its client, closed after."""
+    from dask.distributed import Client, LocalCluster
+
+    t = time.perf_counter()
+    cluster = LocalCluster(n_workers=len(os.sched_getaffinity(0)), threads_per_worker=1,
+                           processes=True, dashboard_address=None)
+    client = Client(cluster)
+    out["dask_setup_s"] = round(time.perf_counter() - t, 2)
+    try:
+        yield client
     finally:
         client.close()
         cluster.close()
@@ -453,8 +514,10 @@ def spark_parse_partition(lines):
     return [(data[:, 1:].copy(), data[:, 0].copy())]
 
 
-def bench_spark(args, out, errors):
-    import numpy as np
+@contextlib.contextmanager
+def spark_context(args, out):
+    """Spark in local mode on this machine's cores (its start timed as spark_setup_s), stopped
+    after."""
     from pyspark import SparkConf, SparkContext
 
     P = args.partitions
@@ -465,12 +528,24 @@ def bench_spark(args, out, errors):
             .set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
             # Executor <-> Python worker over a Unix socket instead of TCP loopback (Spark 4.1+):
             # measured here, it cuts a 20-task PySpark stage from ~750 ms to ~260 ms.
-            .set("spark.python.unix.domain.socket.enabled", "true"))
+            .set("spark.python.unix.domain.socket.enabled", "true")
+            # Word count's SQL method shuffles into P partitions, as reduceByKey does.
+            .set("spark.sql.shuffle.partitions", str(P)))
     t = time.perf_counter()
     sc = SparkContext(conf=conf)
     sc.setLogLevel("WARN")
     out["spark_setup_s"] = round(time.perf_counter() - t, 2)
     try:
+        yield sc
+    finally:
+        sc.stop()
+
+
+def bench_spark(args, out, errors):
+    import numpy as np
+
+    P = args.partitions
+    with spark_context(args, out) as sc:
         try:
             rdd = sc.parallelize(range(P * TASK_PARTITION_LEN), P).map(float).cache()
             rdd.count()  # materializes the cache
@@ -511,19 +586,175 @@ def bench_spark(args, out, errors):
                 out["spark_lr_method"] = "mapPartitions.collect"
             except Exception as e:
                 errors.append(f"lr: {errtext(e)}")
-    finally:
-        sc.stop()
+
+
+# ------------------------------------------------------------------------------------------------
+# Word count (--text): each system's ways of counting the words of the same text objects.
+
+
+def text_files(path):
+    """The text objects under --text: the file, or a directory's files in name order (those whose
+    names start with _ or . left out, as mote's prefixes leave them out)."""
+    p = Path(path)
+    if p.is_dir():
+        return sorted(str(f) for f in p.iterdir() if f.is_file() and not f.name.startswith(("_", ".")))
+    return [str(p)]
+
+
+def digest(pairs):
+    """A word count's result as `mote bench jobs` compares it: distinct words, words, and the
+    SHA-256 of the lines word<TAB>count<LF> sorted by word (code points, as UTF-8 bytes sort)."""
+    pairs = sorted(pairs)
+    lines = "".join(f"{w}\t{c}\n" for w, c in pairs)
+    return {"distinct": len(pairs), "total": sum(c for _, c in pairs),
+            "sha256": hashlib.sha256(lines.encode()).hexdigest()}
+
+
+def count_text(text):
+    """The words of a text (str.split, whitespace) counted, in C: collections.Counter."""
+    from collections import Counter
+
+    return Counter(text.split())
+
+
+def merge_counts(counters):
+    """Counts of disjoint or overlapping sets of words, added up."""
+    from collections import Counter
+
+    total = Counter()
+    for c in counters:
+        total.update(c)
+    return total
+
+
+def wordcount(system, methods, files, reps, out):
+    """Times each method (files -> (word, count) pairs in the driver) `reps` times after an
+    untimed run on the first object (which starts the workers and loads the code paths), keeps
+    the last run's digest, and reports the fastest method's median as <system>_wordcount_s. A
+    run over twice the fastest method's median so far is its method's last."""
+    results = {}
+    for name, count in methods.items():
+        try:
+            count(files[:1])
+            fastest = min((r["seconds"] for r in results.values() if "seconds" in r), default=None)
+            times, stopped = [], None
+            for _ in range(reps):
+                t = time.perf_counter()
+                pairs = count(files)
+                times.append(time.perf_counter() - t)
+                if fastest is not None and times[-1] > 2 * fastest and len(times) < reps:
+                    stopped = f"after {len(times)} of {reps} runs: over twice the fastest method's {fastest} s"
+                    break
+            results[name] = {"runs_s": [round(x, 3) for x in times],
+                             "seconds": round(statistics.median(times), 3), **digest(pairs)}
+            if stopped:
+                results[name]["stopped"] = stopped
+            log(f"{system}: {name}: {results[name]['seconds']} s")
+        except Exception as e:
+            results[name] = {"error": errtext(e)}
+    out[f"{system}_wordcount_methods"] = results
+    ran = {m: r for m, r in results.items() if "seconds" in r}
+    if ran:
+        best = min(ran, key=lambda m: ran[m]["seconds"])
+        out[f"{system}_wordcount_s"] = ran[best]["seconds"]
+        out[f"{system}_wordcount_method"] = best
+
+
+def wordcount_ray(args, out):
+    P = args.partitions
+    with ray_session(out) as ray:
+
+        @ray.remote
+        def count_object(path, partitions):
+            # The object's counts split by word hash into one dict per reducer (PYTHONHASHSEED is
+            # fixed for every process, so every worker sends a word to the same reducer).
+            with open(path) as f:
+                counts = count_text(f.read())
+            parts = [{} for _ in range(partitions)]
+            for w, c in counts.items():
+                parts[hash(w) % partitions][w] = c
+            return parts
+
+        @ray.remote
+        def reduce_counts(*parts):
+            return merge_counts(parts)
+
+        # At least two reducers: a task of num_returns=1 returns its list as one object.
+        reducers = max(2, P)
+
+        def tasks(files):
+            # One task per object counts it (map-side combine); a task per reducer adds up the
+            # words of its hash; the driver joins their disjoint dicts.
+            maps = [count_object.options(num_returns=reducers).remote(f, reducers) for f in files]
+            reduced = ray.get([reduce_counts.remote(*[m[j] for m in maps]) for j in range(reducers)])
+            result = {}
+            for r in reduced:
+                result.update(r)
+            return result.items()
+
+        wordcount("ray", {"tasks": tasks}, text_files(args.text), args.reps, out)
+
+
+def wordcount_dask(args, out):
+    import dask.bag as db
+
+    files = text_files(args.text)
+    # About P partitions however many objects there are.
+    blocksize = max(1 << 20, -(-sum(os.path.getsize(f) for f in files) // args.partitions))
+
+    def counters(files):
+        # A Counter a partition over its joined lines (counted in C), the Counters added up in a
+        # tree of reductions.
+        bag = db.read_text(files, blocksize=blocksize)
+        return bag.reduction(lambda lines: count_text(" ".join(lines)), merge_counts,
+                             split_every=8).compute().items()
+
+    with dask_client(out):
+        wordcount("dask", {"bag.reduction(Counter)": counters}, files, args.reps, out)
+
+
+def wordcount_spark(args, out):
+    from operator import add
+
+    P = args.partitions
+    with spark_context(args, out) as sc:
+        from pyspark.sql import SparkSession
+        from pyspark.sql import functions as F
+
+        spark = SparkSession.builder.getOrCreate()  # on the running context
+
+        def rdd(files):
+            # The issue's PySpark: textFile, split in Python workers, reduceByKey (which combines
+            # map-side), collect.
+            text = sc.textFile(",".join(Path(f).as_uri() for f in files), P)
+            return text.flatMap(lambda line: line.split()).map(lambda w: (w, 1)).reduceByKey(add, P).collect()
+
+        def sql(files):
+            # The same in Spark SQL, all in the JVM: split on whitespace, explode, groupBy.count.
+            words = spark.read.text([Path(f).as_uri() for f in files]).select(
+                F.explode(F.split("value", r"\s+")).alias("word")).where(F.col("word") != "")
+            return [(r[0], r[1]) for r in words.groupBy("word").count().collect()]
+
+        # SQL first: the faster, so that a slow reduceByKey stops after one run.
+        wordcount("spark", {"sql.groupBy.count": sql, "rdd.reduceByKey": rdd},
+                  text_files(args.text), args.reps, out)
 
 
 def worker(args):
     out, errors = {}, []
     try:
-        {"ray": bench_ray, "dask": bench_dask, "spark": bench_spark}[args.system](args, out, errors)
+        if args.text:
+            {"ray": wordcount_ray, "dask": wordcount_dask, "spark": wordcount_spark}[args.system](args, out)
+        else:
+            {"ray": bench_ray, "dask": bench_dask, "spark": bench_spark}[args.system](args, out, errors)
     except Exception as e:
         errors.append(errtext(e))
     for m, r in out.get(f"{args.system}_methods", {}).items():
         if "error" in r:
             errors.append(f"tasks ({m}): {r['error']}")
+    for m, r in out.get(f"{args.system}_wordcount_methods", {}).items():
+        if "error" in r:
+            errors.append(f"wordcount ({m}): {r['error']}")
     if errors:
         out[f"{args.system}_error"] = "; ".join(errors)
     print(json.dumps(out), flush=True)
@@ -547,6 +778,11 @@ def main():
                     help="tasks to run per task-rate measurement (default 20000)")
     ap.add_argument("--max-seconds", type=float, default=60.0, metavar="S",
                     help="cap per task-rate measurement; a slower system is measured over S s instead (default 60)")
+    ap.add_argument("--text", metavar="PATH",
+                    help="word count instead: the text file, or a directory of text objects, to "
+                    "count (see --help-long)")
+    ap.add_argument("--reps", type=int, default=1, metavar="R",
+                    help="with --text: timed runs of each method; the median is reported (default 1)")
     ap.add_argument("--only", default=",".join(SYSTEMS), metavar="LIST",
                     help="comma-separated subset of ray,dask,spark (default all)")
     ap.add_argument("--system-timeout", type=float, default=900.0, metavar="S",
@@ -565,6 +801,10 @@ def main():
         ap.error(f"--only takes a subset of {','.join(SYSTEMS)}, not {args.only}")
     if args.points and not Path(args.points).is_file():
         ap.error(f"--points {args.points}: no such file")
+    if args.text and not Path(args.text).exists():
+        ap.error(f"--text {args.text}: no such file or directory")
+    if args.reps < 1:
+        ap.error("--reps must be at least 1")
     return worker(args) if args.system else orchestrate(args)
 
 

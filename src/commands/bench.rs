@@ -185,6 +185,20 @@ pub struct JobsArgs {
     /// baseline.
     #[arg(long, value_name = "MOTE", requires = "sharing")]
     against: Option<PathBuf>,
+    /// Word count instead: Zipf-distributed text counted by `wordcount` (the SDK's typed
+    /// operators) and `wordcount-shuffle` (by hand) alternated on one node of every core, and by
+    /// Ray, Dask and Spark, every result checked against the bench's own count
+    /// (wordcount.json, wordcount.md).
+    #[arg(long, conflicts_with_all = ["recovery", "sharing"])]
+    wordcount: bool,
+    /// With --wordcount: MiB of text [default: 256; 8 with --smoke].
+    #[arg(long, value_name = "MIB", requires = "wordcount")]
+    wordcount_mib: Option<u64>,
+    /// With --wordcount: the job measured against wordcount-shuffle [default: wordcount]; any
+    /// job the node deploys with wordcount's arguments and output, such as wordcount-shuffle
+    /// itself to see the measurement's noise.
+    #[arg(long, value_name = "JOB", requires = "wordcount")]
+    wordcount_job: Option<String>,
     /// Directory for the results [default: a new directory under the system's temp dir,
     /// printed at the end; with --smoke, one removed at exit].
     #[arg(long)]
@@ -417,6 +431,23 @@ fn run_jobs(args: JobsArgs) -> anyhow::Result<()> {
         true => None,
         false => Some(jobs::find_peers_script()?),
     };
+    if args.wordcount {
+        let mib = args
+            .wordcount_mib
+            .unwrap_or(if args.smoke { 8 } else { 256 });
+        let config = jobs::wordcount::WordcountConfig {
+            mote,
+            peers,
+            bytes: mib.max(1) << 20,
+            reps: args.reps.unwrap_or(if args.smoke { 1 } else { 3 }).max(1),
+            job: args.wordcount_job.unwrap_or_else(|| "wordcount".to_owned()),
+            smoke: args.smoke,
+            command: command_line(),
+        };
+        let out = Results::create(args.out, args.smoke, "jobs-wordcount")?;
+        let report = jobs::wordcount::run(&config, out.path(), &mut progress)?;
+        return print_report(&report, args.json, |r| r.table());
+    }
     let mut config = match args.smoke {
         true => JobsBenchConfig::smoke(mote, peers, command_line()),
         false => JobsBenchConfig::full(mote, peers, command_line()),

@@ -181,3 +181,116 @@ pub struct JobsReport {
     /// Wall time of the whole benchmark, s.
     pub bench_s: f64,
 }
+
+/// The floor on the fastest peer's word-count time over mote's `wordcount`.
+pub const FLOOR_WORDCOUNT_OVER_PEERS: f64 = 5.0;
+/// The hand-written word count (`wordcount-shuffle`) the typed one is measured against.
+pub const SHUFFLE: &str = "wordcount-shuffle";
+/// The ceiling on `wordcount`'s time (the SDK's `reduce_by_key`) over the hand-written
+/// shuffle's (`wordcount-shuffle`).
+pub const CEILING_WORDCOUNT_OVER_SHUFFLE: f64 = 1.1;
+
+/// A word count's result in a few figures, which every system's must equal: its distinct
+/// words, its words, and the SHA-256 of its lines `word<TAB>count\n` sorted by word (bytewise).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Digest {
+    /// Distinct words.
+    pub distinct: u64,
+    /// Words: the sum of the counts.
+    pub total: u64,
+    /// The SHA-256 of the sorted lines, in hex.
+    pub sha256: String,
+}
+
+/// One run of a word-count job on the node.
+#[derive(Clone, Debug, Serialize)]
+pub struct WordcountRun {
+    /// The job function.
+    pub job: String,
+    /// Whether it ran as the hand-written reference ([`SHUFFLE`]'s place), not as the job
+    /// measured against it.
+    pub shuffle: bool,
+    /// The repetition.
+    pub rep: usize,
+    /// From sending the job to seeing it succeeded, s: what the peers' times count.
+    pub wall_s: f64,
+    /// The job's own `elapsed_ms` (every worker running to the end), s.
+    pub job_s: f64,
+    /// Tasks.
+    pub tasks: u64,
+    /// Whether its output's digest is the reference's.
+    pub equal: bool,
+}
+
+/// A peer's word count: its fastest method's median time.
+#[derive(Clone, Debug, Serialize)]
+pub struct PeerWordcount {
+    /// `ray`, `dask` or `spark`.
+    pub system: String,
+    /// Its fastest method.
+    pub method: String,
+    /// That method's median time, s.
+    pub seconds: f64,
+    /// Whether every method that ran gave the reference's digest.
+    pub equal: bool,
+}
+
+/// What `mote bench jobs --wordcount` measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct WordcountReport {
+    /// The command line.
+    pub command: String,
+    /// When it started (UTC).
+    pub date: String,
+    /// The machine.
+    pub machine: Machine,
+    /// A smoke run.
+    pub smoke: bool,
+    /// The text's size, bytes, and the objects it is in.
+    pub bytes: u64,
+    /// Objects of text.
+    pub objects: usize,
+    /// The generator's seed, vocabulary and Zipf exponent.
+    pub seed: u64,
+    /// Distinct words the generator draws from.
+    pub vocabulary: usize,
+    /// Zipf's exponent.
+    pub exponent: f64,
+    /// Time to write the text, s.
+    pub generate_s: f64,
+    /// The bench's own count of the text, which every result must equal.
+    pub reference: Digest,
+    /// The job measured against the hand-written shuffle (`wordcount` unless told).
+    pub job: String,
+    /// The node's cores, and the jobs' partitions.
+    pub cores: usize,
+    /// Partitions of each job.
+    pub partitions: u32,
+    /// Repetitions of each job, alternated.
+    pub reps: usize,
+    /// Every timed run, in the order run.
+    pub runs: Vec<WordcountRun>,
+    /// `job`'s median wall time, s.
+    pub job_s: f64,
+    /// `wordcount-shuffle`'s.
+    pub shuffle_s: f64,
+    /// `job`'s wall time over the shuffle's in each repetition.
+    pub job_over_shuffle_runs: Vec<f64>,
+    /// Their median.
+    pub job_over_shuffle: f64,
+    /// Whether every run's output equals the reference.
+    pub outputs_equal: bool,
+    /// The peers that ran.
+    pub peers: Vec<PeerWordcount>,
+    /// The fastest of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fastest_peer: Option<String>,
+    /// Its time over `job`'s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fastest_peer_over_job: Option<f64>,
+    /// Everything the peers script printed, or why it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peers_output: Option<serde_json::Value>,
+    /// Wall time of the whole benchmark, s.
+    pub bench_s: f64,
+}

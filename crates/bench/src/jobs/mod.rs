@@ -17,11 +17,12 @@
 //! 5. Two 1-core workers sharing a store against one: LR iteration time and `busy` task rate.
 //!
 //! `--recovery` runs [`recovery`] instead: slow and lost workers; `--sharing` runs [`sharing`]:
-//! calls and a job on one node's cores.
+//! calls and a job on one node's cores; `--wordcount` runs [`wordcount`]: word count over Zipf
+//! text, the SDK's typed operators against a hand-written shuffle and against the peers.
 //!
 //! Its modules: `figures` holds what is measured and the floors, `nodes` the `mote up` processes
-//! and the jobs sent to them, `points` the LR input, `report` the tables and plots; this file
-//! holds what to run ([`JobsBenchConfig`]) and the experiments ([`run`]).
+//! and the jobs sent to them, `points` the LR input, `text` word count's, `report` the tables
+//! and plots; this file holds what to run ([`JobsBenchConfig`]) and the experiments ([`run`]).
 
 mod figures;
 mod nodes;
@@ -29,10 +30,13 @@ pub mod points;
 pub mod recovery;
 mod report;
 pub mod sharing;
+mod text;
+pub mod wordcount;
 
 pub use figures::{
-    FLOOR_OVER_PEERS, FLOOR_SPARK_LR, FLOOR_TASKS_PER_S_PER_CORE, JobsReport, LrPoint, Machine,
-    ScaleOut, Validation, WorkPoint,
+    CEILING_WORDCOUNT_OVER_SHUFFLE, Digest, FLOOR_OVER_PEERS, FLOOR_SPARK_LR,
+    FLOOR_TASKS_PER_S_PER_CORE, FLOOR_WORDCOUNT_OVER_PEERS, JobsReport, LrPoint, Machine,
+    PeerWordcount, ScaleOut, Validation, WordcountReport, WordcountRun, WorkPoint,
 };
 
 use crate::node_api::NodeApi;
@@ -434,13 +438,28 @@ fn run_peers(
     points: &std::path::Path,
     config: &JobsBenchConfig,
 ) -> anyhow::Result<serde_json::Value> {
+    let mut args: Vec<std::ffi::OsString> = vec!["--points".into(), points.into()];
+    args.extend(
+        [
+            "--partitions".into(),
+            "20".into(),
+            "--iterations".into(),
+            config.iterations.to_string(),
+            "--tasks".into(),
+            config.peer_tasks.to_string(),
+        ]
+        .map(std::ffi::OsString::from),
+    );
+    run_script(script, &args)
+}
+
+/// Runs the peers script with `args` and returns the JSON object it printed last.
+fn run_script(
+    script: &std::path::Path,
+    args: &[std::ffi::OsString],
+) -> anyhow::Result<serde_json::Value> {
     let output = std::process::Command::new(script)
-        .arg("--points")
-        .arg(points)
-        .args(["--partitions", "20", "--iterations"])
-        .arg(config.iterations.to_string())
-        .arg("--tasks")
-        .arg(config.peer_tasks.to_string())
+        .args(args)
         .stderr(std::process::Stdio::inherit())
         .output()
         .with_context(|| format!("running {}", script.display()))?;

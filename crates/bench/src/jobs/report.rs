@@ -1,7 +1,11 @@
 //! The report of `mote bench jobs`: tables in Markdown (`report.md`), every figure
-//! (`results.json`), and the two figures (`figure4.png`, `figure8.png`).
+//! (`results.json`), and the two figures (`figure4.png`, `figure8.png`); and of its
+//! `--wordcount` (`wordcount.md`, `wordcount.json`).
 
-use super::figures::{FLOOR_OVER_PEERS, FLOOR_SPARK_LR, FLOOR_TASKS_PER_S_PER_CORE, JobsReport};
+use super::figures::{
+    CEILING_WORDCOUNT_OVER_SHUFFLE, FLOOR_OVER_PEERS, FLOOR_SPARK_LR, FLOOR_TASKS_PER_S_PER_CORE,
+    FLOOR_WORDCOUNT_OVER_PEERS, JobsReport, SHUFFLE, WordcountReport,
+};
 use crate::plot::{ErrorBar, Line, Panel, error_bar_png};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -292,5 +296,114 @@ pub(super) fn write(report: &JobsReport, out: &Path) -> anyhow::Result<()> {
         ],
         (1100, 480),
     )?;
+    Ok(())
+}
+
+impl WordcountReport {
+    /// The report as Markdown tables.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let m = &self.machine;
+        let r = &self.reference;
+        let _ = writeln!(
+            s,
+            "`{}` on {} ({} cores), {}; load average {} at start, {} at end; {:.0} s\n\n\
+             Text: {} bytes in {} objects, {} words of which {} distinct (Zipf, exponent {}, \
+             over {} words; seed {}; written in {:.1} s). Median of {} repetitions, `{}` and \
+             `{}` alternated, after an untimed run of each.\n",
+            self.command,
+            m.cpu,
+            m.nproc,
+            self.date,
+            m.load_at_start,
+            m.load_at_end,
+            self.bench_s,
+            self.bytes,
+            self.objects,
+            r.total,
+            r.distinct,
+            self.exponent,
+            self.vocabulary,
+            self.seed,
+            self.generate_s,
+            self.reps,
+            self.job,
+            SHUFFLE,
+        );
+        let _ = writeln!(
+            s,
+            "**Word count** (mote: one node of {} cores, {} partitions, from sending the job to \
+             its output written; peers: from reading the text to the counts in the driver, \
+             without the interpreter's, JVM's or cluster's start):\n\n\
+             | system | method | s | MB/s | result |\n|---|---|---|---|---|",
+            self.cores, self.partitions
+        );
+        let mb_per_s = |seconds: f64| self.bytes as f64 / 1e6 / seconds;
+        let same = |equal: bool| if equal { "equal" } else { "NOT equal" };
+        for (job, shuffle, seconds) in [
+            (self.job.as_str(), false, self.job_s),
+            (SHUFFLE, true, self.shuffle_s),
+        ] {
+            let equal = self
+                .runs
+                .iter()
+                .filter(|r| r.shuffle == shuffle)
+                .all(|r| r.equal);
+            let _ = writeln!(
+                s,
+                "| mote | `{job}` | {seconds:.3} | {:.0} | {} |",
+                mb_per_s(seconds),
+                same(equal)
+            );
+        }
+        for p in &self.peers {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {:.3} | {:.0} | {} |",
+                p.system,
+                p.method,
+                p.seconds,
+                mb_per_s(p.seconds),
+                same(p.equal)
+            );
+        }
+        s.push('\n');
+        if let (Some(peer), Some(ratio)) = (&self.fastest_peer, self.fastest_peer_over_job) {
+            let _ = writeln!(
+                s,
+                "fastest peer ({peer}) / `{}`: {ratio:.1}x (floor {FLOOR_WORDCOUNT_OVER_PEERS}x: {})",
+                self.job,
+                met(ratio >= FLOOR_WORDCOUNT_OVER_PEERS)
+            );
+        }
+        if let Some(error) = self.peers_output.as_ref().and_then(|p| p["error"].as_str()) {
+            let _ = writeln!(s, "peers failed: {error}");
+        }
+        let runs: Vec<String> = self
+            .job_over_shuffle_runs
+            .iter()
+            .map(|r| format!("{r:.2}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "`{}` / `{}`: {:.2} (median of the repetitions' ratios: {}; ceiling \
+             {CEILING_WORDCOUNT_OVER_SHUFFLE}: {})",
+            self.job,
+            SHUFFLE,
+            self.job_over_shuffle,
+            runs.join(" "),
+            met(self.job_over_shuffle <= CEILING_WORDCOUNT_OVER_SHUFFLE)
+        );
+        s
+    }
+}
+
+/// Writes `wordcount.json` and `wordcount.md` to `out`.
+pub(super) fn write_wordcount(report: &WordcountReport, out: &Path) -> anyhow::Result<()> {
+    std::fs::write(
+        out.join("wordcount.json"),
+        serde_json::to_string_pretty(report)? + "\n",
+    )?;
+    std::fs::write(out.join("wordcount.md"), report.table())?;
     Ok(())
 }

@@ -55,12 +55,17 @@
 //! instance, which the host reports with that message.
 
 pub mod codec;
+mod entry;
 pub mod flow;
 #[cfg(not(target_family = "wasm"))]
 pub mod local;
 pub mod text;
 
 pub use codec::DecodeError;
+pub use entry::Outcome;
+use entry::{
+    Entry, Run, conjure, fail, function_name, install_panic_hook, run_id, signal_id, task_id,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::any::{Any, type_name};
@@ -68,7 +73,6 @@ use std::cell::{Ref, RefCell, RefMut};
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::str::FromStr;
-use std::sync::Once;
 pub use text::Text;
 
 /// Exports `driver: fn(&mut Job)` as this module's job driver, and the task entry point that
@@ -537,135 +541,6 @@ fn arg_or<T: FromStr>(key: &str, default: T) -> T {
     }
 }
 
-/// What the host calls: every task function is wrapped in one of these, so the task entry point
-/// calls a single function type, and a signal's answer reaches the host as its return value.
-type Entry = fn(&mut Task) -> bool;
-
-/// What a task function returns: nothing, or a `Result` whose error fails the job.
-pub trait Outcome {
-    /// The error's message, if the task failed.
-    fn error(self) -> Option<String>;
-}
-
-impl Outcome for () {
-    fn error(self) -> Option<String> {
-        None
-    }
-}
-
-impl<E: std::fmt::Display> Outcome for Result<(), E> {
-    fn error(self) -> Option<String> {
-        self.err().map(|e| e.to_string())
-    }
-}
-
-/// Fails the running task: `function`, a task or operator function, returned `error`. The
-/// host's message adds the stage and the partition. Not a panic, whose message would name
-/// this line of the SDK: the message is logged (the host quotes a trap's last log line) and
-/// the task unwinds without the panic hook, which aborts in WebAssembly.
-fn fail(function: &str, error: &str) -> ! {
-    let message = format!("{function} returned an error: {error}");
-    crate::log(&message);
-    std::panic::resume_unwind(Box::new(message))
-}
-
-/// The name of function type `F` for messages: a fn item's path, or the path of the function
-/// a closure is written in.
-fn function_name<F>() -> &'static str {
-    type_name::<F>()
-}
-
-/// The table index of the entry for task function `F`.
-fn task_id<F: Fn(&mut Task) -> R + Copy + 'static, R: Outcome>(_: F) -> i32 {
-    fn entry<F: Fn(&mut Task) -> R, R: Outcome>(task: &mut Task) -> bool {
-        if let Some(error) = conjure::<F>()(task).error() {
-            fail(function_name::<F>(), &error);
-        }
-        false
-    }
-    entry_id(entry::<F, R>)
-}
-
-/// A task the SDK composes from types alone, as [`flow`] does for a stage of operators: the
-/// type is all that travels with the table index.
-trait Run: 'static {
-    fn run(task: &mut Task);
-}
-
-/// The table index of the entry for task `R`.
-fn run_id<R: Run>() -> i32 {
-    fn entry<R: Run>(task: &mut Task) -> bool {
-        R::run(task);
-        false
-    }
-    entry_id(entry::<R>)
-}
-
-/// The table index of the entry for signal function `F`.
-fn signal_id<F: Fn(&mut Task) -> bool + Copy + 'static>(_: F) -> i32 {
-    fn entry<F: Fn(&mut Task) -> bool>(task: &mut Task) -> bool {
-        conjure::<F>()(task)
-    }
-    entry_id(entry::<F>)
-}
-
-#[cfg(target_family = "wasm")]
-fn entry_id(entry: Entry) -> i32 {
-    // In WebAssembly a function pointer is the function's index in the module's table, the same
-    // in every instance of the module, which is what lets the host hand it to another instance.
-    entry as usize as i32
-}
-
-#[cfg(not(target_family = "wasm"))]
-thread_local! {
-    /// Natively a function pointer does not fit an i32: an entry's id is its place in this
-    /// thread's list, plus one (no id is 0, as no table index is). A [`local`] run's driver and
-    /// tasks run on one thread, so the ids it hands out are the ones its tasks look up.
-    static ENTRIES: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
-}
-
-#[cfg(not(target_family = "wasm"))]
-fn entry_id(entry: Entry) -> i32 {
-    ENTRIES.with_borrow_mut(|entries| {
-        let at = match entries.iter().position(|e| std::ptr::fn_addr_eq(*e, entry)) {
-            Some(at) => at,
-            None => {
-                entries.push(entry);
-                entries.len() - 1
-            }
-        };
-        i32::try_from(at + 1).expect("a thread registers fewer than 2^31 task functions")
-    })
-}
-
-/// The value of a zero-sized function type, which a task's entry calls: the function a stage
-/// named is a type parameter of the entry, as no value can travel with a table index.
-fn conjure<F>() -> F {
-    const {
-        assert!(
-            size_of::<F>() == 0,
-            "a task function must be a fn item or a closure that captures nothing"
-        )
-    };
-    // SAFETY: `F` has no bytes (checked above), so any value of it is this one, and as a fn item
-    // or a closure that captures nothing it has no invariant to break (`core::mem::conjure_zst`).
-    unsafe { std::mem::zeroed() }
-}
-
-fn install_panic_hook() {
-    static HOOK: Once = Once::new();
-    HOOK.call_once(|| {
-        std::panic::set_hook(Box::new(|info| {
-            // One line, where the default message spans two.
-            let message = info.payload_as_str().unwrap_or("no message");
-            match info.location() {
-                Some(at) => crate::log(&format!("panicked at {at}: {message}")),
-                None => crate::log(&format!("panicked: {message}")),
-            }
-        }))
-    });
-}
-
 #[doc(hidden)]
 pub mod __private {
     use super::{Entry, Job, Task, install_panic_hook};
@@ -697,7 +572,7 @@ pub mod __private {
         #[cfg(target_family = "wasm")]
         let entry: Entry = unsafe { std::mem::transmute::<usize, Entry>(func as usize) };
         #[cfg(not(target_family = "wasm"))]
-        let entry: Entry = super::ENTRIES
+        let entry: Entry = super::entry::ENTRIES
             .with_borrow(|entries| entries.get(func as usize - 1).copied())
             .unwrap_or_else(|| panic!("task function {func} was not registered on this thread"));
         let mut task = Task {
