@@ -28,7 +28,7 @@ pub enum JobCommand {
 #[derive(Args)]
 pub struct RunArgs {
     /// The deployed job function (`mote deploy NAME FILE`; `mote up --examples` deploys `lr`,
-    /// `kmeans` and `pagerank`).
+    /// `kmeans`, `pagerank`, `wordcount` and `sales`).
     job: String,
     /// The workers: a number (the first N nodes, this one first) or a comma-separated list of
     /// node names or URLs [default: every node of the cluster].
