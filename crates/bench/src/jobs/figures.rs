@@ -22,6 +22,18 @@ pub struct Machine {
     pub load_at_end: String,
 }
 
+impl Machine {
+    /// This machine at the end of a run that began with `load_at_start` on `nproc` cores.
+    pub fn at_end(nproc: usize, load_at_start: String) -> Self {
+        Self {
+            nproc,
+            cpu: crate::results::cpu_model(),
+            load_at_start,
+            load_at_end: crate::results::load_average(),
+        }
+    }
+}
+
 /// One `work` value of Figure 4, on one core with 10 partitions.
 #[derive(Clone, Debug, Serialize)]
 pub struct WorkPoint {

@@ -40,7 +40,7 @@ pub use figures::{
 };
 
 use crate::node_api::NodeApi;
-use crate::results::{cpu_model, load_average};
+use crate::results::load_average;
 use anyhow::{Context, bail};
 use mote_api::{JobStatus, RunRequest};
 use nodes::{job, run_job, up};
@@ -394,12 +394,7 @@ pub fn run(
     let report = JobsReport {
         command: config.command.clone(),
         date,
-        machine: Machine {
-            nproc,
-            cpu: cpu_model(),
-            load_at_start,
-            load_at_end: load_average(),
-        },
+        machine: Machine::at_end(nproc, load_at_start),
         smoke: config.smoke,
         points: config.points,
         reps,

@@ -20,7 +20,7 @@
 use super::figures::{Digest, Machine, PeerWordcount, SHUFFLE, WordcountReport, WordcountRun};
 use super::nodes::{Up, job, run_job, up};
 use super::{median, report, run_script, text};
-use crate::results::{cpu_model, load_average};
+use crate::results::load_average;
 use anyhow::{Context, bail};
 use mote_api::{DeployParams, JobStatus};
 use sha2::{Digest as _, Sha256};
@@ -173,12 +173,7 @@ pub fn run(
     let report = WordcountReport {
         command: config.command.clone(),
         date,
-        machine: Machine {
-            nproc,
-            cpu: cpu_model(),
-            load_at_start,
-            load_at_end: load_average(),
-        },
+        machine: Machine::at_end(nproc, load_at_start),
         smoke: config.smoke,
         bytes: paths
             .iter()

@@ -281,8 +281,9 @@ pub(crate) fn add_job_functions(linker: &mut Linker<JobState>) -> wasmtime::Resu
         m,
         abi::JOB_TASK_DATASET,
         |mut c: Caller<'_, JobState>, which: i32, k: i32, out: i32, cap: i32| {
-            let state = c.data_mut();
-            let names = state.ctx.datasets.clone();
+            let mem = memory(&mut c)?;
+            // The guest's memory and the names at once, so the name is copied only into it.
+            let (data, state) = mem.data_and_store_mut(&mut c);
             let io = state.task_io("task_dataset")?;
             let ids = match which {
                 0 => &io.reads,
@@ -292,18 +293,19 @@ pub(crate) fn add_job_functions(linker: &mut Linker<JobState>) -> wasmtime::Resu
                      written"
                 ),
             };
-            let Some(id) = usize::try_from(k).ok().and_then(|k| ids.get(k)) else {
+            let Some(&id) = usize::try_from(k).ok().and_then(|k| ids.get(k)) else {
                 return Ok(-1);
             };
-            let Some(name) = names.get(id.0 as usize) else {
+            let Some(name) = state.ctx.datasets.get(id.0 as usize) else {
                 wasmtime::bail!("dataset {} has no name in this instance's job", id.0)
             };
             if name.len() <= cap as u32 as usize {
-                let mem = memory(&mut c)?;
-                mem.write(&mut c, out as u32 as usize, name.as_bytes())
-                    .map_err(|_| {
+                let start = out as u32 as usize;
+                data.get_mut(start..start + name.len())
+                    .ok_or_else(|| {
                         wasmtime::format_err!("`task_dataset` writes outside the guest's memory")
-                    })?;
+                    })?
+                    .copy_from_slice(name.as_bytes());
             }
             Ok(name.len() as i32)
         },

@@ -8,15 +8,14 @@
 //! destination, whose gather adds the counts up; the store writes each partition's words.
 
 use mote_sdk::job::codec::{self, DecodeError};
+use mote_sdk::job::flow::{KeyMap, partition_of};
 use mote_sdk::job::{Dataset, Job, Task};
-use std::collections::HashMap;
 use std::fmt::Write;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::str::Utf8Error;
 
-/// Counts by word. FNV-1a, as the SDK's keyed operators use, so that the benchmark compares the
-/// operators and not two hash functions.
-type Counts = HashMap<String, u64, BuildHasherDefault<Fnv>>;
+/// Counts by word, in the map the SDK's keyed operators use (FNV-1a), and sent to partitions by
+/// their hash function, so that the benchmark compares the operators and not two hashes.
+type Counts = KeyMap<String, u64>;
 
 /// Each partition's counts of its share of the text.
 const LOCAL: Dataset<Counts> = Dataset::partitioned("local");
@@ -81,40 +80,6 @@ fn write_counts(task: &mut Task) {
     if !lines.is_empty() {
         task.emit(0, lines.as_bytes());
     }
-}
-
-/// FNV-1a, 64-bit: fixed, so that every worker sends a word to the same partition.
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Self(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-}
-
-/// The partition of `partitions` that `word` goes to. The hash is mixed (MurmurHash3's
-/// finalizer) before taking the remainder: unmixed, a partition's words would share the low bits
-/// a [`Counts`] map indexes its buckets by, and crowd a fraction of them.
-fn partition_of(word: &str, partitions: usize) -> usize {
-    let mut hasher = Fnv::default();
-    hasher.write(word.as_bytes());
-    let mut h = hasher.finish();
-    h = (h ^ (h >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h = (h ^ (h >> 33)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^= h >> 33;
-    (h % partitions as u64) as usize
 }
 
 mote_sdk::job!(driver);

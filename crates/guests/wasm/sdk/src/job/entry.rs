@@ -31,27 +31,22 @@ impl<E: std::fmt::Display> Outcome for Result<(), E> {
     }
 }
 
-/// Fails the running task: `function`, a task or operator function, returned `error`. The
-/// host's message adds the stage and the partition. Not a panic, whose message would name
-/// this line of the SDK: the message is logged (the host quotes a trap's last log line) and
-/// the task unwinds without the panic hook, which aborts in WebAssembly.
-pub(super) fn fail(function: &str, error: &str) -> ! {
-    let message = format!("{function} returned an error: {error}");
+/// Fails the running task: function `F`, a task or operator function, returned `error`. The
+/// message names `F` by its type (a fn item's path, or the path of the function a closure is
+/// written in); the host's adds the stage and the partition. Not a panic, whose message would
+/// name this line of the SDK: the message is logged (the host quotes a trap's last log line)
+/// and the task unwinds without the panic hook, which aborts in WebAssembly.
+pub(super) fn fail<F>(error: &str) -> ! {
+    let message = format!("{} returned an error: {error}", type_name::<F>());
     crate::log(&message);
     std::panic::resume_unwind(Box::new(message))
-}
-
-/// The name of function type `F` for messages: a fn item's path, or the path of the function
-/// a closure is written in.
-pub(super) fn function_name<F>() -> &'static str {
-    type_name::<F>()
 }
 
 /// The table index of the entry for task function `F`.
 pub(super) fn task_id<F: Fn(&mut Task) -> R + Copy + 'static, R: Outcome>(_: F) -> i32 {
     fn entry<F: Fn(&mut Task) -> R, R: Outcome>(task: &mut Task) -> bool {
         if let Some(error) = conjure::<F>()(task).error() {
-            fail(function_name::<F>(), &error);
+            fail::<F>(&error);
         }
         false
     }

@@ -63,9 +63,7 @@ pub mod text;
 
 pub use codec::DecodeError;
 pub use entry::Outcome;
-use entry::{
-    Entry, Run, conjure, fail, function_name, install_panic_hook, run_id, signal_id, task_id,
-};
+use entry::{Entry, Run, conjure, fail, install_panic_hook, run_id, signal_id, task_id};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::any::{Any, type_name};

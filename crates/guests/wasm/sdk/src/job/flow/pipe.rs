@@ -3,7 +3,7 @@
 
 use super::Of;
 use super::source::read_name;
-use crate::job::{Task, borrow, fail, function_name};
+use crate::job::{Task, borrow, fail};
 use std::cell::Ref;
 use std::fmt::Display;
 
@@ -93,7 +93,7 @@ where
     fn push(self, state: &mut Self::State<'_>, item: In, out: &mut impl FnMut(U)) {
         self.0.push(state, item, &mut |x| match (self.1)(x) {
             Ok(y) => out(y),
-            Err(e) => fail(function_name::<F>(), &e.to_string()),
+            Err(e) => fail::<F>(&e.to_string()),
         });
     }
 }
