@@ -544,6 +544,11 @@ struct Edge {
 
 impl Edge {
     fn start(n: usize) -> Edge {
+        Self::start_with_ttl(n, TTL)
+    }
+
+    /// Nodes whose leases last `ttl`: a node keeps a member it no longer hears for that long.
+    fn start_with_ttl(n: usize, ttl: Duration) -> Edge {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let ports = mote_testbed::free_ports(n).unwrap();
@@ -560,7 +565,7 @@ impl Edge {
                     .collect()
             })
             .collect();
-        let ttl = TTL.as_secs().to_string();
+        let ttl = ttl.as_secs().to_string();
         let nodes = (0..n)
             .map(|i| {
                 // Every node's list names it too, as `--initial-cluster` does for etcd.
@@ -683,6 +688,52 @@ fn edge_nodes_serve_on_both_sides_of_a_store_partition_and_converge_after_it_hea
     }
     let names: Vec<String> = replicas(n3).into_iter().map(|(name, _, _)| name).collect();
     assert_eq!(names, ["n1", "n2"]);
+}
+
+#[test]
+fn a_call_forwarded_to_a_peer_that_has_not_heard_of_the_function_runs_elsewhere() {
+    // The long lease keeps n2 among n1's members while n2's replica cannot hear n1's.
+    let edge = Edge::start_with_ttl(2, Duration::from_secs(60));
+    let [n1, n2] = [&edge.nodes[0], &edge.nodes[1]];
+    edge.isolate(1, true);
+    n1.deploy("fresh", &slow(), &DeployParams::default());
+    let replies = burst(n1, "fresh", 24, 4);
+    assert!(!lists(n2, "fresh"), "the partition let the record through");
+    assert!(
+        members(n1).contains("n2"),
+        "n1 dropped n2 before the burst ended"
+    );
+    assert!(
+        sent_to(n1, "n2") > 0,
+        "n1 never placed a call on n2, so the test proves nothing"
+    );
+    for reply in &replies {
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        assert_eq!(reply.node.as_deref(), Some("n1"));
+    }
+    // A peer's own refusal says the function is not deployed there, marked for the sender.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let refused = agent
+        .post(format!("{}/v1/invoke/fresh", n2.url))
+        .header(mote_peers::FORWARDED_BY, "n1")
+        .send(&b""[..])
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 404);
+    assert!(
+        refused
+            .headers()
+            .contains_key(mote_peers::NOT_DEPLOYED_HERE)
+    );
+    let asked = n2.invoke("fresh", b"");
+    assert_eq!(asked.status, 404, "{}", asked.text());
+    assert!(
+        asked.error().contains("`fresh` is not deployed"),
+        "{}",
+        asked.text()
+    );
 }
 
 /// The store replicas `node`'s dashboard lists: name, ms behind (`u64::MAX` before the first

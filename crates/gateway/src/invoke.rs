@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use mote_cluster::{NodeName, Origin};
 use mote_node::CallId;
-use mote_peers::{FORWARDED_BY, ForwardError, Route};
+use mote_peers::{FORWARDED_BY, ForwardError, NOT_DEPLOYED_HERE, Route};
 use mote_types::GuestKind;
 
 /// The header that names the node that ran a call.
@@ -123,11 +123,25 @@ async fn invoke_routed(
         true => Origin::Peer,
         false => Origin::Client,
     };
-    let mut unreachable: Vec<NodeName> = Vec::new();
+    if origin == Origin::Peer && !gw.peers.knows(name) {
+        let mut response = ApiError::FunctionNotFound(name.to_owned()).into_response();
+        response
+            .headers_mut()
+            .insert(NOT_DEPLOYED_HERE, HeaderValue::from_static("1"));
+        return Ok(ran_here(gw, response));
+    }
+    // Peers left out of this call: the first `unreachable` could not be reached, the rest had
+    // not heard of the function yet.
+    let mut excluded: Vec<NodeName> = Vec::new();
+    let mut unreachable = 0;
     loop {
-        match gw.peers.route(name, origin, &unreachable) {
+        match gw.peers.route(name, origin, &excluded) {
             Route::Here => break,
-            Route::Refuse => return Err(ApiError::NoNodeTakes(unreachable_names(&unreachable))),
+            Route::Refuse => {
+                return Err(ApiError::NoNodeTakes(unreachable_names(
+                    &excluded[..unreachable],
+                )));
+            }
             Route::Peer(peer, url) => {
                 if !gw.peers.knows(name) {
                     return Err(ApiError::FunctionNotFound(name.to_owned()));
@@ -138,10 +152,21 @@ async fn invoke_routed(
                     .forward(&peer, &url, name, input.clone(), content_type)
                     .await
                 {
+                    // The store is eventually consistent: a peer may not have the record this
+                    // node has. The call did not run there.
+                    Ok(response) if response.headers().contains_key(NOT_DEPLOYED_HERE) => {
+                        tracing::info!(
+                            function = name,
+                            peer = peer.as_str(),
+                            "the peer has not heard of the function yet; placing the call again without it"
+                        );
+                        excluded.push(peer);
+                    }
                     Ok(response) => return Ok(response.map(Body::new)),
                     Err(e @ ForwardError::Unreachable { .. }) => {
                         tracing::warn!(error = %e, "a peer is unreachable; placing the call again without it");
-                        unreachable.push(peer);
+                        excluded.insert(unreachable, peer);
+                        unreachable += 1;
                     }
                     Err(e @ ForwardError::Lost { .. }) => return Err(ApiError::PeerFailed(e)),
                 }

@@ -10,7 +10,7 @@
 use mote_wire::{Failure, WireError};
 use std::time::Duration;
 
-pub use mote_wire::FORWARDED_BY;
+pub use mote_wire::{FORWARDED_BY, NOT_DEPLOYED_HERE};
 
 /// How long a connection to a peer may take to open before the peer counts as unreachable for
 /// this call and the next choice is tried. Peers are on the same network; a second is many

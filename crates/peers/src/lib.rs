@@ -40,7 +40,7 @@ mod store_peering;
 mod view;
 
 pub use config::{JoinError, PeersConfig};
-pub use forward::{FORWARDED_BY, ForwardError};
+pub use forward::{FORWARDED_BY, ForwardError, NOT_DEPLOYED_HERE};
 pub use membership::{Peers, Route};
 pub use mote_api::{ClusterView, MemberState, MemberView, StoreView};
 pub use name::{MAX_NODE_NAME_LEN, NodeName, NodeNameError};

@@ -22,4 +22,4 @@ pub mod route;
 pub use client::WireClient;
 pub use error::{Failure, Peer, WireError};
 pub use request::{PeerRequest, StorePeer};
-pub use route::{FORWARDED_BY, LogsFrom, Route};
+pub use route::{FORWARDED_BY, LogsFrom, NOT_DEPLOYED_HERE, Route};

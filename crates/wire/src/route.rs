@@ -36,6 +36,11 @@ pub const JOB_REPORTS: &str = "/v1/internal/jobs/{id}/reports";
 /// it: the peer runs the call whatever its load, so a call is forwarded once at most.
 pub const FORWARDED_BY: &str = "mote-forwarded-by";
 
+/// The header of a peer's 404 to a forwarded call of a function the peer has not heard of yet
+/// (its store replica lags behind the sender's): the call did not run there, so the sender
+/// places it again without that peer.
+pub const NOT_DEPLOYED_HERE: &str = "mote-not-deployed-here";
+
 /// What a path segment escapes: all but RFC 3986's unreserved characters.
 const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'-')
