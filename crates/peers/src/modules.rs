@@ -52,23 +52,44 @@ impl PeerModules {
 
 impl ModuleSource for PeerModules {
     fn fetch(&self, sha256: &str) -> Result<Vec<u8>, String> {
-        let peers = self
-            .peers
-            .upgrade()
-            .ok_or_else(|| "the node is leaving its cluster".to_owned())?;
-        let (wire, others) = (peers.wire.clone(), peers.others());
-        drop(peers);
-        let (shelf, sha256) = (self.shelf.clone(), sha256.to_owned());
+        let (peers, shelf, sha256) = (self.peers.clone(), self.shelf.clone(), sha256.to_owned());
         // The answer comes over a std channel, not `block_on`: the asking thread may be inside
         // another runtime (a microtask thread's), where blocking on this one would panic.
         let (answer, answered) = std::sync::mpsc::sync_channel(1);
         self.runtime.spawn(async move {
-            let fetched = fetch(&wire, &others, shelf.as_ref(), &sha256).await;
+            let fetched = match members(&peers).await {
+                Ok((wire, others)) => fetch(&wire, &others, shelf.as_ref(), &sha256).await,
+                Err(e) => Err(e),
+            };
             let _ = answer.send(fetched);
         });
         answered
             .recv()
             .map_err(|_| "the node's runtime stopped before the module came".to_owned())?
+    }
+}
+
+/// How long a fetch waits for this node to learn of any other node. A node that adopted a
+/// record from the store learns the members of the cluster it came from in the same pulls, a
+/// moment later: a call that arrives in between would otherwise fail for want of a peer to ask.
+const MEMBERS_WAIT: Duration = Duration::from_secs(2);
+
+/// The wire and the other members (name and URL), once there are any or [`MEMBERS_WAIT`] has
+/// passed.
+async fn members(
+    peers: &Weak<Peers>,
+) -> Result<(WireClient, Vec<(mote_cluster::NodeName, String)>), String> {
+    let deadline = tokio::time::Instant::now() + MEMBERS_WAIT;
+    loop {
+        let peers = peers
+            .upgrade()
+            .ok_or_else(|| "the node is leaving its cluster".to_owned())?;
+        let others = peers.others();
+        if !others.is_empty() || tokio::time::Instant::now() >= deadline {
+            return Ok((peers.wire.clone(), others));
+        }
+        drop(peers);
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
