@@ -18,17 +18,17 @@ use std::rc::Rc;
 /// it into lines or words, copies nothing but short pieces. It is a `str` (`Deref`), hashes,
 /// compares and prints as one, and travels between tasks as one.
 ///
-/// A piece of up to [`INLINE`] bytes (nearly every word) is held in place instead: making one
-/// copies its few bytes rather than counting a reference, and comparing two (as a combiner's
-/// map does for every word) reads no memory beyond the pieces themselves. Where keys were shared
-/// pieces, the word count's combiner spent more than half its time in comparisons that fetched
-/// a far-away key's bytes from memory.
+/// A piece that fits in the space a shared one takes (18 bytes in WebAssembly: nearly every
+/// word) is held in place instead: making one copies its few bytes rather than counting a
+/// reference, and comparing two (as a combiner's map does for every word) reads no memory
+/// beyond the pieces themselves. Where keys were shared pieces, a third of the word count's
+/// time went to comparisons that fetched a far-away key's bytes from memory.
 #[derive(Clone)]
 pub struct Text(Repr);
 
 /// The longest piece held in place: as many bytes as fit beside the length in the space a
 /// shared piece takes (a reference and a range).
-pub const INLINE: usize = 5 * size_of::<usize>() - 2;
+pub(crate) const INLINE: usize = 5 * size_of::<usize>() - 2;
 
 #[derive(Clone)]
 enum Repr {
@@ -63,11 +63,14 @@ impl Text {
         })
     }
 
-    /// The text it was cut from (a copy of it if held in place) and where it is in it.
-    fn whole(&self) -> (Rc<str>, Range<usize>) {
+    /// Its piece `range`, whose ends are char boundaries of it.
+    #[inline(always)]
+    fn sub(&self, range: Range<usize>) -> Text {
         match &self.0 {
-            Repr::Shared { all, range } => (all.clone(), range.clone()),
-            Repr::Inline { .. } => (Rc::from(&**self), 0..self.len()),
+            Repr::Shared { all, range: at } => {
+                Text::piece(all, at.start + range.start..at.start + range.end)
+            }
+            Repr::Inline { .. } => Text::held(&self[range]),
         }
     }
 
@@ -82,13 +85,7 @@ impl Text {
             start <= self.len() && part.len() <= self.len() - start,
             "Text::cut: {part:?} is not a piece of this text"
         );
-        match &self.0 {
-            Repr::Shared { all, range } => {
-                let at = range.start + start;
-                Text::piece(all, at..at + part.len())
-            }
-            Repr::Inline { .. } => Text::from(part),
-        }
+        self.sub(start..start + part.len())
     }
 
     /// `bytes` as text, without copying them, if they are UTF-8.
@@ -102,30 +99,24 @@ impl Text {
 
     /// Its words, as `str::split_whitespace` has them.
     pub fn words(self) -> Words {
-        let (all, range) = self.whole();
-        Words {
-            all,
-            at: range.start,
-            end: range.end,
-        }
+        Words { text: self, at: 0 }
     }
 
     /// Hands `each` its lines, as `str::lines` has them (without `\n` or `\r\n`).
     pub(crate) fn each_line(&self, mut each: impl FnMut(Text)) {
-        let (all, range) = self.whole();
-        let base = all.as_ptr() as usize;
-        for line in all[range].lines() {
+        let base = self.as_ptr() as usize;
+        for line in self.lines() {
             let start = line.as_ptr() as usize - base;
-            each(Text::piece(&all, start..start + line.len()));
+            each(self.sub(start..start + line.len()));
         }
     }
 }
 
 /// [`Text::words`]' iterator.
 pub struct Words {
-    all: Rc<str>,
+    text: Text,
+    /// Where the next word may start, in `text`.
     at: usize,
-    end: usize,
 }
 
 impl Iterator for Words {
@@ -133,15 +124,15 @@ impl Iterator for Words {
 
     #[inline(always)]
     fn next(&mut self) -> Option<Text> {
-        let bytes = &self.all.as_bytes()[..self.end];
+        let bytes = self.text.as_bytes();
         let start = skip(bytes, self.at, true);
-        if start == self.end {
-            self.at = self.end;
+        if start == bytes.len() {
+            self.at = start;
             return None;
         }
         let stop = skip(bytes, start, false);
         self.at = stop;
-        Some(Text::piece(&self.all, start..stop))
+        Some(self.text.sub(start..stop))
     }
 }
 
@@ -383,6 +374,9 @@ mod tests {
         assert_eq!((&*cut, cut.clone()), ("yyy", Text::from("yyy")));
         let of_short: Vec<Text> = Text::from("a b").words().collect();
         assert_eq!(of_short, [Text::from("a"), "b".into()]);
+        let mut short_lines = Vec::new();
+        Text::from("ab\r\ncd").each_line(|line| short_lines.push(line));
+        assert_eq!(short_lines, [Text::from("ab"), "cd".into()]);
         assert!(size_of::<Text>() <= 5 * size_of::<usize>() + size_of::<usize>());
     }
 
