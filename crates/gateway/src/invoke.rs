@@ -152,17 +152,13 @@ async fn invoke_routed(
                     .forward(&peer, &url, name, input.clone(), content_type)
                     .await
                 {
+                    Ok(response) => return Ok(response.map(Body::new)),
                     // The store is eventually consistent: a peer may not have the record this
                     // node has. The call did not run there.
-                    Ok(response) if response.headers().contains_key(NOT_DEPLOYED_HERE) => {
-                        tracing::info!(
-                            function = name,
-                            peer = peer.as_str(),
-                            "the peer has not heard of the function yet; placing the call again without it"
-                        );
+                    Err(e @ ForwardError::NotDeployed { .. }) => {
+                        tracing::info!(error = %e, "placing the call again without that peer");
                         excluded.push(peer);
                     }
-                    Ok(response) => return Ok(response.map(Body::new)),
                     Err(e @ ForwardError::Unreachable { .. }) => {
                         tracing::warn!(error = %e, "a peer is unreachable; placing the call again without it");
                         excluded.insert(unreachable, peer);

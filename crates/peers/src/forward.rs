@@ -42,6 +42,18 @@ pub enum ForwardError {
         /// What failed.
         detail: String,
     },
+    /// The peer has not heard of the function yet (its store replica lags behind this node's)
+    /// and said so with [`NOT_DEPLOYED_HERE`]: the call did not run there, so another node
+    /// may run it.
+    #[error("node `{node}` at {url} has not heard of function `{function}` yet")]
+    NotDeployed {
+        /// The peer.
+        node: String,
+        /// Where it was.
+        url: String,
+        /// The function called.
+        function: String,
+    },
 }
 
 impl From<WireError> for ForwardError {

@@ -10,7 +10,7 @@
 //!   when, for `/v1/cluster` and `/healthz`).
 
 use crate::config::PeersConfig;
-use crate::forward::ForwardError;
+use crate::forward::{ForwardError, NOT_DEPLOYED_HERE};
 use crate::metrics::PeerMetrics;
 use crate::name::NodeName;
 use crate::node_key::{NODES_PREFIX, NodeKey, now_ms};
@@ -133,7 +133,17 @@ impl Peers {
             .wire
             .send(&mote_wire::Peer::named(peer.as_str(), url), request)
             .await
-            .map_err(ForwardError::from);
+            .map_err(ForwardError::from)
+            .and_then(
+                |response| match response.headers().contains_key(NOT_DEPLOYED_HERE) {
+                    true => Err(ForwardError::NotDeployed {
+                        node: peer.as_str().to_owned(),
+                        url: url.to_owned(),
+                        function: function.to_owned(),
+                    }),
+                    false => Ok(response),
+                },
+            );
         {
             let mut placement = self.placement.lock();
             placement.answered(peer.as_str(), self.node.expected(function));
@@ -147,6 +157,8 @@ impl Peers {
                 self.metrics.answered_after(start.elapsed().as_secs_f64());
                 "answered"
             }
+            // The peer answered, that it cannot take the call.
+            Err(ForwardError::NotDeployed { .. }) => "answered",
             Err(ForwardError::Unreachable { .. }) => "unreachable",
             Err(ForwardError::Lost { .. }) => "lost",
         };

@@ -202,13 +202,8 @@ impl From<&str> for Text {
 
 impl From<String> for Text {
     fn from(text: String) -> Self {
-        match text.len() <= INLINE {
-            true => Text::held(&text),
-            false => {
-                let len = text.len();
-                Text::piece(&Rc::from(text), 0..len)
-            }
-        }
+        // An `Rc<str>` copies a `String`'s bytes anyway.
+        Text::from(text.as_str())
     }
 }
 

@@ -97,16 +97,17 @@ impl<T: Data> Sink<T> for ToOne {
     }
 }
 
-/// Every item to every partition: a broadcast's, from its one partition.
+/// Every item to every partition: a broadcast's, from its one partition. Its items gather as
+/// [`ToOne`]'s do; only where the piece goes differs.
 pub struct ToAll;
 
 impl<T: Data> Sink<T> for ToAll {
     type State = Pieces;
-    fn open(_: &Task) -> Pieces {
-        Pieces::new(1)
+    fn open(task: &Task) -> Pieces {
+        <ToOne as Sink<T>>::open(task)
     }
     fn push(state: &mut Pieces, item: T) {
-        state.add(0, &item);
+        <ToOne as Sink<T>>::push(state, item);
     }
     fn close(task: &Task, state: Pieces) {
         let piece = &state.0[0];
