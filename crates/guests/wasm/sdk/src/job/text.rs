@@ -44,7 +44,7 @@ impl Text {
     #[inline(always)]
     fn piece(all: &Rc<str>, range: Range<usize>) -> Text {
         match range.len() <= INLINE {
-            true => Text::held(&all[range]),
+            true => Text::held_at(all.as_bytes(), range.start, range.len()),
             false => Text(Repr::Shared {
                 all: all.clone(),
                 range,
@@ -55,10 +55,43 @@ impl Text {
     /// `text`, at most [`INLINE`] bytes, held in place.
     #[inline(always)]
     fn held(text: &str) -> Text {
+        Text::held_at(text.as_bytes(), 0, text.len())
+    }
+
+    /// `src[start..start + len]`, at most [`INLINE`] bytes and whole chars, held in place.
+    /// Copied in steps of a fixed size: in WebAssembly a copy of a varying length is a
+    /// `memory.copy`, a call out of the guest's code that cost more than the word it copied.
+    #[inline(always)]
+    fn held_at(src: &[u8], start: usize, len: usize) -> Text {
+        debug_assert!(len <= INLINE && start + len <= src.len());
         let mut bytes = [0; INLINE];
-        bytes[..text.len()].copy_from_slice(text.as_bytes());
+        match src.get(start..start + INLINE) {
+            // All `INLINE` bytes from `start`, then those past `len` masked off.
+            Some(window) => {
+                let (words, rest) = window.as_chunks::<8>();
+                let (into_words, into_rest) = bytes.as_chunks_mut::<8>();
+                for (k, (word, into)) in words.iter().zip(into_words).enumerate() {
+                    let keep = len.saturating_sub(8 * k).min(8) as u32;
+                    let mask = u64::MAX.checked_shr(64 - 8 * keep).unwrap_or(0);
+                    *into = (u64::from_le_bytes(*word) & mask).to_le_bytes();
+                }
+                let at = INLINE - rest.len();
+                for (k, (byte, into)) in rest.iter().zip(into_rest).enumerate() {
+                    *into = if at + k < len { *byte } else { 0 };
+                }
+            }
+            // Near the end of `src`: a byte at a time, a fixed number of times.
+            None => {
+                for (k, into) in bytes.iter_mut().enumerate() {
+                    *into = match k < len {
+                        true => src[start + k],
+                        false => 0,
+                    };
+                }
+            }
+        }
         Text(Repr::Inline {
-            len: text.len() as u8,
+            len: len as u8,
             bytes,
         })
     }
@@ -70,7 +103,7 @@ impl Text {
             Repr::Shared { all, range: at } => {
                 Text::piece(all, at.start + range.start..at.start + range.end)
             }
-            Repr::Inline { .. } => Text::held(&self[range]),
+            Repr::Inline { bytes, .. } => Text::held_at(bytes, range.start, range.len()),
         }
     }
 
@@ -250,6 +283,7 @@ impl Ord for Text {
 }
 
 impl Hash for Text {
+    #[inline(always)]
     fn hash<H: Hasher>(&self, state: &mut H) {
         (**self).hash(state);
     }

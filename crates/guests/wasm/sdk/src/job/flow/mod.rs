@@ -30,6 +30,7 @@
 //! Items cross partitions in postcard's encoding ([`super::codec`]); keys go to partition
 //! `mix(hash(key)) % partitions` ([`partition_of`]), the same on every worker and every run.
 
+mod combiner;
 mod pipe;
 mod source;
 mod stage;
@@ -77,6 +78,14 @@ impl KeyHasher {
     }
 }
 
+fn read_u64(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(*bytes[at..].first_chunk().expect("eight bytes from at"))
+}
+
+fn read_u32(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(*bytes[at..].first_chunk().expect("four bytes from at"))
+}
+
 /// MurmurHash3's finalizer: every input bit reaches every output bit.
 #[inline(always)]
 fn mix(mut h: u64) -> u64 {
@@ -93,16 +102,27 @@ impl Hasher for KeyHasher {
 
     #[inline(always)]
     fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            self.add(u64::from_le_bytes(chunk.try_into().expect("chunks of 8")));
+        let (words, rest) = bytes.as_chunks::<8>();
+        for word in words {
+            self.add(u64::from_le_bytes(*word));
         }
-        let rest = chunks.remainder();
         if !rest.is_empty() {
-            let mut last = [0; 8];
-            last[..rest.len()].copy_from_slice(rest);
-            // The length too, so that a short write does not hash as its zero-padded word.
-            self.add(u64::from_le_bytes(last) ^ ((rest.len() as u64) << 59));
+            // The last 1 to 7 bytes as one word, read in loads of a fixed size (in WebAssembly
+            // a copy of a varying length is a call out of the guest's code), with their
+            // length, so that a short write does not hash as its zero-padded word.
+            let n = bytes.len();
+            let last = match (n >= 8, rest.len()) {
+                (true, r) => read_u64(bytes, n - 8) >> (64 - 8 * r),
+                (false, 4..) => {
+                    u64::from(read_u32(bytes, 0)) | u64::from(read_u32(bytes, n - 4)) << 32
+                }
+                (false, _) => {
+                    u64::from(bytes[0])
+                        | u64::from(bytes[n / 2]) << 8
+                        | u64::from(bytes[n - 1]) << 16
+                }
+            };
+            self.add(last ^ ((rest.len() as u64) << 59));
         }
     }
 

@@ -2,6 +2,7 @@
 //! by key, the output), the gathers that receive pieces, the load of text, and [`Fused`], the
 //! task that runs a source through a chain into a sink.
 
+use super::combiner::Combiner;
 use super::pipe::Pipe;
 use super::source::{Source, TextShare, written_name};
 use super::{Data, Key, KeyMap, Of, partition_of};
@@ -49,16 +50,17 @@ pub(super) fn write<C: Default + 'static>(task: &Task, value: C) {
 pub struct CombineByKey<F>(Of<F>);
 
 impl<K: Key, V: Data, F: Fn(V, V) -> V + Copy + 'static> Sink<(K, V)> for CombineByKey<F> {
-    type State = KeyMap<K, V>;
+    type State = Combiner<K, V>;
     fn open(_: &Task) -> Self::State {
-        KeyMap::default()
+        Combiner::new()
     }
+    #[inline(always)]
     fn push(state: &mut Self::State, (k, v): (K, V)) {
-        combine(state, k, v, conjure::<F>());
+        state.combine(k, v, conjure::<F>());
     }
-    fn close(task: &Task, state: Self::State) {
+    fn close(task: &Task, mut state: Self::State) {
         let mut pieces = Pieces::new(task.partitions());
-        for (k, v) in &state {
+        for (k, v) in state.iter(conjure::<F>()) {
             pieces.add(partition_of(k, pieces.0.len()), &(k, v));
         }
         pieces.emit();
@@ -173,19 +175,6 @@ impl Pieces {
             if !piece.is_empty() {
                 sys::emit(dest as i32, &piece);
             }
-        }
-    }
-}
-
-/// `slot = f(slot, v)` where the map has `k`, else `v`. A lookup first, then an insert if the
-/// key is new: most keys a combiner sees are old, and the lookup leaves the key in place where
-/// `HashMap::entry` would move it in and out.
-#[inline(always)]
-pub(super) fn combine<K: Key, V, F: Fn(V, V) -> V>(map: &mut KeyMap<K, V>, k: K, v: V, f: F) {
-    match map.get_mut(&k) {
-        Some(slot) => fold(slot, v, f),
-        None => {
-            map.insert(k, v);
         }
     }
 }
@@ -323,13 +312,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn combining_and_merging_fold_values_by_key() {
-        let (mut combined, mut merged) = (KeyMap::default(), KeyMap::default());
+    fn merging_folds_values_by_key() {
+        let mut merged = KeyMap::default();
         for (k, v) in [("a", 1), ("b", 2), ("a", 3)] {
             merge(&mut merged, k.to_owned(), v, |x, y| x + y);
-            combine(&mut combined, Text::from(k), v, |x, y| x + y);
         }
         assert_eq!((merged["a"], merged["b"]), (4, 2));
-        assert_eq!((combined["a"], combined["b"]), (4, 2));
     }
 }
