@@ -9,6 +9,14 @@ use std::collections::BTreeMap;
 /// Runs `driver` on `objects` (input `data/in`, or `data/a` and `data/b`) with `partitions`;
 /// the lines of output `out/x`.
 fn run(driver: fn(&mut Job), partitions: usize, objects: &[(String, String)]) -> Vec<String> {
+    local(driver, partitions, objects)
+        .run()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .lines("out/x")
+}
+
+/// [`run`]'s job, not yet run.
+fn local(driver: fn(&mut Job), partitions: usize, objects: &[(String, String)]) -> LocalJob {
     let mut job = LocalJob::new(driver)
         .partitions(partitions)
         .arg("input", "data/in")
@@ -18,7 +26,7 @@ fn run(driver: fn(&mut Job), partitions: usize, objects: &[(String, String)]) ->
     for (key, text) in objects {
         job = job.object(key, text.as_bytes().to_vec());
     }
-    job.run().unwrap_or_else(|e| panic!("{e}")).lines("out/x")
+    job
 }
 
 /// `lines` as the objects `prefix/0`, `prefix/1`, ... cut at `cuts` (line positions).
@@ -64,6 +72,52 @@ fn grouped(job: &mut Job) {
 /// `k v` lines' pairs as JSON, unchanged.
 fn as_json(job: &mut Job) {
     job.lines("input").try_map(pair).save_json("output");
+}
+
+/// Keys of `k v` lines in ranges of four: the partitioner the `_partitioned` operators are given.
+fn by_range(k: &u32, partitions: usize) -> usize {
+    (*k as usize / 4) % partitions
+}
+
+/// `k v` lines summed by key, each key in [`by_range`]'s partition.
+fn summed_by_range(job: &mut Job) {
+    job.lines("input")
+        .try_map(pair)
+        .reduce_by_key_partitioned(by_range, |a, b| a + b)
+        .save_lines("output", |(k, v)| format!("{k} {v}"));
+}
+
+/// [`joined`], each key in [`by_range`]'s partition.
+fn joined_by_range(job: &mut Job) {
+    let right = job.lines("b").try_map(pair);
+    job.lines("a")
+        .try_map(pair)
+        .join_partitioned(right, by_range)
+        .save_lines("output", |(k, (v, w))| format!("{k} {v} {w}"));
+}
+
+/// A partitioner that names a partition the job does not have.
+fn past_the_end(job: &mut Job) {
+    job.lines("input")
+        .try_map(pair)
+        .group_by_key_partitioned(|_: &u32, partitions| partitions)
+        .save_lines("output", |(k, vs)| format!("{k} {vs:?}"));
+}
+
+/// Every line of every part of output `out/x` has as its first field a key that `by_range`
+/// puts in that part's partition.
+fn in_their_ranges(
+    stored: &BTreeMap<String, Vec<u8>>,
+    partitions: usize,
+) -> Result<(), TestCaseError> {
+    for (key, bytes) in stored.range("out/x/part-".to_owned()..="out/x/part-~".to_owned()) {
+        let part: usize = key["out/x/part-".len()..].parse().unwrap();
+        for line in std::str::from_utf8(bytes).unwrap().lines() {
+            let k: u32 = line.split(' ').next().unwrap().parse().unwrap();
+            prop_assert_eq!(by_range(&k, partitions), part, "{} in {}", line, key);
+        }
+    }
+    Ok(())
 }
 
 fn joined(job: &mut Job) {
@@ -206,6 +260,41 @@ proptest! {
     }
 
     #[test]
+    fn a_given_partitioner_places_every_key_and_the_sums_stay_right(
+        input in pairs(40), partitions in 1..9usize, cuts in prop::collection::vec(0..100usize, 0..3)
+    ) {
+        let mut sums = BTreeMap::<u32, u32>::new();
+        for (k, v) in &input {
+            *sums.entry(*k).or_default() += v;
+        }
+        let want: Vec<String> = sums.into_iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let out = local(summed_by_range, partitions, &objects("data/in", &pair_lines(&input), &cuts))
+            .run()
+            .unwrap_or_else(|e| panic!("{e}"));
+        in_their_ranges(out.stored(), partitions)?;
+        prop_assert_eq!(sorted(out.lines("out/x")), sorted(want));
+    }
+
+    #[test]
+    fn a_join_with_a_given_partitioner_matches_a_nested_loop(
+        a in pairs(10), b in pairs(10), partitions in 1..9usize
+    ) {
+        let mut want = Vec::new();
+        for (k, v) in &a {
+            for (j, w) in &b {
+                if k == j {
+                    want.push(format!("{k} {v} {w}"));
+                }
+            }
+        }
+        let mut objs = objects("data/a", &pair_lines(&a), &[]);
+        objs.extend(objects("data/b", &pair_lines(&b), &[]));
+        let out = local(joined_by_range, partitions, &objs).run().unwrap_or_else(|e| panic!("{e}"));
+        in_their_ranges(out.stored(), partitions)?;
+        prop_assert_eq!(sorted(out.lines("out/x")), sorted(want));
+    }
+
+    #[test]
     fn a_broadcast_reaches_every_partition_whole(
         input in prop::collection::vec(0..50u32, 0..40), partitions in 1..9usize
     ) {
@@ -256,4 +345,24 @@ fn an_operator_error_fails_the_job_naming_the_function_the_stage_and_the_partiti
         message.contains("flow::pair returned an error: \"three\" is not a number"),
         "{err}"
     );
+}
+
+#[test]
+fn a_partitioner_that_names_a_partition_past_the_last_fails_the_job_saying_so() {
+    let err = LocalJob::new(past_the_end)
+        .partitions(3)
+        .arg("input", "data/in")
+        .arg("output", "out/x")
+        .object("data/in/a", "1 2\n3 4\n")
+        .run()
+        .unwrap_err();
+    let LocalError::Task { kind, message, .. } = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(*kind, "scatter");
+    assert!(
+        message.contains("sent a key to partition 3, but the job's partitions are 0 to 2"),
+        "{err}"
+    );
+    assert!(message.contains("past_the_end"), "{err}");
 }

@@ -37,7 +37,10 @@ mod stage;
 
 pub use pipe::{Filter, FlatMap, Id, Map, MapWith, Pipe, TryMap};
 pub use source::{Joined, Partition, Source, Stored, TextShare};
-pub use stage::{ByKey, CombineByKey, IntoVec, JsonOut, LinesOut, Pieces, Sink, ToAll, ToOne};
+pub use stage::{
+    ByHash, ByKey, CombineByKey, Given, IntoVec, JsonOut, LinesOut, Partitioner, Pieces, Sink,
+    ToAll, ToOne,
+};
 
 use crate::job::{AnyDataset, Dataset, Job, Run, declared_id, made_dataset, run_id, scope, sys};
 use serde::Serialize;
@@ -372,16 +375,54 @@ impl<S: Source, P: Pipe<S::Item, Out = (K, V)>, K: Key, V: Data> Flow<S, P> {
     {
         // `f` is its type, `F`: the tasks run it from there.
         let _ = f;
+        self.reduce_by::<F, ByHash>()
+    }
+
+    /// [`Flow::reduce_by_key`] with each key in partition `partitioner(&key, partitions)`
+    /// rather than its hash's, such as ranges of keys, so that the parts of a saved output
+    /// hold the ranges in order. A result outside `0..partitions` fails the job.
+    pub fn reduce_by_key_partitioned<R, F>(
+        self,
+        partitioner: R,
+        f: F,
+    ) -> Flow<Stored<KeyMap<K, V>>, Id>
+    where
+        R: Fn(&K, usize) -> usize + Copy + 'static,
+        F: Fn(V, V) -> V + Copy + 'static,
+    {
+        let _ = (partitioner, f);
+        self.reduce_by::<F, Given<R>>()
+    }
+
+    fn reduce_by<F, R>(self) -> Flow<Stored<KeyMap<K, V>>, Id>
+    where
+        F: Fn(V, V) -> V + Copy + 'static,
+        R: Partitioner<K>,
+    {
         let to = made_dataset("reduce_by_key", true);
-        self.scatter::<CombineByKey<F>, MergeByKey<K, V, F>>(to);
+        self.scatter::<CombineByKey<F, R>, MergeByKey<K, V, F>>(to);
         source(vec![to], true, true)
     }
 
     /// Each key once, with all its values. A scatter stage that sends every pair: prefer
     /// [`Flow::reduce_by_key`] where values can be combined.
     pub fn group_by_key(self) -> Flow<Stored<KeyMap<K, Vec<V>>>, Id> {
+        self.group_by::<ByHash>()
+    }
+
+    /// [`Flow::group_by_key`] with each key in partition `partitioner(&key, partitions)`, as
+    /// [`Flow::reduce_by_key_partitioned`] has it.
+    pub fn group_by_key_partitioned<R>(self, partitioner: R) -> Flow<Stored<KeyMap<K, Vec<V>>>, Id>
+    where
+        R: Fn(&K, usize) -> usize + Copy + 'static,
+    {
+        let _ = partitioner;
+        self.group_by::<Given<R>>()
+    }
+
+    fn group_by<R: Partitioner<K>>(self) -> Flow<Stored<KeyMap<K, Vec<V>>>, Id> {
         let to = made_dataset("group_by_key", true);
-        self.scatter::<ByKey, GroupByKey<K, V>>(to);
+        self.scatter::<ByKey<R>, GroupByKey<K, V>>(to);
         source(vec![to], true, true)
     }
 
@@ -394,8 +435,35 @@ impl<S: Source, P: Pipe<S::Item, Out = (K, V)>, K: Key, V: Data> Flow<S, P> {
         Q: Pipe<T::Item, Out = (K, W)>,
         W: Data,
     {
-        let left = self.group_by_key();
-        let right = other.group_by_key();
+        self.join_by::<T, Q, W, ByHash>(other)
+    }
+
+    /// [`Flow::join`] with both sides' keys in partition `partitioner(&key, partitions)`, as
+    /// [`Flow::reduce_by_key_partitioned`] has it.
+    pub fn join_partitioned<T, Q, W, R>(
+        self,
+        other: Flow<T, Q>,
+        partitioner: R,
+    ) -> Flow<Joined<K, V, W>, Id>
+    where
+        T: Source,
+        Q: Pipe<T::Item, Out = (K, W)>,
+        W: Data,
+        R: Fn(&K, usize) -> usize + Copy + 'static,
+    {
+        let _ = partitioner;
+        self.join_by::<T, Q, W, Given<R>>(other)
+    }
+
+    fn join_by<T, Q, W, R>(self, other: Flow<T, Q>) -> Flow<Joined<K, V, W>, Id>
+    where
+        T: Source,
+        Q: Pipe<T::Item, Out = (K, W)>,
+        W: Data,
+        R: Partitioner<K>,
+    {
+        let left = self.group_by::<R>();
+        let right = other.group_by::<R>();
         source(vec![left.reads[0], right.reads[0]], true, true)
     }
 }

@@ -11,6 +11,7 @@ use crate::job::{Run, Task, borrow_mut, codec, conjure, sys};
 use serde::Serialize;
 use std::collections::hash_map::Entry;
 use std::fmt::{Display, Write};
+use std::hash::Hash;
 
 /// Where the items of a stage's chain go.
 pub trait Sink<T>: 'static {
@@ -45,11 +46,50 @@ pub(super) fn write<C: Default + 'static>(task: &Task, value: C) {
     *borrow_mut(task.cell_named::<C>(&name), &name) = value;
 }
 
-/// Each pair to the partition its key goes to, after adding up the partition's values by key
-/// with `F` (a map-side combiner).
-pub struct CombineByKey<F>(Of<F>);
+/// Which of a job's partitions a key goes to: [`ByHash`] unless an operator's `_partitioned`
+/// form is given a function ([`Given`]).
+pub trait Partitioner<K: ?Sized>: 'static {
+    /// The partition of `partitions` that `key` goes to.
+    fn partition(key: &K, partitions: usize) -> usize;
+}
 
-impl<K: Key, V: Data, F: Fn(V, V) -> V + Copy + 'static> Sink<(K, V)> for CombineByKey<F> {
+/// Keys by their hash: [`partition_of`].
+pub struct ByHash;
+
+impl<K: Hash + ?Sized> Partitioner<K> for ByHash {
+    #[inline(always)]
+    fn partition(key: &K, partitions: usize) -> usize {
+        partition_of(key, partitions)
+    }
+}
+
+/// Keys by the function `R`, checked to name one of the job's partitions.
+pub struct Given<R>(Of<R>);
+
+impl<K, R: Fn(&K, usize) -> usize + Copy + 'static> Partitioner<K> for Given<R> {
+    fn partition(key: &K, partitions: usize) -> usize {
+        let to = conjure::<R>()(key, partitions);
+        assert!(
+            to < partitions,
+            "the partitioner {} sent a key to partition {to}, but the job's partitions are 0 to {}",
+            std::any::type_name::<R>(),
+            partitions - 1
+        );
+        to
+    }
+}
+
+/// Each pair to the partition `R` gives its key, after adding up the partition's values by key
+/// with `F` (a map-side combiner).
+pub struct CombineByKey<F, R = ByHash>(Of<(F, R)>);
+
+impl<K, V, F, R> Sink<(K, V)> for CombineByKey<F, R>
+where
+    K: Key,
+    V: Data,
+    F: Fn(V, V) -> V + Copy + 'static,
+    R: Partitioner<K>,
+{
     type State = Combiner<K, V>;
     fn open(_: &Task) -> Self::State {
         Combiner::new()
@@ -61,22 +101,22 @@ impl<K: Key, V: Data, F: Fn(V, V) -> V + Copy + 'static> Sink<(K, V)> for Combin
     fn close(task: &Task, mut state: Self::State) {
         let mut pieces = Pieces::new(task.partitions());
         for (k, v) in state.iter(conjure::<F>()) {
-            pieces.add(partition_of(k, pieces.0.len()), &(k, v));
+            pieces.add(R::partition(k, pieces.0.len()), &(k, v));
         }
         pieces.emit();
     }
 }
 
-/// Each pair to the partition its key goes to.
-pub struct ByKey;
+/// Each pair to the partition `R` gives its key.
+pub struct ByKey<R = ByHash>(Of<R>);
 
-impl<K: Key, V: Data> Sink<(K, V)> for ByKey {
+impl<K: Key, V: Data, R: Partitioner<K>> Sink<(K, V)> for ByKey<R> {
     type State = Pieces;
     fn open(task: &Task) -> Pieces {
         Pieces::new(task.partitions())
     }
     fn push(state: &mut Pieces, item: (K, V)) {
-        state.add(partition_of(&item.0, state.0.len()), &item);
+        state.add(R::partition(&item.0, state.0.len()), &item);
     }
     fn close(_: &Task, state: Pieces) {
         state.emit();
