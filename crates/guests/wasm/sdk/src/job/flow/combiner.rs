@@ -69,12 +69,14 @@ impl<K: Key, V> Combiner<K, V> {
     /// Reads the batch's first slots, then folds its pairs in.
     #[inline(always)]
     fn fold_batch<F: Fn(V, V) -> V + Copy>(&mut self, f: F) {
-        let mut tags = 0u32;
         for (hash, _, _) in &self.batch {
-            // SAFETY: the index is masked to the table.
-            tags ^= unsafe { (*self.slots.as_ptr().add(*hash as usize & self.mask)).tag };
+            // SAFETY: the index is masked to the table. Volatile, so that the compiler keeps a
+            // load whose value nothing uses (`black_box` is no barrier in WebAssembly).
+            unsafe {
+                let slot = self.slots.as_ptr().add(*hash as usize & self.mask);
+                std::ptr::read_volatile(&raw const (*slot).tag);
+            }
         }
-        std::hint::black_box(tags);
         let mut batch = std::mem::take(&mut self.batch);
         for (hash, k, v) in batch.drain(..) {
             self.fold(hash, k, v, f);

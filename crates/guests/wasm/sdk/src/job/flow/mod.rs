@@ -553,4 +553,23 @@ mod tests {
         assert!(counts.iter().all(|&c| c > 800), "{counts:?}");
         assert_eq!(partition_of("word", 1), 0);
     }
+
+    /// Every byte of a key counts, whichever loads read it: all 8,190 strings of `a` and `b` of
+    /// 1 to 12 bytes (the tail of 1 to 7 bytes read as one, two or three loads) hash apart.
+    #[test]
+    fn keys_that_differ_in_any_byte_hash_apart() {
+        let mut seen = std::collections::HashMap::new();
+        for len in 1..=12u32 {
+            for bits in 0..1u32 << len {
+                let key: String = (0..len)
+                    .map(|i| if bits >> i & 1 == 1 { 'b' } else { 'a' })
+                    .collect();
+                let mut hasher = KeyHasher::default();
+                hasher.write(key.as_bytes());
+                if let Some(other) = seen.insert(hasher.finish(), key.clone()) {
+                    panic!("{key:?} and {other:?} hash alike");
+                }
+            }
+        }
+    }
 }
