@@ -16,9 +16,9 @@ use std::rc::Rc;
 /// A piece of text that shares its bytes with the text it was cut from: cloning it, or cutting
 /// it into lines or words, copies nothing but short pieces. It is a `str` (`Deref`), compares
 /// and prints as one, and travels between tasks as one. It hashes as itself, not as a `str`
-/// (a short piece's fixed-size bytes at once, without the branches on a length that hashing
-/// a `str` takes; they took a third of a word count's hashing and combining in WebAssembly),
-/// so a map keyed by `Text` is looked up with a `Text`: `map.get(&Text::from("word"))`.
+/// (a short piece's fixed-size bytes at once, without the branches on its length that
+/// hashing a `str` takes: 4% of a word count's time in WebAssembly), so a map keyed by `Text`
+/// is looked up with a `Text`: `map.get(&Text::from("word"))`.
 ///
 /// A piece that fits in the space a shared one takes (18 bytes in WebAssembly: nearly every
 /// word) is held in place instead: making one copies its few bytes rather than counting a

@@ -79,14 +79,14 @@ impl<K: Key, V> Combiner<K, V> {
         }
         let mut batch = std::mem::take(&mut self.batch);
         for (hash, k, v) in batch.drain(..) {
-            self.fold(hash, k, v, f);
+            self.fold_pair(hash, k, v, f);
         }
         self.batch = batch;
     }
 
     /// `slot = f(slot, v)` where the table has `k`, else `v` under `k`.
     #[inline(always)]
-    fn fold<F: Fn(V, V) -> V>(&mut self, hash: u64, k: K, v: V, f: F) {
+    fn fold_pair<F: Fn(V, V) -> V>(&mut self, hash: u64, k: K, v: V, f: F) {
         let tag = tag(hash);
         let mut at = hash as usize & self.mask;
         loop {
@@ -95,7 +95,7 @@ impl<K: Key, V> Combiner<K, V> {
             if slot.tag == tag {
                 // SAFETY: a slot with a tag holds a key and a value.
                 if unsafe { slot.key.assume_init_ref() } == &k {
-                    super::stage::fold(unsafe { slot.value.assume_init_mut() }, v, f);
+                    fold(unsafe { slot.value.assume_init_mut() }, v, f);
                     return;
                 }
             } else if slot.tag == 0 {
@@ -197,6 +197,24 @@ impl<K, V> Drop for Combiner<K, V> {
     }
 }
 
+/// `slot = f(slot, v)`, in place.
+#[inline(always)]
+pub(super) fn fold<V, F: Fn(V, V) -> V>(slot: &mut V, v: V, f: F) {
+    /// Aborts if `f` unwinds while the slot's value is moved out, rather than let the map drop
+    /// it a second time.
+    struct Abort;
+    impl Drop for Abort {
+        fn drop(&mut self) {
+            std::process::abort();
+        }
+    }
+    let abort = Abort;
+    // SAFETY: the value read out is written back before anything else sees the slot, and an
+    // unwinding `f` aborts the process (`abort`) before the map could drop it.
+    unsafe { std::ptr::write(slot, f(std::ptr::read(slot), v)) };
+    std::mem::forget(abort);
+}
+
 /// The layout of a table of `slots` slots.
 fn layout<K, V>(slots: usize) -> Layout {
     Layout::array::<Slot<K, V>>(slots)
@@ -226,14 +244,17 @@ mod tests {
     proptest! {
         /// Whatever the keys, the table sums as a `HashMap` does, across its growths.
         #[test]
-        fn sums_as_a_hash_map_does(pairs in proptest::collection::vec((0u16..3000, 0u64..100), 0..5000)) {
+        fn sums_as_a_hash_map_does(
+            pairs in proptest::collection::vec((0u16..3000, 0u64..100), 0..5000)
+        ) {
             let mut combiner = Combiner::new();
             let mut reference = HashMap::new();
             for (k, v) in pairs {
                 combiner.combine(k.to_string(), v, |a, b| a + b);
                 *reference.entry(k.to_string()).or_insert(0) += v;
             }
-            let got: HashMap<String, u64> = combiner.iter(|a, b| a + b).map(|(k, v)| (k.clone(), *v)).collect();
+            let got: HashMap<String, u64> =
+                combiner.iter(|a, b| a + b).map(|(k, v)| (k.clone(), *v)).collect();
             prop_assert_eq!(got, reference);
         }
     }

@@ -2,7 +2,7 @@
 //! by key, the output), the gathers that receive pieces, the load of text, and [`Fused`], the
 //! task that runs a source through a chain into a sink.
 
-use super::combiner::Combiner;
+use super::combiner::{Combiner, fold};
 use super::pipe::Pipe;
 use super::source::{Source, TextShare, written_name};
 use super::{Data, Key, KeyMap, Of, partition_of};
@@ -229,24 +229,6 @@ pub(super) fn merge<K: Key, V, F: Fn(V, V) -> V>(map: &mut KeyMap<K, V>, k: K, v
             e.insert(v);
         }
     }
-}
-
-/// `slot = f(slot, v)`, in place.
-#[inline(always)]
-pub(super) fn fold<V, F: Fn(V, V) -> V>(slot: &mut V, v: V, f: F) {
-    /// Aborts if `f` unwinds while the slot's value is moved out, rather than let the map drop
-    /// it a second time.
-    struct Abort;
-    impl Drop for Abort {
-        fn drop(&mut self) {
-            std::process::abort();
-        }
-    }
-    let abort = Abort;
-    // SAFETY: the value read out is written back before anything else sees the slot, and an
-    // unwinding `f` aborts the process (`abort`) before the map could drop it.
-    unsafe { std::ptr::write(slot, f(std::ptr::read(slot), v)) };
-    std::mem::forget(abort);
 }
 
 /// Decodes every `T` of a gather task's pieces, in order.
