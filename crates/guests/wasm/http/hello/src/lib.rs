@@ -324,6 +324,6 @@ fn grow(query: &str, response_out: ResponseOutparam) -> Result<(), Broken> {
     };
     let block = vec![1u8; mb << 20];
     let touched: usize = block.iter().step_by(4096).map(|&b| usize::from(b)).sum();
-    let message = format!("grew {} MiB\n", touched * 4096 >> 20);
+    let message = format!("grew {} MiB\n", (touched * 4096) >> 20);
     respond(response_out, 200, message.as_bytes())
 }
