@@ -14,6 +14,7 @@
 //! The loop is pure: no I/O, no threads, no clock; the same inputs give the same outcome.
 
 use crate::local::{Admitted, CallId, Local};
+use crate::preempt::PreemptSpec;
 use crate::suite::SimFunction;
 use crate::workload::SplitMix;
 use mote_cluster::{
@@ -42,6 +43,8 @@ pub struct ClusterSpec {
     pub forward_cost: Duration,
     /// Fair-Choice's window `T`.
     pub fc_window: Duration,
+    /// How nodes under a ranking policy preempt; `None`: they run every call to its end.
+    pub preempt: Option<PreemptSpec>,
 }
 
 /// What became of one call.
@@ -124,8 +127,9 @@ enum Step {
     Land(CallId),
     /// A call that held a core (or waited without one) is done.
     End(usize, CallId),
-    /// A node's next sharing call may be done, if nothing changed since (the generation).
-    SharedEnd(usize, u64),
+    /// A sharing node's next call may be done, or a preemptive node's next call end or look
+    /// at its running calls, if nothing changed since (the generation).
+    NodeEvent(usize, u64),
     /// A forwarded call's response reaches the node the client called.
     Respond(CallId),
     /// A node writes its load.
@@ -187,7 +191,8 @@ impl Agenda {
 struct SimNode {
     placement: Placement,
     local: Local,
-    /// Bumped whenever the sharing calls change, so an end scheduled before is ignored.
+    /// Bumped whenever the sharing or preemptive node's calls change, so an event scheduled
+    /// before is ignored.
     generation: u64,
     /// Its mean expected time as of its last report.
     mean_expected: Duration,
@@ -241,7 +246,7 @@ impl<'a> Sim<'a> {
                         at: Duration::ZERO,
                     });
                 }
-                let mut local = Local::new(spec.policy, spec.cores, spec.fc_window);
+                let mut local = Local::new(spec.policy, spec.cores, spec.fc_window, spec.preempt);
                 for (key, f) in suite.iter().enumerate() {
                     local.warm(key as u64, f.idle);
                 }
@@ -319,17 +324,17 @@ impl<'a> Sim<'a> {
                 }
                 self.done(call, now);
             }
-            Step::SharedEnd(node, generation) => {
+            Step::NodeEvent(node, generation) => {
                 if generation != self.nodes[node].generation {
                     return;
                 }
                 let calls = &self.calls;
-                let ended = self.nodes[node].local.end_shared(
+                let ended = self.nodes[node].local.advance(
                     now,
                     |c| calls[c].function as u64,
                     |c| calls[c].landed_ns,
                 );
-                self.reshare(node);
+                self.reschedule(node, now);
                 for call in ended {
                     self.done(call, now);
                 }
@@ -433,7 +438,7 @@ impl<'a> Sim<'a> {
             .admit(now, function as u64, call, f.idle, f.waits)
         {
             Admitted::Runs(first) => self.started(node, first, now),
-            Admitted::Shares => self.reshare(node),
+            Admitted::Rescheduled => self.reschedule(node, now),
             Admitted::Waits => {}
         }
     }
@@ -445,13 +450,13 @@ impl<'a> Sim<'a> {
             .at(now + idle.as_nanos() as u64, Step::End(node, call));
     }
 
-    /// Schedules `node`'s next sharing end, superseding the one scheduled before.
-    fn reshare(&mut self, node: usize) {
+    /// Schedules `node`'s next event as of `now`, superseding the one scheduled before.
+    fn reschedule(&mut self, node: usize, now: u64) {
         let n = &mut self.nodes[node];
         n.generation += 1;
-        if let Some(at) = n.local.next_shared_end() {
+        if let Some(at) = n.local.next_event(now) {
             let generation = n.generation;
-            self.agenda.at(at, Step::SharedEnd(node, generation));
+            self.agenda.at(at, Step::NodeEvent(node, generation));
         }
     }
 
@@ -493,6 +498,7 @@ mod tests {
             report_interval: Duration::from_secs(1),
             forward_cost: Duration::from_micros(150),
             fc_window: Duration::from_secs(60),
+            preempt: None,
         }
     }
 
@@ -538,6 +544,23 @@ mod tests {
         assert_eq!(responses(&fifo), [1000 * MS, 1500 * MS, 1600 * MS]);
         let sept = run(&spec(1, 1, Policy::Sept), &suite(), &plan, 1);
         assert_eq!(responses(&sept), [1000 * MS, 1700 * MS, 600 * MS]);
+    }
+
+    #[test]
+    fn a_preempting_node_gives_the_short_calls_core_at_the_next_tick() {
+        // The long call has run 500 ms, past its quantum, when the short one arrives: at the
+        // next tick (500.5 ms) the short call takes the core for its 200 ms, and the long one
+        // resumes after, ending 200 ms later than alone.
+        let plan = [(Duration::ZERO, 0), (500 * MS, 1)];
+        let preemptive = ClusterSpec {
+            preempt: Some(PreemptSpec::NODE),
+            ..spec(1, 1, Policy::Sept)
+        };
+        let tick = PreemptSpec::NODE.tick;
+        let preempting = run(&preemptive, &suite(), &plan, 1);
+        assert_eq!(responses(&preempting), [1200 * MS, 200 * MS + tick]);
+        let to_the_end = run(&spec(1, 1, Policy::Sept), &suite(), &plan, 1);
+        assert_eq!(responses(&to_the_end), [1000 * MS, 700 * MS]);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use crate::distribution::Distribution;
 use crate::engine::{CallOutcome, ClusterSpec, RunOutcome, run as run_once};
+use crate::preempt::PreemptSpec;
 use crate::report::{self, SimReport, SimRow};
 use crate::suite::{INTENSITIES, SUITE};
 use crate::workload::{self, PaperLoad};
@@ -32,6 +33,8 @@ pub struct SimOptions {
     pub homes: usize,
     /// Fair-Choice's window `T`.
     pub fc_window: Duration,
+    /// How nodes under a ranking policy preempt; `None`: they run every call to its end.
+    pub preempt: Option<PreemptSpec>,
 }
 
 /// The clusters that share one burst; the burst's intensity is that of the reference cluster.
@@ -123,6 +126,7 @@ pub fn run(options: &SimOptions, progress: &mut dyn FnMut(&str)) -> SimReport {
                     report_interval: options.report_interval,
                     forward_cost: options.forward_cost,
                     fc_window: options.fc_window,
+                    preempt: options.preempt,
                 };
                 let outcomes: Vec<RunOutcome> = plans
                     .iter()
@@ -204,6 +208,7 @@ mod tests {
             report_interval: Duration::from_secs(1),
             homes: 2,
             fc_window: Duration::from_secs(60),
+            preempt: Some(PreemptSpec::NODE),
         };
         let mut heard = 0;
         let report = run(&options, &mut |_| heard += 1);

@@ -7,7 +7,9 @@
 //! policies order calls with the real [`mote_sched::CallQueue`], expected times coming from
 //! each node's own history as in a node. What is modelled: a call's processing time is its
 //! function's idle response time as measured on mote ([`SUITE`]); `baseline` is ideal processor
-//! sharing (what Linux gives the real baseline's threads, without its switching costs);
+//! sharing (what Linux gives the real baseline's threads, without its switching costs); the
+//! ranking policies preempt as `mote up --preempt on` does, with its quantum and epoch tick
+//! ([`PreemptSpec`]), unless asked not to;
 //! forwarding costs a fixed time; the store carries reports instantly. Not modelled: network
 //! queueing, cold starts and memory, and the variation of processing times under load.
 //!
@@ -16,6 +18,7 @@
 //! - `distribution`: averages and percentiles ([`Distribution`]).
 //! - `suite`: the simulated functions and their idle times ([`SUITE`]).
 //! - `local`: how one node runs the calls placed on it (queue or processor sharing).
+//! - `preempt`: a node that preempts, as `mote up --preempt on` does ([`PreemptSpec`]).
 //! - `engine`: one run, the event loop ([`ClusterSpec`], [`run_once`]).
 //! - `experiment`: what is asked for ([`SimOptions`]), the set-ups, and their aggregation
 //!   ([`run`]).
@@ -28,6 +31,7 @@ mod distribution;
 mod engine;
 mod experiment;
 mod local;
+mod preempt;
 mod report;
 mod suite;
 mod workload;
@@ -35,6 +39,7 @@ mod workload;
 pub use distribution::Distribution;
 pub use engine::{CallOutcome, ClusterSpec, RunOutcome, run as run_once};
 pub use experiment::{SimOptions, run};
+pub use preempt::PreemptSpec;
 pub use report::{SimRatio, SimReport, SimRow};
 pub use suite::{INTENSITIES, SUITE, SimFunction};
 pub use workload::{PAPER_MEAN_IDLE, PaperLoad, load_scale, schedule};

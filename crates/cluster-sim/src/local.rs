@@ -1,5 +1,6 @@
 //! How one simulated node runs the calls placed on it: the real [`CallQueue`] with one call per
-//! core under the ranking policies and FIFO, or idealised processor sharing under `baseline`.
+//! core under the ranking policies and FIFO, preemptive or not ([`crate::preempt`]), or
+//! idealised processor sharing under `baseline`.
 //!
 //! Both keep the node's function histories as the real node does: each call's processing time
 //! (time from start to end on the node) is recorded when it ends, and the expected time of a
@@ -7,6 +8,7 @@
 //!
 //! Times are nanoseconds of virtual time since the burst started.
 
+use crate::preempt::{PreemptSpec, Preemptive};
 use mote_sched::{CallQueue, FunctionKey, Histories, Policy};
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
@@ -26,6 +28,14 @@ pub(crate) enum Local {
         /// Calls running, one per core.
         running: u32,
     },
+    /// At most `cores` calls run; a call that has run its quantum gives its core to a waiting
+    /// one that outranks it.
+    Preemptive {
+        node: Preemptive,
+        /// Calls that wait (the suite's `sleep`): they hold no core, as on the node, where a
+        /// sleeping call gives its core up.
+        waiting: u32,
+    },
     /// Every call starts on arrival and the running calls share the cores.
     Sharing {
         /// The calls that compute, sharing the cores.
@@ -40,15 +50,24 @@ pub(crate) enum Local {
 
 impl Local {
     /// An idle node with `cores` cores under `policy`, Fair-Choice counting calls over
-    /// `fc_window`.
-    pub(crate) fn new(policy: Policy, cores: u32, fc_window: Duration) -> Self {
-        match policy.oversubscribes() {
-            true => Local::Sharing {
+    /// `fc_window`, preempting as `preempt` says if given (under a ranking policy).
+    pub(crate) fn new(
+        policy: Policy,
+        cores: u32,
+        fc_window: Duration,
+        preempt: Option<PreemptSpec>,
+    ) -> Self {
+        match (policy.oversubscribes(), preempt) {
+            (true, _) => Local::Sharing {
                 sharing: Sharing::new(cores),
                 waiting: 0,
                 histories: Histories::default(),
             },
-            false => Local::Queue {
+            (false, Some(spec)) => Local::Preemptive {
+                node: Preemptive::new(policy, cores, fc_window, spec),
+                waiting: 0,
+            },
+            (false, None) => Local::Queue {
                 queue: CallQueue::new(policy, fc_window),
                 cores,
                 running: 0,
@@ -82,13 +101,17 @@ impl Local {
                     None => Admitted::Waits,
                 }
             }
-            Local::Sharing { waiting, .. } if waits => {
+            Local::Sharing { waiting, .. } | Local::Preemptive { waiting, .. } if waits => {
                 *waiting += 1;
                 Admitted::Runs(call)
             }
+            Local::Preemptive { node, .. } => {
+                node.admit(now_ns, function, call, work);
+                Admitted::Rescheduled
+            }
             Local::Sharing { sharing, .. } => {
                 sharing.start(now_ns, call, work);
-                Admitted::Shares
+                Admitted::Rescheduled
             }
         }
     }
@@ -111,30 +134,45 @@ impl Local {
                 *waiting -= 1;
                 None
             }
+            Local::Preemptive { node, waiting } => {
+                node.warm(function, processing);
+                *waiting -= 1;
+                None
+            }
         }
     }
 
-    /// When the next sharing call ends, if nothing arrives before.
-    pub(crate) fn next_shared_end(&self) -> Option<u64> {
+    /// When something next happens on the node if nothing arrives (a sharing call ends; a
+    /// preemptive node's call ends or is looked at), as of `now_ns`.
+    pub(crate) fn next_event(&self, now_ns: u64) -> Option<u64> {
         match self {
             Local::Queue { .. } => None,
+            Local::Preemptive { node, .. } => node.next_event(now_ns),
             Local::Sharing { sharing, .. } => sharing.next_end(),
         }
     }
 
-    /// Ends the sharing calls whose work is done at `now_ns`; `function` and `landed` say of
-    /// each call what it was and when it reached this node, for its processing time.
-    pub(crate) fn end_shared(
+    /// Brings a sharing or preemptive node to `now_ns`; returns the calls that ended.
+    /// `function` and `landed` say of each call what it was and when it reached this node, for
+    /// a sharing call's processing time.
+    pub(crate) fn advance(
         &mut self,
         now_ns: u64,
         function: impl Fn(CallId) -> FunctionKey,
         landed: impl Fn(CallId) -> u64,
     ) -> Vec<CallId> {
-        let Local::Sharing {
-            sharing, histories, ..
-        } = self
-        else {
-            return Vec::new();
+        let (sharing, histories) = match self {
+            Local::Queue { .. } => return Vec::new(),
+            Local::Preemptive { node, .. } => {
+                return node
+                    .advance(now_ns)
+                    .into_iter()
+                    .map(|(call, _)| call)
+                    .collect();
+            }
+            Local::Sharing {
+                sharing, histories, ..
+            } => (sharing, histories),
         };
         let ended = sharing.end_due(now_ns);
         for &call in &ended {
@@ -151,6 +189,7 @@ impl Local {
             Local::Queue { queue, .. } => {
                 queue.complete(function, processing);
             }
+            Local::Preemptive { node, .. } => node.warm(function, processing),
             Local::Sharing { histories, .. } => {
                 histories.complete(function, processing);
             }
@@ -161,6 +200,9 @@ impl Local {
     pub(crate) fn expected(&self, function: FunctionKey) -> Duration {
         let history = match self {
             Local::Queue { queue, .. } => queue.history(function),
+            Local::Preemptive { node, .. } => {
+                return Duration::from_nanos(node.expected_ns(function));
+            }
             Local::Sharing { histories, .. } => histories.get(function),
         };
         Duration::from_nanos(history.map_or(0, |h| h.expected_ns()))
@@ -170,6 +212,10 @@ impl Local {
     pub(crate) fn calls(&self) -> (u32, u32) {
         match self {
             Local::Queue { queue, running, .. } => (*running, queue.len() as u32),
+            Local::Preemptive { node, waiting } => {
+                let (running, queued) = node.calls();
+                (running + waiting, queued)
+            }
             Local::Sharing {
                 sharing, waiting, ..
             } => (sharing.len() as u32 + waiting, 0),
@@ -183,8 +229,9 @@ pub(crate) enum Admitted {
     /// This call (the one admitted, or under a queue the first in line) holds a core, or waits
     /// without one, until its work is done.
     Runs(CallId),
-    /// It shares the cores: the node's next end may have moved.
-    Shares,
+    /// It shares the cores, or waits on a preemptive node: the node's next event may have
+    /// moved ([`Local::next_event`]).
+    Rescheduled,
     /// It waits in the queue for a core.
     Waits,
 }
@@ -340,7 +387,7 @@ mod tests {
     #[test]
     fn each_node_keeps_its_own_history_under_every_policy() {
         for policy in [Policy::Fc, Policy::Baseline] {
-            let mut local = Local::new(policy, 2, Duration::from_secs(60));
+            let mut local = Local::new(policy, 2, Duration::from_secs(60), None);
             assert_eq!(local.expected(3), Duration::ZERO);
             local.warm(3, Duration::from_millis(10));
             local.warm(3, Duration::from_millis(30));

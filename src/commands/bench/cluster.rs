@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Args;
 use mote_bench::burst::PaperLoad;
 use mote_bench::cluster::{self, ClusterBenchConfig, ClusterBurstConfig};
-use mote_cluster_sim::SimOptions;
+use mote_cluster_sim::{PreemptSpec, SimOptions};
 use mote_sched::Policy;
 use std::time::{Duration, Instant};
 
@@ -58,6 +58,11 @@ pub struct ClusterArgs {
     /// Home nodes per function in the simulation (`mote up --homes`).
     #[arg(long, default_value_t = 2, requires = "simulate")]
     homes: usize,
+    /// Simulated nodes under SEPT, Fair-Choice, EECT and RECT run every call to its end, as the
+    /// paper's, instead of preempting as `mote up --preempt on` does (its 2 ms quantum and
+    /// 500 µs epoch tick).
+    #[arg(long, requires = "simulate")]
+    sim_no_preempt: bool,
     /// Instead of measuring forwarding, send the scheduling paper's burst to one node of a
     /// two-node cluster and to one node alone, per policy (real processes, `--cores 1` each).
     #[arg(long, conflicts_with = "simulate")]
@@ -96,6 +101,7 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
             report_interval: Duration::from_millis(args.report_ms.max(1)),
             homes: args.homes,
             fc_window: Duration::from_secs(60),
+            preempt: (!args.sim_no_preempt).then_some(PreemptSpec::NODE),
         };
         let started = Instant::now();
         let report = mote_cluster_sim::run(&options, &mut progress);
