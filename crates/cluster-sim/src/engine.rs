@@ -13,7 +13,8 @@
 //!
 //! The loop is pure: no I/O, no threads, no clock; the same inputs give the same outcome.
 
-use crate::local::{Admitted, CallId, Local};
+use crate::CallId;
+use crate::local::{Admitted, Local};
 use crate::preempt::PreemptSpec;
 use crate::suite::SimFunction;
 use crate::workload::SplitMix;

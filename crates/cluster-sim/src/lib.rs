@@ -36,6 +36,9 @@ mod report;
 mod suite;
 mod workload;
 
+/// A call, by its index in the run's schedule.
+pub(crate) type CallId = usize;
+
 pub use distribution::Distribution;
 pub use engine::{CallOutcome, ClusterSpec, RunOutcome, run as run_once};
 pub use experiment::{SimOptions, run};

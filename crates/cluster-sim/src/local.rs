@@ -8,14 +8,12 @@
 //!
 //! Times are nanoseconds of virtual time since the burst started.
 
+use crate::CallId;
 use crate::preempt::{PreemptSpec, Preemptive};
 use mote_sched::{CallQueue, FunctionKey, Histories, Policy};
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 use std::time::Duration;
-
-/// A call, by its index in the run's schedule.
-pub(crate) type CallId = usize;
 
 /// One node's calls and histories.
 pub(crate) enum Local {

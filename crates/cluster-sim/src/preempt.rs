@@ -10,7 +10,7 @@
 //!
 //! Times are nanoseconds of virtual time since the burst started.
 
-use crate::local::CallId;
+use crate::CallId;
 use mote_sched::{CallQueue, FunctionKey, Policy, RankBasis, should_yield};
 use std::collections::HashMap;
 use std::time::Duration;
