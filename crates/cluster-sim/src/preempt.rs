@@ -106,24 +106,30 @@ impl Preemptive {
     /// Gives free cores to the best waiting calls.
     fn fill(&mut self, now_ns: u64) {
         while self.running.len() < self.cores {
-            let Some(next) = self.queue.pop_ranked() else {
+            let Some(on) = self.seat_best(now_ns) else {
                 return;
             };
-            let held = self
-                .held
-                .get_mut(&next.call)
-                .expect("a queued call is held");
-            held.first_start_ns.get_or_insert(now_ns);
-            if std::mem::take(&mut held.suspended) {
-                self.suspended -= 1;
-            }
-            self.running.push(OnCore {
-                call: next.call,
-                basis: next.basis,
-                attained_ns: next.attained_ns,
-                slice_from_ns: now_ns,
-            });
+            self.running.push(on);
         }
+    }
+
+    /// Takes the best waiting call from the queue to start or resume it on a core at `now_ns`.
+    fn seat_best(&mut self, now_ns: u64) -> Option<OnCore> {
+        let next = self.queue.pop_ranked()?;
+        let held = self
+            .held
+            .get_mut(&next.call)
+            .expect("a queued call is held");
+        held.first_start_ns.get_or_insert(now_ns);
+        if std::mem::take(&mut held.suspended) {
+            self.suspended -= 1;
+        }
+        Some(OnCore {
+            call: next.call,
+            basis: next.basis,
+            attained_ns: next.attained_ns,
+            slice_from_ns: now_ns,
+        })
     }
 
     /// When `on` ends if it keeps its core.
@@ -195,21 +201,7 @@ impl Preemptive {
             self.queue.requeue(on.basis, attained, on.call);
             self.held.get_mut(&on.call).expect("held").suspended = true;
             self.suspended += 1;
-            let next = self.queue.pop_ranked().expect("a better call waits");
-            let held = self
-                .held
-                .get_mut(&next.call)
-                .expect("a queued call is held");
-            held.first_start_ns.get_or_insert(now_ns);
-            if std::mem::take(&mut held.suspended) {
-                self.suspended -= 1;
-            }
-            self.running[at] = OnCore {
-                call: next.call,
-                basis: next.basis,
-                attained_ns: next.attained_ns,
-                slice_from_ns: now_ns,
-            };
+            self.running[at] = self.seat_best(now_ns).expect("a better call waits");
         }
     }
 
