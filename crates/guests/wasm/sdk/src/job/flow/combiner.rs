@@ -11,9 +11,8 @@
 //! in flight together (WebAssembly has no prefetch instruction; a load is one), and the batch
 //! then finds its slots in cache.
 
-use super::{Key, KeyHasher};
+use super::{Key, key_hash};
 use std::alloc::{Layout, alloc_zeroed, dealloc, handle_alloc_error};
-use std::hash::Hasher;
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 
@@ -60,7 +59,7 @@ impl<K: Key, V> Combiner<K, V> {
     /// folded in: by [`Combiner::iter`] at the latest.
     #[inline(always)]
     pub(super) fn combine<F: Fn(V, V) -> V + Copy>(&mut self, k: K, v: V, f: F) {
-        self.batch.push((hash(&k), k, v));
+        self.batch.push((key_hash(&k), k, v));
         if self.batch.len() == BATCH {
             self.fold_batch(f);
         }
@@ -159,7 +158,7 @@ impl<K: Key, V> Combiner<K, V> {
                 let slot = &*old.as_ptr().add(at);
                 if slot.tag != 0 {
                     let k = slot.key.assume_init_read();
-                    self.insert_new(hash(&k), k, slot.value.assume_init_read());
+                    self.insert_new(key_hash(&k), k, slot.value.assume_init_read());
                 }
             }
         }
@@ -220,14 +219,6 @@ fn layout<K, V>(slots: usize) -> Layout {
     Layout::array::<Slot<K, V>>(slots)
         .and_then(|layout| layout.align_to(64))
         .expect("a combiner's table fits in memory")
-}
-
-/// `k`'s hash, inlined where `BuildHasher::hash_one` is not.
-#[inline(always)]
-fn hash<K: Key>(k: &K) -> u64 {
-    let mut hasher = KeyHasher::default();
-    k.hash(&mut hasher);
-    hasher.finish()
 }
 
 #[inline(always)]

@@ -154,9 +154,16 @@ impl Hasher for KeyHasher {
 /// partition's keys then still spread over all of a [`KeyMap`]'s buckets, which index by the
 /// same hash's low bits.
 pub fn partition_of<K: Hash + ?Sized>(key: &K, partitions: usize) -> usize {
+    (mix(key_hash(key) ^ 0x9e37_79b9_7f4a_7c15) % partitions as u64) as usize
+}
+
+/// `key`'s [`KeyHasher`] hash, as a [`KeyMap`] and the combiner's table index by it; inlined,
+/// where `BuildHasher::hash_one` is not.
+#[inline(always)]
+fn key_hash<K: Hash + ?Sized>(key: &K) -> u64 {
     let mut hasher = KeyHasher::default();
     key.hash(&mut hasher);
-    (mix(hasher.finish() ^ 0x9e37_79b9_7f4a_7c15) % partitions as u64) as usize
+    hasher.finish()
 }
 
 /// Items of a dataset, with a chain of per-item operators to run on them in the next stage.
