@@ -2,8 +2,9 @@
 //! paper's section VIII on 4, 3 and 2 nodes of 18 cores, one node of 72, and 100 nodes of 32),
 //! and the aggregation of their calls into the report's rows ([`run`]).
 
+use crate::bound;
 use crate::distribution::Distribution;
-use crate::engine::{CallOutcome, ClusterSpec, RunOutcome, run as run_once};
+use crate::engine::{Balancer, CallOutcome, ClusterSpec, RunOutcome, run as run_once};
 use crate::preempt::PreemptSpec;
 use crate::report::{self, SimReport, SimRow};
 use crate::suite::{INTENSITIES, SUITE};
@@ -35,52 +36,69 @@ pub struct SimOptions {
     pub fc_window: Duration,
     /// How nodes under a ranking policy preempt; `None`: they run every call to its end.
     pub preempt: Option<PreemptSpec>,
+    /// Which set-ups to run, by [`SET_UPS`] name (empty: all).
+    pub set_ups: Vec<String>,
+    /// Busy nodes each node draws at random to compare (`mote_cluster::PlacementConfig`'s
+    /// `choices`; 0: all).
+    pub choices: usize,
 }
+
+/// The set-ups' names: the paper's section VIII on 4, 3 and 2 nodes, its burst on one node of
+/// 72 cores, and 100 nodes of 32.
+pub const SET_UPS: [&str; 3] = ["paper", "one-node", "scale"];
 
 /// The clusters that share one burst; the burst's intensity is that of the reference cluster.
 struct SetUp {
+    /// Its name in [`SET_UPS`].
+    key: &'static str,
     name: &'static str,
     /// The cores the intensity is counted on: the paper's 4 × 18 in its section VIII.
     reference_cores: usize,
     window: Duration,
-    clusters: Vec<(usize, u32, Policy)>,
+    clusters: Vec<(usize, u32, Policy, Balancer)>,
 }
 
 fn set_ups(options: &SimOptions) -> Vec<SetUp> {
+    use Balancer::{Hermod, Nodes};
     use Policy::{Baseline, Fc, Fifo, Sept};
     vec![
         SetUp {
+            key: SET_UPS[0],
             name: "paper VIII",
             reference_cores: 4 * 18,
             window: options.window,
             // FIFO on 4 nodes: a baseline that, like OpenWhisk's measured one, gains nothing
             // from sharing the cores.
             clusters: vec![
-                (4, 18, Baseline),
-                (4, 18, Fifo),
-                (4, 18, Fc),
-                (3, 18, Baseline),
-                (3, 18, Fc),
-                (2, 18, Baseline),
-                (2, 18, Fc),
+                (4, 18, Baseline, Nodes),
+                (4, 18, Baseline, Hermod),
+                (4, 18, Fifo, Nodes),
+                (4, 18, Fc, Nodes),
+                (3, 18, Baseline, Nodes),
+                (3, 18, Fc, Nodes),
+                (2, 18, Baseline, Nodes),
+                (2, 18, Fc, Nodes),
             ],
         },
         // The same burst on one node with all 72 cores: what spreading it over nodes costs.
         SetUp {
+            key: SET_UPS[1],
             name: "one node",
             reference_cores: 72,
             window: options.window,
-            clusters: vec![(1, 72, Baseline), (1, 72, Fc)],
+            clusters: vec![(1, 72, Baseline, Nodes), (1, 72, Fc, Nodes)],
         },
         SetUp {
+            key: SET_UPS[2],
             name: "at scale",
             reference_cores: 100 * 32,
             window: options.scale_window,
             clusters: vec![
-                (100, 32, Baseline),
-                (100, 32, Fc),
-                (100, 32, Fifo),
-                (100, 32, Sept),
+                (100, 32, Baseline, Nodes),
+                (100, 32, Baseline, Hermod),
+                (100, 32, Fc, Nodes),
+                (100, 32, Fifo, Nodes),
+                (100, 32, Sept, Nodes),
             ],
         },
     ]
@@ -99,7 +117,10 @@ pub fn run(options: &SimOptions, progress: &mut dyn FnMut(&str)) -> SimReport {
         false => options.intensities.clone(),
     };
     let mut rows = Vec::new();
-    for setup in set_ups(options) {
+    let chosen = |setup: &SetUp| {
+        options.set_ups.is_empty() || options.set_ups.iter().any(|k| k == setup.key)
+    };
+    for setup in set_ups(options).into_iter().filter(chosen) {
         for &intensity in &intensities {
             let plans: Vec<(u64, Vec<(Duration, usize)>)> = options
                 .seeds
@@ -117,7 +138,7 @@ pub fn run(options: &SimOptions, progress: &mut dyn FnMut(&str)) -> SimReport {
                     (seed, plan)
                 })
                 .collect();
-            for &(nodes, cores, policy) in &setup.clusters {
+            for &(nodes, cores, policy, balancer) in &setup.clusters {
                 let spec = ClusterSpec {
                     nodes,
                     cores,
@@ -127,12 +148,17 @@ pub fn run(options: &SimOptions, progress: &mut dyn FnMut(&str)) -> SimReport {
                     forward_cost: options.forward_cost,
                     fc_window: options.fc_window,
                     preempt: options.preempt,
+                    balancer,
+                    choices: options.choices,
                 };
                 let outcomes: Vec<RunOutcome> = plans
                     .iter()
                     .map(|(seed, plan)| run_once(&spec, &SUITE, plan, *seed))
                     .collect();
-                let row = aggregate(&setup, &spec, intensity, &outcomes);
+                let mut row = aggregate(&setup, &spec, intensity, &outcomes);
+                let burst: Vec<&[(Duration, usize)]> =
+                    plans.iter().map(|(_, plan)| plan.as_slice()).collect();
+                row.p99_floor_s = bound::p99_floor(&burst, &SUITE, nodes * cores as usize);
                 progress(&format!(
                     "{}: {} × {} {} at intensity {}: {} calls, avg response {:.2} s",
                     row.setup, nodes, cores, row.policy, intensity, row.calls, row.response_s.avg
@@ -175,7 +201,10 @@ fn aggregate(setup: &SetUp, spec: &ClusterSpec, intensity: u32, outcomes: &[RunO
         setup: setup.name,
         nodes: spec.nodes,
         cores: spec.cores,
-        policy: spec.policy.as_str(),
+        policy: match spec.balancer {
+            Balancer::Nodes => spec.policy.as_str(),
+            Balancer::Hermod => "hermod",
+        },
         intensity,
         core_intensity: f64::from(intensity) * setup.reference_cores as f64 / cluster_cores as f64,
         calls: calls.len(),
@@ -189,6 +218,7 @@ fn aggregate(setup: &SetUp, spec: &ClusterSpec, intensity: u32, outcomes: &[RunO
             .sum::<f64>()
             / outcomes.len().max(1) as f64,
         refused: outcomes.iter().map(|o| o.refused).sum(),
+        p99_floor_s: 0.0,
     }
 }
 
@@ -209,11 +239,13 @@ mod tests {
             homes: 2,
             fc_window: Duration::from_secs(60),
             preempt: Some(PreemptSpec::NODE),
+            set_ups: Vec::new(),
+            choices: 2,
         };
         let mut heard = 0;
         let report = run(&options, &mut |_| heard += 1);
-        assert_eq!(report.rows.len(), 13);
-        assert_eq!(heard, 13);
+        assert_eq!(report.rows.len(), 15);
+        assert_eq!(heard, 15);
         for row in &report.rows {
             assert!(row.calls > 0 && row.refused == 0, "{row:?}");
             // No call runs faster than on an idle node.
@@ -221,7 +253,7 @@ mod tests {
         }
         let three = report.rows.iter().find(|r| r.nodes == 3).unwrap();
         assert_eq!(three.core_intensity, 40.0);
-        assert_eq!(report.ratios.len(), 8);
+        assert_eq!(report.ratios.len(), 12);
         assert_eq!(report.ratios[0].comparison, "fc 3 × 18 / baseline 4 × 18");
         let table = report.table();
         assert!(

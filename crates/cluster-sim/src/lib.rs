@@ -23,10 +23,12 @@
 //! - `experiment`: what is asked for ([`SimOptions`]), the set-ups, and their aggregation
 //!   ([`run`]).
 //! - `report`: what was found ([`SimReport`]) and its tables.
+//! - `bound`: the least p99 any schedule could give a burst on a cluster, beside the measured.
 //!
 //! It is its own crate, not a part of `mote-cluster`, because a node links `mote-cluster`: the
 //! simulator drives that crate's decisions from outside, as a node does, and ships in no node.
 
+mod bound;
 mod distribution;
 mod engine;
 mod experiment;
@@ -40,8 +42,8 @@ mod workload;
 pub(crate) type CallId = usize;
 
 pub use distribution::Distribution;
-pub use engine::{CallOutcome, ClusterSpec, RunOutcome, run as run_once};
-pub use experiment::{SimOptions, run};
+pub use engine::{Balancer, CallOutcome, ClusterSpec, RunOutcome, run as run_once};
+pub use experiment::{SET_UPS, SimOptions, run};
 pub use preempt::PreemptSpec;
 pub use report::{SimRatio, SimReport, SimRow};
 pub use suite::{INTENSITIES, SUITE, SimFunction};

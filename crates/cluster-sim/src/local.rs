@@ -10,7 +10,8 @@
 
 use crate::CallId;
 use crate::preempt::{PreemptSpec, Preemptive};
-use mote_sched::{CallQueue, FunctionKey, Histories, Policy};
+use mote_cluster::Backlog;
+use mote_sched::{CallQueue, FunctionKey, Histories, Policy, remaining_ns};
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 use std::time::Duration;
@@ -23,13 +24,13 @@ pub(crate) enum Local {
         queue: CallQueue<CallId>,
         /// Cores.
         cores: u32,
-        /// Calls running, one per core.
-        running: u32,
+        /// Calls running, one per core: each with its expected time and when it started.
+        running: Vec<(CallId, u64, u64)>,
     },
     /// At most `cores` calls run; a call that has run its quantum gives its core to a waiting
     /// one that outranks it.
     Preemptive {
-        node: Preemptive,
+        node: Box<Preemptive>,
         /// Calls that wait (the suite's `sleep`): they hold no core, as on the node, where a
         /// sleeping call gives its core up.
         waiting: u32,
@@ -62,13 +63,13 @@ impl Local {
                 histories: Histories::default(),
             },
             (false, Some(spec)) => Local::Preemptive {
-                node: Preemptive::new(policy, cores, fc_window, spec),
+                node: Box::new(Preemptive::new(policy, cores, fc_window, spec)),
                 waiting: 0,
             },
             (false, None) => Local::Queue {
                 queue: CallQueue::new(policy, fc_window),
                 cores,
-                running: 0,
+                running: Vec::new(),
             },
         }
     }
@@ -91,10 +92,13 @@ impl Local {
             } => {
                 queue.push_at(function, now_ns, call);
                 // Calls wait only while every core is busy, so a free core takes this call.
-                match (*running < *cores).then(|| queue.pop()).flatten() {
+                match (running.len() < *cores as usize)
+                    .then(|| queue.pop_ranked())
+                    .flatten()
+                {
                     Some(first) => {
-                        *running += 1;
-                        Admitted::Runs(first)
+                        running.push((first.call, first.basis.remaining(0), now_ns));
+                        Admitted::Runs(first.call)
                     }
                     None => Admitted::Waits,
                 }
@@ -116,14 +120,20 @@ impl Local {
 
     /// Ends a call that was [`Admitted::Runs`] after `processing`; returns the call that takes
     /// its core, if one was waiting.
-    pub(crate) fn end(&mut self, function: FunctionKey, processing: Duration) -> Option<CallId> {
+    pub(crate) fn end(
+        &mut self,
+        now_ns: u64,
+        call: CallId,
+        function: FunctionKey,
+        processing: Duration,
+    ) -> Option<CallId> {
         match self {
             Local::Queue { queue, running, .. } => {
                 queue.complete(function, processing);
-                *running -= 1;
-                let next = queue.pop()?;
-                *running += 1;
-                Some(next)
+                running.retain(|(on, ..)| *on != call);
+                let next = queue.pop_ranked()?;
+                running.push((next.call, next.basis.remaining(0), now_ns));
+                Some(next.call)
             }
             Local::Sharing {
                 waiting, histories, ..
@@ -209,7 +219,7 @@ impl Local {
     /// Calls running and calls waiting for a core, as the node reports them.
     pub(crate) fn calls(&self) -> (u32, u32) {
         match self {
-            Local::Queue { queue, running, .. } => (*running, queue.len() as u32),
+            Local::Queue { queue, running, .. } => (running.len() as u32, queue.len() as u32),
             Local::Preemptive { node, waiting } => {
                 let (running, queued) = node.calls();
                 (running + waiting, queued)
@@ -217,6 +227,33 @@ impl Local {
             Local::Sharing {
                 sharing, waiting, ..
             } => (sharing.len() as u32 + waiting, 0),
+        }
+    }
+
+    /// The node's expected work at `now_ns` as it reports it ([`Backlog`]); a sharing node,
+    /// which ranks nothing, as its calls times `mean`, its mean expected time.
+    pub(crate) fn backlog(&self, now_ns: u64, mean: Duration) -> Backlog {
+        match self {
+            Local::Queue { queue, running, .. } => {
+                let mut backlog = match queue.policy().arrival_order() {
+                    true => Backlog::in_arrival_order(),
+                    false => Backlog::ranked(),
+                };
+                for left in queue.waiting_work() {
+                    backlog.queue(left);
+                }
+                for &(_, expected, started) in running {
+                    let left = remaining_ns(expected, now_ns.saturating_sub(started));
+                    let left = Duration::from_nanos(left);
+                    backlog.running(left, left, Duration::MAX);
+                }
+                backlog
+            }
+            Local::Preemptive { node, .. } => node.backlog(now_ns),
+            Local::Sharing { .. } => {
+                let (running, queued) = self.calls();
+                Backlog::all_ahead(mean * (running + queued))
+            }
         }
     }
 }

@@ -11,6 +11,7 @@
 //! Times are nanoseconds of virtual time since the burst started.
 
 use crate::CallId;
+use mote_cluster::Backlog;
 use mote_sched::{CallQueue, FunctionKey, Policy, RankBasis, should_yield};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -68,6 +69,9 @@ pub(crate) struct Preemptive {
     held: HashMap<CallId, Held>,
     suspended: usize,
     spec: PreemptSpec,
+    /// The expected remaining work of the waiting calls, kept as they come and go: what the
+    /// node reports of them (with the running calls', [`Preemptive::backlog`]).
+    waiting: Backlog,
 }
 
 impl Preemptive {
@@ -79,6 +83,10 @@ impl Preemptive {
             held: HashMap::new(),
             suspended: 0,
             spec,
+            waiting: match policy.arrival_order() {
+                true => Backlog::in_arrival_order(),
+                false => Backlog::ranked(),
+            },
         }
     }
 
@@ -99,6 +107,9 @@ impl Preemptive {
                 suspended: false,
             },
         );
+        // The rank's basis takes the function's expected time as the push finds it: this one.
+        self.waiting
+            .queue(Duration::from_nanos(self.expected_ns(function)));
         self.queue.push_at(function, now_ns, call);
         self.fill(now_ns);
     }
@@ -116,6 +127,8 @@ impl Preemptive {
     /// Takes the best waiting call from the queue to start or resume it on a core at `now_ns`.
     fn seat_best(&mut self, now_ns: u64) -> Option<OnCore> {
         let next = self.queue.pop_ranked()?;
+        let left = next.basis.remaining(next.attained_ns);
+        self.waiting.unqueue(Duration::from_nanos(left));
         let held = self
             .held
             .get_mut(&next.call)
@@ -199,6 +212,8 @@ impl Preemptive {
                 continue;
             }
             self.queue.requeue(on.basis, attained, on.call);
+            let left = on.basis.remaining(attained);
+            self.waiting.queue(Duration::from_nanos(left));
             self.held.get_mut(&on.call).expect("held").suspended = true;
             self.suspended += 1;
             self.running[at] = self.seat_best(now_ns).expect("a better call waits");
@@ -213,6 +228,31 @@ impl Preemptive {
     /// The expected processing time of `function` here, in ns (0 before its first call).
     pub(crate) fn expected_ns(&self, function: FunctionKey) -> u64 {
         self.queue.history(function).map_or(0, |h| h.expected_ns())
+    }
+
+    /// The node's expected work at `now_ns` as it would report it: the waiting calls' expected
+    /// remaining times, and what remains of each running call by its expected time and the
+    /// service it attained, the part up to its next chance to yield (its quantum's end, at a
+    /// tick) ahead of every new call.
+    pub(crate) fn backlog(&self, now_ns: u64) -> Backlog {
+        let mut backlog = self.waiting;
+        let quantum = self.spec.quantum.as_nanos() as u64;
+        let tick = self.spec.tick.as_nanos().max(1) as u64;
+        for on in &self.running {
+            let attained = on.attained_ns + now_ns.saturating_sub(on.slice_from_ns);
+            let left = on.basis.remaining(attained);
+            let may_yield = (on.slice_from_ns + quantum).max(now_ns).div_ceil(tick) * tick;
+            let before_yield = match backlog.is_ranked() {
+                true => may_yield - now_ns,
+                false => u64::MAX,
+            };
+            backlog.running(
+                Duration::from_nanos(left),
+                Duration::from_nanos(left),
+                Duration::from_nanos(before_yield),
+            );
+        }
+        backlog
     }
 
     /// Calls on a core, and calls waiting for one (suspended ones included).

@@ -35,6 +35,9 @@ pub struct SimRow {
     pub busiest: f64,
     /// When the last response left, mean over seeds, seconds.
     pub last_response_s: f64,
+    /// The least p99 response any schedule could give this burst on this many cores
+    /// (`bound::p99_floor`), seconds.
+    pub p99_floor_s: f64,
     /// Calls refused.
     pub refused: usize,
 }
@@ -88,7 +91,7 @@ pub struct SimRatio {
 /// (set-up, nodes, policy) of each side of a comparison.
 type Side = (&'static str, usize, &'static str);
 
-const COMPARISONS: [(Side, Side); 8] = [
+const COMPARISONS: [(Side, Side); 12] = [
     (("paper VIII", 3, "fc"), ("paper VIII", 4, "baseline")),
     (("paper VIII", 3, "fc"), ("paper VIII", 4, "fifo")),
     (("paper VIII", 2, "fc"), ("paper VIII", 4, "baseline")),
@@ -96,7 +99,11 @@ const COMPARISONS: [(Side, Side); 8] = [
     (("paper VIII", 3, "fc"), ("paper VIII", 3, "baseline")),
     (("paper VIII", 4, "fc"), ("one node", 1, "fc")),
     (("one node", 1, "fc"), ("one node", 1, "baseline")),
+    (("paper VIII", 4, "fc"), ("paper VIII", 4, "hermod")),
     (("at scale", 100, "fc"), ("at scale", 100, "baseline")),
+    (("at scale", 100, "fc"), ("at scale", 100, "hermod")),
+    (("at scale", 100, "sept"), ("at scale", 100, "baseline")),
+    (("at scale", 100, "sept"), ("at scale", 100, "hermod")),
 ];
 
 /// The comparisons whose both sides were run, at every intensity.
@@ -153,13 +160,14 @@ impl SimReport {
             self.homes,
         );
         out += "| set-up | cluster | intensity (per core) | calls | avg response (s) | p50 (s) \
-                | p75 (s) | p95 (s) | p99 (s) | avg stretch | forwarded | busiest node's work / mean \
-                | last response (s) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+                | p75 (s) | p95 (s) | p99 (s) | p99 floor (s) | avg stretch | forwarded \
+                | busiest node's work / mean | last response (s) |\n\
+                |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
         for r in &self.rows {
             let _ = writeln!(
                 out,
-                "| {} | {} | {} ({:.0}) | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {:.0}% \
-                 | {:.2} | {:.1} |",
+                "| {} | {} | {} ({:.0}) | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} \
+                 | {:.0}% | {:.2} | {:.1} |",
                 r.setup,
                 label(r),
                 r.intensity,
@@ -170,6 +178,7 @@ impl SimReport {
                 r.response_s.p75,
                 r.response_s.p95,
                 r.response_s.p99,
+                r.p99_floor_s,
                 r.stretch.avg,
                 r.forwarded * 100.0,
                 r.busiest,

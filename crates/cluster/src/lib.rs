@@ -8,14 +8,17 @@
 //!   a lease and watches the others').
 //! - [`Placement`] decides where a call that arrived at this node runs ([`Decision`]): here, on
 //!   one peer, or nowhere. Each function has a few home nodes chosen by rendezvous hashing, so
-//!   its code stays resident on them; when they are busy, the call overflows to the node with
-//!   the least expected work. A call forwarded by a peer always runs where it lands.
+//!   its code stays resident on them; when they are busy, the call goes where it is expected
+//!   to finish first, from each node's [`Backlog`]: its expected work arranged by what a new
+//!   call would wait for. A call forwarded by a peer always runs where it lands.
 //!
 //! The I/O around them (leases, watches, forwarding over HTTP, fetching module blobs) belongs to
 //! the node.
 
+mod backlog;
 mod membership;
 mod placement;
 
+pub use backlog::{Backlog, CLASSES, class_of};
 pub use membership::{Event, Load, Member, Membership, NodeName, Report};
-pub use placement::{Decision, MAX_HOMES, Origin, Placement, PlacementConfig};
+pub use placement::{Decision, MAX_CHOICES, MAX_HOMES, Origin, Placement, PlacementConfig};

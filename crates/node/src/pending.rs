@@ -303,6 +303,16 @@ impl<T> Pending<T> {
         }
     }
 
+    /// Each waiting call's expected remaining time, if the queue ranks calls (`None` in arrival
+    /// order, which keeps no ranks): one pass over the queue under its lock, for the node's
+    /// report.
+    pub(crate) fn waiting_work(&self) -> Option<Vec<Duration>> {
+        match &self.order {
+            Order::Arrival { .. } => None,
+            Order::Ranked(queue) => Some(queue.lock().waiting_work().collect()),
+        }
+    }
+
     /// How many calls are waiting.
     pub(crate) fn len(&self) -> usize {
         usize::try_from(self.waiting().load(Ordering::Acquire)).unwrap_or(0)

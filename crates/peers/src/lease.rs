@@ -13,11 +13,11 @@ use crate::modules::PeerModules;
 use crate::name::NodeName;
 use crate::node_key::{NodeKey, node_key, now_ms};
 use crate::shelf::ModuleShelf;
-use mote_cluster::{Event, Membership, Placement};
-use mote_node::Node;
+use mote_cluster::{Backlog, Event, Membership, Placement};
+use mote_node::{Node, NodeLoad};
 use mote_state::{EtcdStore, StateStore};
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -58,6 +58,8 @@ impl Peers {
             running: 0,
             queued: 0,
             work_us: 0,
+            ranked: false,
+            backlog_ns: Vec::new(),
             draining: false,
             store_peer: config.store.as_ref().map(|(url, _)| url.clone()),
             instance: config.instance.clone(),
@@ -83,7 +85,6 @@ impl Peers {
             node,
             store,
             others: AtomicUsize::new(0),
-            mean_expected_ns: AtomicU64::new(0),
             draining: AtomicBool::new(false),
             origin,
             key: tokio::sync::Mutex::new(Some(key)),
@@ -136,8 +137,7 @@ impl Peers {
     /// This node's key as it should read now.
     fn current_key(&self, draining: bool) -> NodeKey {
         let load = self.node.load();
-        self.mean_expected_ns
-            .store(load.mean_expected.as_nanos() as u64, Ordering::Relaxed);
+        let backlog = backlog_of(&load);
         NodeKey {
             url: self.config.url.clone(),
             policy: self.config.policy.clone(),
@@ -145,12 +145,35 @@ impl Peers {
             running: load.running as u32,
             queued: load.queued as u32,
             work_us: load.work.as_micros() as u64,
+            ranked: backlog.is_ranked(),
+            backlog_ns: backlog.by_class().to_vec(),
             draining,
             store_peer: self.config.store.as_ref().map(|(url, _)| url.clone()),
             instance: self.config.instance.clone(),
             written_ms: now_ms(),
         }
     }
+}
+
+/// The backlog a node reports from its load. Under a ranking policy each waiting call counts
+/// its expected remaining time in its class; a running call counts half its node's mean
+/// expected time, up to the quantum ahead of every new call (all of it if calls run to their
+/// end): the executors do not publish what each running call attained, so the half is what a
+/// call found at a random point of its run has left on average. In arrival order everything
+/// held is ahead, as calls times the mean.
+pub(crate) fn backlog_of(load: &NodeLoad) -> Backlog {
+    let Some(waiting) = &load.waiting_work else {
+        return Backlog::all_ahead(load.work);
+    };
+    let mut backlog = Backlog::ranked();
+    for &left in waiting {
+        backlog.queue(left);
+    }
+    let half = load.mean_expected / 2;
+    for _ in 0..load.running {
+        backlog.running(half, half, load.quantum.unwrap_or(Duration::MAX));
+    }
+    backlog
 }
 
 /// Rewrites this node's key with its load three times a TTL.
@@ -173,5 +196,46 @@ async fn report(peers: Weak<Peers>) {
             Err(e) => p.store_failed("writing this node's key", &e),
         }
         p.drop_silent();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_ranked_node_reports_its_waiting_calls_by_class_and_its_running_ones_ahead_until_the_quantum()
+     {
+        let load = NodeLoad {
+            cores: 2,
+            running: 2,
+            queued: 2,
+            work: 400 * MS,
+            mean_expected: 100 * MS,
+            waiting_work: Some(vec![5 * MS, 2000 * MS]),
+            quantum: Some(2 * MS),
+        };
+        let backlog = backlog_of(&load);
+        assert!(backlog.is_ranked());
+        // Two running calls, 50 ms left each, 2 ms of each before they could yield.
+        assert_eq!(backlog.ahead_of(Duration::ZERO), 4 * MS);
+        assert_eq!(backlog.ahead_of(5 * MS), 9 * MS);
+        assert_eq!(backlog.ahead_of(100 * MS), 105 * MS);
+        assert_eq!(backlog.total(), 2105 * MS);
+        // Without preemption the running calls are ahead of everything.
+        let to_end = backlog_of(&NodeLoad {
+            quantum: None,
+            ..load.clone()
+        });
+        assert_eq!(to_end.ahead_of(Duration::ZERO), 100 * MS);
+        // In arrival order, all the work is ahead.
+        let fifo = backlog_of(&NodeLoad {
+            waiting_work: None,
+            ..load
+        });
+        assert!(!fifo.is_ranked());
+        assert_eq!(fifo.ahead_of(Duration::ZERO), 400 * MS);
     }
 }

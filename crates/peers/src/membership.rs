@@ -15,12 +15,12 @@ use crate::metrics::PeerMetrics;
 use crate::name::NodeName;
 use crate::node_key::{NODES_PREFIX, NodeKey, now_ms};
 use crate::shelf::ModuleShelf;
-use mote_cluster::{Decision, Event, Load, Membership, Origin, Placement};
+use mote_cluster::{Decision, Event, Membership, Origin, Placement};
 use mote_node::Node;
 use mote_state::{EtcdStore, LeasedKey, StateError};
 use parking_lot::Mutex;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 use tokio::task::JoinHandle;
 
@@ -46,9 +46,6 @@ pub struct Peers {
     pub(crate) placement: Mutex<Placement>,
     /// Other members that take calls; zero lets the call path skip placement.
     pub(crate) others: AtomicUsize,
-    /// The mean expected processing time of this node's functions, in nanoseconds, as of its
-    /// last report: the call path estimates this node's work from it without scanning them.
-    pub(crate) mean_expected_ns: AtomicU64,
     pub(crate) draining: AtomicBool,
     pub(crate) origin: Instant,
     pub(crate) key: tokio::sync::Mutex<Option<LeasedKey>>,
@@ -97,16 +94,11 @@ impl Peers {
     fn place(&self, function: &str, origin: Origin, exclude: &[mote_cluster::NodeName]) -> Route {
         let expected = self.node.expected(function);
         let (running, queued) = (self.node.busy_executors(), self.node.queued());
-        let mean = std::time::Duration::from_nanos(self.mean_expected_ns.load(Ordering::Relaxed));
-        let load = Load {
-            cores: self.node.cores() as u32,
-            running: running as u32,
-            queued: queued as u32,
-            work: mean * (running + queued) as u32,
-        };
         let at = self.origin.elapsed();
         let mut placement = self.placement.lock();
-        placement.set_my_load(load, at);
+        // Counts are cheap to read fresh; the backlog is the one this node last reported,
+        // worked off since, as its peers see it.
+        placement.set_my_calls(running as u32, queued as u32, at);
         match placement.place(function, expected, origin, exclude) {
             Decision::Here => Route::Here,
             Decision::Refuse => Route::Refuse,

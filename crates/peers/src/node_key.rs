@@ -1,7 +1,7 @@
 //! What a node writes under its key, `/mote/nodes/NAME`, as JSON: readable with `etcdctl get`,
 //! and the one format every node of a cluster must agree on.
 
-use mote_cluster::{Load, NodeName, Report};
+use mote_cluster::{Backlog, Load, NodeName, Report};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, SystemTime};
 
@@ -35,6 +35,14 @@ pub(crate) struct NodeKey {
     pub queued: u32,
     /// The work it holds, in microseconds.
     pub work_us: u64,
+    /// Whether it ranks calls by their expected time (SEPT, Fair-Choice, EECT, RECT).
+    #[serde(default)]
+    pub ranked: bool,
+    /// The work it holds by class of expected time, in nanoseconds
+    /// ([`mote_cluster::Backlog::by_class`]): what a new call would wait for there. Empty from
+    /// a node that predates it: then all of `work_us` counts as ahead of a new call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backlog_ns: Vec<u64>,
     /// Whether it is stopping.
     pub draining: bool,
     /// Where its embedded store replica serves its peers, in the edge set-up: the other
@@ -65,11 +73,15 @@ impl NodeKey {
     }
 
     pub(crate) fn load(&self) -> Load {
+        let backlog = match self.backlog_ns.is_empty() {
+            true => Backlog::all_ahead(Duration::from_micros(self.work_us)),
+            false => Backlog::from_classes(self.ranked, &self.backlog_ns),
+        };
         Load {
             cores: self.cores,
             running: self.running,
             queued: self.queued,
-            work: Duration::from_micros(self.work_us),
+            backlog,
         }
     }
 
@@ -100,6 +112,8 @@ mod tests {
             running: 1,
             queued: 3,
             work_us: 1500,
+            ranked: true,
+            backlog_ns: vec![0, 500_000, 0, 1_000_000],
             draining: false,
             store_peer: Some("http://127.0.0.1:2380".into()),
             instance: "c0ffee".into(),
@@ -109,7 +123,10 @@ mod tests {
         assert_eq!(read, key);
         let report = read.report("n1");
         assert_eq!(report.name.as_str(), "n1");
-        assert_eq!(report.load.work, Duration::from_micros(1500));
+        assert_eq!(report.load.work(), Duration::from_micros(1500));
+        let backlog = report.load.backlog;
+        assert!(backlog.is_ranked());
+        assert_eq!(backlog.by_class()[..4], [0, 500_000, 0, 1_000_000]);
         assert_eq!(report.load.queued, 3);
         assert!(NodeKey::from_json(b"{\"url\":1}").is_err());
         assert!(read.fresh(1_000, Duration::from_secs(1)));
@@ -122,5 +139,12 @@ mod tests {
         let read = NodeKey::from_json(old).unwrap();
         assert_eq!((read.store_peer, read.written_ms), (None, 0));
         assert!(read.instance.is_empty());
+        let old = br#"{"url":"http://a","policy":"fc","cores":1,"running":1,"queued":0,"work_us":7,"draining":false}"#;
+        let load = NodeKey::from_json(old).unwrap().load();
+        assert_eq!(
+            load.backlog.ahead_of(Duration::ZERO),
+            Duration::from_micros(7),
+            "all of an old node's work is ahead of a new call"
+        );
     }
 }

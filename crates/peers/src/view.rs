@@ -42,7 +42,7 @@ impl Peers {
                     cores: load.cores,
                     running: load.running,
                     queued: load.queued,
-                    work_ms: load.work.as_secs_f64() * 1e3,
+                    work_ms: load.work().as_secs_f64() * 1e3,
                     heard_ms_ago: now.saturating_sub(m.heard_at()).as_millis() as u64,
                 }
             })

@@ -209,6 +209,7 @@ impl Platform {
             ttl: config.lease_ttl.max(Duration::from_secs(1)),
             placement: PlacementConfig {
                 homes: config.homes,
+                ..PlacementConfig::default()
             },
             policy: policy.to_string(),
             store: state

@@ -191,6 +191,14 @@ impl<T> CallQueue<T> {
         self.histories.forget(function);
     }
 
+    /// Each waiting call's expected remaining time, in no particular order: what a node reports
+    /// of the work it holds.
+    pub fn waiting_work(&self) -> impl Iterator<Item = Duration> + '_ {
+        self.waiting
+            .iter()
+            .map(|w| Duration::from_nanos(w.basis.remaining(w.attained_ns)))
+    }
+
     /// How many calls are waiting.
     pub fn len(&self) -> usize {
         self.waiting.len()
@@ -221,6 +229,24 @@ mod tests {
 
     fn drain(q: &mut CallQueue<(FunctionKey, u64)>) -> Vec<(FunctionKey, u64)> {
         std::iter::from_fn(|| q.pop()).collect()
+    }
+
+    #[test]
+    fn waiting_work_is_each_waiting_calls_expected_time_less_what_it_attained() {
+        let mut q = CallQueue::preemptive(Policy::Sept, WINDOW, 16);
+        q.complete(1, Duration::from_millis(10));
+        q.complete(2, Duration::from_millis(40));
+        q.push_at(1, 0, (1, 0));
+        q.push_at(2, 0, (2, 0));
+        let mut work: Vec<Duration> = q.waiting_work().collect();
+        work.sort();
+        assert_eq!(work, [Duration::from_millis(10), Duration::from_millis(40)]);
+        // The 10 ms call runs 4 ms and is preempted: 6 ms of it is left.
+        let first = q.pop_ranked().unwrap();
+        q.requeue(first.basis, 4 * MS, first.call);
+        let mut work: Vec<Duration> = q.waiting_work().collect();
+        work.sort();
+        assert_eq!(work, [Duration::from_millis(6), Duration::from_millis(40)]);
     }
 
     #[test]

@@ -63,6 +63,19 @@ pub struct ClusterArgs {
     /// 500 µs epoch tick).
     #[arg(long, requires = "simulate")]
     sim_no_preempt: bool,
+    /// Which simulated set-ups to run [default: all]: `paper` (section VIII: 4, 3 and 2 nodes
+    /// of 18 cores), `one-node` (one node of 72), `scale` (100 nodes of 32).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_parser = clap::builder::PossibleValuesParser::new(mote_cluster_sim::SET_UPS),
+        requires = "simulate"
+    )]
+    set_ups: Vec<String>,
+    /// Busy nodes each simulated node draws at random to compare when no home of a call has a
+    /// core free (0: every node).
+    #[arg(long, default_value_t = mote_cluster::PlacementConfig::default().choices, requires = "simulate")]
+    choices: usize,
     /// Instead of measuring forwarding, send the scheduling paper's burst to one node of a
     /// two-node cluster and to one node alone, per policy (real processes, `--cores 1` each).
     #[arg(long, conflicts_with = "simulate")]
@@ -102,6 +115,8 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
             homes: args.homes,
             fc_window: Duration::from_secs(60),
             preempt: (!args.sim_no_preempt).then_some(PreemptSpec::NODE),
+            set_ups: args.set_ups,
+            choices: args.choices,
         };
         let started = Instant::now();
         let report = mote_cluster_sim::run(&options, &mut progress);

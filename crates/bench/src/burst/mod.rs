@@ -24,6 +24,7 @@
 //! owns the tables, the plots and the report.
 
 mod experiment;
+mod model;
 mod report;
 mod sequence;
 
@@ -162,6 +163,10 @@ pub struct BurstSummary {
     pub stretch_by_function: BTreeMap<&'static str, Distribution>,
     /// Response time (ms) of each function's successful calls.
     pub response_by_function: BTreeMap<&'static str, Distribution>,
+    /// Response time (ms) the cluster simulation's model of this node gives the same burst.
+    pub simulated_response_ms: Distribution,
+    /// Stretch in that model.
+    pub simulated_stretch: Distribution,
 }
 
 /// A run's summary and its calls.
@@ -273,6 +278,9 @@ pub async fn burst(
         config.window,
         config.seed,
     );
+    let names: Vec<&'static str> = suite.iter().map(|f| f.name).collect();
+    let (simulated_response_ms, simulated_stretch) =
+        model::simulate(config, &names, idle_ms, &plan);
     let start = tokio::time::Instant::now();
     let origin = start.into_std();
     let mut pending = Vec::with_capacity(plan.len());
@@ -330,6 +338,8 @@ pub async fn burst(
         idle_ms: idle_ms.clone(),
         stretch_by_function: by_function(idle_ms, &ok, |c| c.stretch),
         response_by_function: by_function(idle_ms, &ok, |c| c.response_ms),
+        simulated_response_ms,
+        simulated_stretch,
     };
     Ok(BurstRun { summary, calls })
 }

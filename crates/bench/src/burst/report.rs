@@ -1,4 +1,5 @@
-//! What a burst experiment's runs say: the paper's Table III per intensity and seed, the ratios
+//! What a burst experiment's runs say: the paper's Table III per intensity and seed (with the
+//! cluster simulation's model of the node on the same burst beside it), the ratios
 //! to FIFO and the baseline, the rare function's stretch in the fairness mix, box plots of
 //! response time and stretch per policy, and the report that holds them.
 
@@ -37,6 +38,17 @@ pub(super) fn table(runs: &[&BurstSummary]) -> String {
     s += &row("stretch p99", &|r| r.stretch.p99, 1);
     s += &row("last completion (s)", &|r| r.last_completion_s, 1);
     s += &row("failed calls", &|r| r.failed as f64, 0);
+    s += &row(
+        "simulated: response avg (s)",
+        &|r| r.simulated_response_ms.avg / 1e3,
+        3,
+    );
+    s += &row(
+        "simulated / measured avg",
+        &|r| r.simulated_response_ms.avg / r.response_ms.avg.max(f64::MIN_POSITIVE),
+        2,
+    );
+    s += &row("simulated: stretch avg", &|r| r.simulated_stretch.avg, 1);
     s
 }
 
@@ -240,13 +252,14 @@ pub(super) fn markdown(
 /// The line a run's summary prints as it ends.
 pub(super) fn progress_line(s: &BurstSummary) -> String {
     format!(
-        "  {:>12} v={:<3} seed={:<3} calls={:<4} failed={} avg response {:.2} s, avg stretch {:.1}, last completion {:.1} s, preemptions {}",
+        "  {:>12} v={:<3} seed={:<3} calls={:<4} failed={} avg response {:.2} s (simulated {:.2} s), avg stretch {:.1}, last completion {:.1} s, preemptions {}",
         s.policy,
         s.intensity,
         s.seed,
         s.calls,
         s.failed,
         s.response_ms.avg / 1e3,
+        s.simulated_response_ms.avg / 1e3,
         s.stretch.avg,
         s.last_completion_s,
         s.preemptions

@@ -100,7 +100,13 @@ fn name_homed_on_n2() -> String {
         report: idle("n2"),
         at: Duration::ZERO,
     });
-    let placement = Placement::new(view, PlacementConfig { homes: 1 });
+    let placement = Placement::new(
+        view,
+        PlacementConfig {
+            homes: 1,
+            ..PlacementConfig::default()
+        },
+    );
     (0..)
         .map(|i| format!("echo{i}"))
         .find(|name| placement.homes(name)[0].as_str() == "n2")

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// How busy a node is, as it reports itself to its peers.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NodeLoad {
     /// Executor cores.
     pub cores: usize,
@@ -26,6 +26,12 @@ pub struct NodeLoad {
     pub work: Duration,
     /// The mean expected processing time of its functions that have run.
     pub mean_expected: Duration,
+    /// Each call waiting for an executor core, by its expected remaining time, when the
+    /// policy ranks calls; `None` under FIFO and `baseline`, which run them in arrival order.
+    pub waiting_work: Option<Vec<Duration>>,
+    /// How long a running call keeps its core before a better-ranked one may take it (the
+    /// preemption quantum); `None` if calls run to their end.
+    pub quantum: Option<Duration>,
 }
 
 impl Node {
@@ -61,6 +67,8 @@ impl Node {
             queued,
             work: Duration::from_secs_f64(mean * (running + queued) as f64),
             mean_expected: Duration::from_secs_f64(mean),
+            waiting_work: self.pending.waiting_work(),
+            quantum: self.executors.preemption().map(|p| p.quantum),
         }
     }
 

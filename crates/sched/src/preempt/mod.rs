@@ -71,6 +71,12 @@ impl RankBasis {
         }
     }
 
+    /// What is expected to be left of the call once it has run for `attained_ns`
+    /// ([`remaining_ns`] of its function's expected time when it arrived).
+    pub fn remaining(&self, attained_ns: u64) -> u64 {
+        remaining_ns(self.expected_ns, attained_ns)
+    }
+
     /// The call's rank once it has run for `attained_ns`: lower runs first.
     pub fn rank(&self, attained_ns: u64) -> u64 {
         let left = remaining_ns(self.expected_ns, attained_ns);

@@ -19,7 +19,8 @@ use crate::preempt::PreemptSpec;
 use crate::suite::SimFunction;
 use crate::workload::SplitMix;
 use mote_cluster::{
-    Decision, Event, Load, Membership, NodeName, Origin, Placement, PlacementConfig, Report,
+    Backlog, Decision, Event, Load, Membership, NodeName, Origin, Placement, PlacementConfig,
+    Report,
 };
 use mote_sched::Policy;
 use std::cmp::Reverse;
@@ -46,6 +47,24 @@ pub struct ClusterSpec {
     pub fc_window: Duration,
     /// How nodes under a ranking policy preempt; `None`: they run every call to its end.
     pub preempt: Option<PreemptSpec>,
+    /// Who decides where a call runs.
+    pub balancer: Balancer,
+    /// Busy nodes a node draws at random to compare ([`PlacementConfig::choices`]).
+    pub choices: usize,
+}
+
+/// Who decides where a call runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Balancer {
+    /// mote: the node a call reaches places it with its own [`Placement`], knowing its peers
+    /// from their reports and the calls it sent them.
+    Nodes,
+    /// Hermod's (Kaffes et al., SoCC 2022): one balancer in front binds each call to a node as
+    /// it arrives (early binding), knowing exactly how many calls each node holds, since every
+    /// call and response passes through it; it packs calls on the first node (in a fixed order)
+    /// with a core free, and once none has, sends them to the node holding the fewest
+    /// (hybrid). No forwarding: the balancer's hop is the one every call makes.
+    Hermod,
 }
 
 /// What became of one call.
@@ -210,6 +229,8 @@ struct Sim<'a> {
     /// Calls not yet answered or refused.
     open: usize,
     refused: usize,
+    /// Under [`Balancer::Hermod`], each node's calls bound and not yet answered.
+    in_flight: Vec<u32>,
 }
 
 impl<'a> Sim<'a> {
@@ -225,10 +246,13 @@ impl<'a> Sim<'a> {
             name: name.clone(),
             // There is no network: nothing is ever sent to a URL.
             url: String::new(),
-            load: Load {
-                cores: spec.cores,
-                ..Load::default()
-            },
+            load: Load::idle(
+                spec.cores,
+                match spec.policy.arrival_order() {
+                    true => Backlog::in_arrival_order(),
+                    false => Backlog::ranked(),
+                },
+            ),
             draining: false,
         };
         let warm_mean = suite
@@ -252,7 +276,15 @@ impl<'a> Sim<'a> {
                     local.warm(key as u64, f.idle);
                 }
                 SimNode {
-                    placement: Placement::new(view, PlacementConfig { homes: spec.homes }),
+                    placement: Placement::new(
+                        view,
+                        PlacementConfig {
+                            homes: spec.homes,
+                            forward: spec.forward_cost,
+                            choices: spec.choices,
+                            ..PlacementConfig::default()
+                        },
+                    ),
                     local,
                     generation: 0,
                     mean_expected: warm_mean,
@@ -290,6 +322,7 @@ impl<'a> Sim<'a> {
             agenda,
             open: plan.len(),
             refused: 0,
+            in_flight: vec![0; n],
         }
     }
 
@@ -320,7 +353,11 @@ impl<'a> Sim<'a> {
             Step::End(node, call) => {
                 let function = self.calls[call].function;
                 let processing = self.suite[function].idle;
-                if let Some(next) = self.nodes[node].local.end(function as u64, processing) {
+                if let Some(next) =
+                    self.nodes[node]
+                        .local
+                        .end(now, call, function as u64, processing)
+                {
                     self.started(node, next, now);
                 }
                 self.done(call, now);
@@ -358,7 +395,7 @@ impl<'a> Sim<'a> {
                 let report = Report {
                     name: self.names[node].clone(),
                     url: String::new(),
-                    load: self.load(node, mean),
+                    load: self.load(node, now, mean),
                     draining: false,
                 };
                 let at = Duration::from_nanos(now);
@@ -396,22 +433,30 @@ impl<'a> Sim<'a> {
         sum.checked_div(known).unwrap_or_default()
     }
 
-    /// `node`'s load now: its calls, and as their work the calls times `mean`, its mean
-    /// expected time (fresh in a report, as of the last report on the call path, as in
+    /// `node`'s load at `now`: its calls and its backlog (a sharing node's from `mean`, its
+    /// mean expected time: fresh in a report, as of the last report on the call path, as in
     /// `mote_peers`).
-    fn load(&self, node: usize, mean: Duration) -> Load {
-        let (running, queued) = self.nodes[node].local.calls();
+    fn load(&self, node: usize, now: u64, mean: Duration) -> Load {
+        let local = &self.nodes[node].local;
+        let (running, queued) = local.calls();
         Load {
             cores: self.spec.cores,
             running,
             queued,
-            work: mean * (running + queued),
+            backlog: local.backlog(now, mean),
         }
     }
 
     fn arrive(&mut self, call: CallId, now: u64) {
+        if self.spec.balancer == Balancer::Hermod {
+            let node = self.hermod_binds();
+            self.in_flight[node] += 1;
+            let c = &mut self.calls[call];
+            (c.entry, c.runs_on) = (node, node);
+            return self.land(call, now);
+        }
         let (entry, function) = (self.calls[call].entry, self.calls[call].function);
-        let load = self.load(entry, self.nodes[entry].mean_expected);
+        let load = self.load(entry, now, self.nodes[entry].mean_expected);
         let node = &mut self.nodes[entry];
         node.placement.set_my_load(load, Duration::from_nanos(now));
         let expected = node.local.expected(function as u64);
@@ -461,8 +506,23 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// The node Hermod's balancer binds the next call to: the first with a core free, or else
+    /// the one holding the fewest calls (the first of equals).
+    fn hermod_binds(&self) -> usize {
+        let cores = self.spec.cores;
+        let calls = self.in_flight.iter().copied().enumerate();
+        calls
+            .clone()
+            .find(|&(_, held)| held < cores)
+            .or_else(|| calls.min_by_key(|&(_, held)| held))
+            .map_or(0, |(node, _)| node)
+    }
+
     /// `call` is done on the node it ran on.
     fn done(&mut self, call: CallId, now: u64) {
+        if self.spec.balancer == Balancer::Hermod {
+            self.in_flight[self.calls[call].runs_on] -= 1;
+        }
         let c = &self.calls[call];
         match c.runs_on == c.entry {
             true => self.respond(call, now),
@@ -485,168 +545,4 @@ impl<'a> Sim<'a> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MS: Duration = Duration::from_millis(1);
-
-    fn spec(nodes: usize, cores: u32, policy: Policy) -> ClusterSpec {
-        ClusterSpec {
-            nodes,
-            cores,
-            policy,
-            homes: 2,
-            report_interval: Duration::from_secs(1),
-            forward_cost: Duration::from_micros(150),
-            fc_window: Duration::from_secs(60),
-            preempt: None,
-        }
-    }
-
-    fn suite() -> Vec<SimFunction> {
-        vec![
-            SimFunction {
-                name: "long",
-                idle: 1000 * MS,
-                waits: false,
-            },
-            SimFunction {
-                name: "short",
-                idle: 200 * MS,
-                waits: false,
-            },
-            SimFunction {
-                name: "nap",
-                idle: 1000 * MS,
-                waits: true,
-            },
-        ]
-    }
-
-    fn responses(outcome: &RunOutcome) -> Vec<Duration> {
-        outcome.calls.iter().map(|c| c.response).collect()
-    }
-
-    #[test]
-    fn one_core_fifo_runs_calls_one_after_another_in_arrival_order() {
-        // long at 0 runs 0–1 s; short at 0.5 s waits, runs 1–1.2 s; long at 0.6 s runs 1.2–2.2 s.
-        let plan = [(Duration::ZERO, 0), (500 * MS, 1), (600 * MS, 0)];
-        let outcome = run(&spec(1, 1, Policy::Fifo), &suite(), &plan, 1);
-        assert_eq!(responses(&outcome), [1000 * MS, 700 * MS, 1600 * MS]);
-        assert_eq!(outcome.last_response, 2200 * MS);
-        assert!(outcome.calls.iter().all(|c| !c.forwarded && c.node == 0));
-    }
-
-    #[test]
-    fn one_core_sept_lets_the_short_call_overtake() {
-        // The same burst, but two longs wait while the first runs: SEPT runs short before them.
-        let plan = [(Duration::ZERO, 0), (500 * MS, 0), (600 * MS, 1)];
-        let fifo = run(&spec(1, 1, Policy::Fifo), &suite(), &plan, 1);
-        assert_eq!(responses(&fifo), [1000 * MS, 1500 * MS, 1600 * MS]);
-        let sept = run(&spec(1, 1, Policy::Sept), &suite(), &plan, 1);
-        assert_eq!(responses(&sept), [1000 * MS, 1700 * MS, 600 * MS]);
-    }
-
-    #[test]
-    fn a_preempting_node_gives_the_short_calls_core_at_the_next_tick() {
-        // The long call has run 500 ms, past its quantum, when the short one arrives: at the
-        // next tick (500.5 ms) the short call takes the core for its 200 ms, and the long one
-        // resumes after, ending 200 ms later than alone.
-        let plan = [(Duration::ZERO, 0), (500 * MS, 1)];
-        let preemptive = ClusterSpec {
-            preempt: Some(PreemptSpec::NODE),
-            ..spec(1, 1, Policy::Sept)
-        };
-        let tick = PreemptSpec::NODE.tick;
-        let preempting = run(&preemptive, &suite(), &plan, 1);
-        assert_eq!(responses(&preempting), [1200 * MS, 200 * MS + tick]);
-        let to_the_end = run(&spec(1, 1, Policy::Sept), &suite(), &plan, 1);
-        assert_eq!(responses(&to_the_end), [1000 * MS, 700 * MS]);
-    }
-
-    #[test]
-    fn processor_sharing_ends_two_equal_calls_together_at_twice_their_time() {
-        let plan = [(Duration::ZERO, 0), (Duration::ZERO, 0)];
-        let outcome = run(&spec(1, 1, Policy::Baseline), &suite(), &plan, 1);
-        assert_eq!(responses(&outcome), [2000 * MS, 2000 * MS]);
-    }
-
-    #[test]
-    fn a_waiting_call_takes_no_share_under_processor_sharing_but_holds_a_core_otherwise() {
-        let plan = [(Duration::ZERO, 0), (Duration::ZERO, 2)];
-        let shared = run(&spec(1, 1, Policy::Baseline), &suite(), &plan, 1);
-        assert_eq!(responses(&shared), [1000 * MS, 1000 * MS]);
-        let queued = run(&spec(1, 1, Policy::Fifo), &suite(), &plan, 1);
-        assert_eq!(responses(&queued), [1000 * MS, 2000 * MS]);
-    }
-
-    #[test]
-    fn a_light_load_runs_on_the_functions_homes_and_an_overload_on_every_node() {
-        // No reports during the run: each node knows its peers' load only from the calls it
-        // sent them, so a report taken while a home was busy cannot send a call elsewhere.
-        let spec = ClusterSpec {
-            report_interval: Duration::from_secs(3600),
-            ..spec(4, 1, Policy::Fc)
-        };
-        let homes = {
-            let names: Vec<NodeName> = (0..4).map(node_name).collect();
-            let mut view = Membership::new(
-                Report {
-                    name: names[0].clone(),
-                    url: String::new(),
-                    load: Load::default(),
-                    draining: false,
-                },
-                Duration::ZERO,
-            );
-            for name in &names[1..] {
-                view.apply(Event::Seen {
-                    report: Report {
-                        name: name.clone(),
-                        url: String::new(),
-                        load: Load::default(),
-                        draining: false,
-                    },
-                    at: Duration::ZERO,
-                });
-            }
-            let homes = Placement::new(view, PlacementConfig { homes: 2 }).homes("short");
-            homes.iter().map(|h| h.to_string()).collect::<Vec<_>>()
-        };
-        // One short call every 300 ms, from clients at random nodes: each finds its homes free.
-        let light: Vec<(Duration, usize)> = (0..40).map(|i| (i * 300 * MS, 1)).collect();
-        let outcome = run(&spec, &suite(), &light, 7);
-        assert!(outcome.calls.iter().any(|c| c.forwarded));
-        for c in &outcome.calls {
-            assert!(homes.contains(&node_name(c.node).to_string()), "{c:?}");
-            let cost = if c.forwarded {
-                spec.forward_cost
-            } else {
-                Duration::ZERO
-            };
-            assert_eq!(c.response, 200 * MS + cost, "{c:?}");
-        }
-        // Forty calls at once: the homes are busy, so the others take calls too.
-        let burst: Vec<(Duration, usize)> = (0..40).map(|i| (i * MS / 10, 1)).collect();
-        let outcome = run(&spec, &suite(), &burst, 7);
-        for node in 0..4 {
-            let ran = outcome.calls.iter().filter(|c| c.node == node).count();
-            assert!(ran >= 5, "node {node} ran {ran} of 40");
-        }
-    }
-
-    #[test]
-    fn a_run_is_the_same_for_the_same_seed() {
-        let plan: Vec<(Duration, usize)> =
-            (0..300u32).map(|i| (i * 7 * MS, i as usize % 3)).collect();
-        for policy in [Policy::Fc, Policy::Baseline] {
-            let spec = spec(3, 2, policy);
-            let first = run(&spec, &suite(), &plan, 5);
-            assert_eq!(first.calls.len(), 300);
-            assert_eq!(first.refused, 0);
-            assert_eq!(first, run(&spec, &suite(), &plan, 5));
-            let ran_on = |o: &RunOutcome| o.calls.iter().map(|c| c.node).collect::<Vec<_>>();
-            assert_ne!(ran_on(&first), ran_on(&run(&spec, &suite(), &plan, 6)));
-        }
-    }
-}
+mod tests;
