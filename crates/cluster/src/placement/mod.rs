@@ -324,7 +324,10 @@ impl Placement {
             }
         };
         let chosen = chosen?.name().clone();
-        self.all_busy = busy_until;
+        // A scan that skipped the excluded nodes cannot tell whether one of them is free.
+        if exclude.is_empty() {
+            self.all_busy = busy_until;
+        }
         Some(chosen)
     }
 
