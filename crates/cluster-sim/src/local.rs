@@ -235,10 +235,7 @@ impl Local {
     pub(crate) fn backlog(&self, now_ns: u64, mean: Duration) -> Backlog {
         match self {
             Local::Queue { queue, running, .. } => {
-                let mut backlog = match queue.policy().arrival_order() {
-                    true => Backlog::in_arrival_order(),
-                    false => Backlog::ranked(),
-                };
+                let mut backlog = Backlog::empty(!queue.policy().arrival_order());
                 for left in queue.waiting_work() {
                     backlog.queue(left);
                 }

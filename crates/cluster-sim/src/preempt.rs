@@ -83,10 +83,7 @@ impl Preemptive {
             held: HashMap::new(),
             suspended: 0,
             spec,
-            waiting: match policy.arrival_order() {
-                true => Backlog::in_arrival_order(),
-                false => Backlog::ranked(),
-            },
+            waiting: Backlog::empty(!policy.arrival_order()),
         }
     }
 

@@ -47,21 +47,23 @@ impl Default for Backlog {
 
 impl Backlog {
     /// An empty backlog of a node that ranks calls by their expected time (SEPT, Fair-Choice,
-    /// EECT, RECT).
-    pub fn ranked() -> Self {
+    /// EECT, RECT) if `ranked`, else of one that runs them in arrival order or shares its cores
+    /// among all of them, where everything it holds is ahead of a new call.
+    pub fn empty(ranked: bool) -> Self {
         Self {
             upto_ns: [0; CLASSES],
-            ranked: true,
+            ranked,
         }
     }
 
-    /// An empty backlog of a node that runs calls in arrival order, or shares its cores among
-    /// all of them: everything it holds is ahead of a new call.
+    /// [`Backlog::empty`] of a node that ranks calls.
+    pub fn ranked() -> Self {
+        Self::empty(true)
+    }
+
+    /// [`Backlog::empty`] of a node that runs calls in arrival order.
     pub fn in_arrival_order() -> Self {
-        Self {
-            upto_ns: [0; CLASSES],
-            ranked: false,
-        }
+        Self::empty(false)
     }
 
     /// `work` that every new call waits behind, on a node that runs calls in arrival order.
@@ -154,10 +156,7 @@ impl Backlog {
     /// The backlog whose classes hold `by_class` (nanoseconds, first to last; classes beyond
     /// [`CLASSES`] are added to the last), as read from a report.
     pub fn from_classes(ranked: bool, by_class: &[u64]) -> Self {
-        let mut backlog = Self {
-            upto_ns: [0; CLASSES],
-            ranked,
-        };
+        let mut backlog = Self::empty(ranked);
         for (class, &work) in by_class.iter().enumerate() {
             backlog.add(class.min(CLASSES - 1), work);
         }
@@ -244,6 +243,18 @@ mod tests {
         assert!(b.drained(2 * Duration::from_secs(1)).is_empty());
     }
 
+    #[test]
+    fn a_report_with_more_classes_than_there_are_adds_the_rest_to_the_last_and_saturates() {
+        // What a forged or newer node's key could hold: 30 classes, the last ones near u64::MAX.
+        let mut by_class = vec![1u64; 30];
+        by_class[28] = u64::MAX - 1;
+        by_class[29] = u64::MAX - 1;
+        let b = Backlog::from_classes(true, &by_class);
+        assert_eq!(b.by_class()[..CLASSES - 1], [1; CLASSES - 1]);
+        assert_eq!(b.total(), Duration::from_nanos(u64::MAX));
+        assert_eq!(b.ahead_of(Duration::ZERO), Duration::from_nanos(1));
+    }
+
     proptest! {
         /// The report's per-class form reads back to the same backlog, and queueing then
         /// unqueueing a call leaves it as it was.
@@ -253,10 +264,7 @@ mod tests {
             extra in 0u64..40_000_000_000,
             ranked: bool,
         ) {
-            let mut b = match ranked {
-                true => Backlog::ranked(),
-                false => Backlog::in_arrival_order(),
-            };
+            let mut b = Backlog::empty(ranked);
             for &ns in &calls {
                 b.queue(Duration::from_nanos(ns));
             }

@@ -143,11 +143,7 @@ pub enum Event {
 
 /// What a node sent a peer since its report: nothing yet, counted the way the peer ranks calls.
 fn nothing_sent(report: &Report) -> Load {
-    let backlog = match report.load.backlog.is_ranked() {
-        true => Backlog::ranked(),
-        false => Backlog::in_arrival_order(),
-    };
-    Load::idle(0, backlog)
+    Load::idle(0, Backlog::empty(report.load.backlog.is_ranked()))
 }
 
 /// A node of the cluster, as this node knows it.

@@ -246,13 +246,7 @@ impl<'a> Sim<'a> {
             name: name.clone(),
             // There is no network: nothing is ever sent to a URL.
             url: String::new(),
-            load: Load::idle(
-                spec.cores,
-                match spec.policy.arrival_order() {
-                    true => Backlog::in_arrival_order(),
-                    false => Backlog::ranked(),
-                },
-            ),
+            load: Load::idle(spec.cores, Backlog::empty(!spec.policy.arrival_order())),
             draining: false,
         };
         let warm_mean = suite

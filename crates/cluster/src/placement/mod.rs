@@ -96,10 +96,8 @@ pub struct Placement {
     /// entry per function placed: the node places only calls of functions it knows.
     ranked: HashMap<Box<str>, Vec<NodeName>>,
     ranked_at: u64,
-    /// The nodes that take calls, as of `ranked_at`: each may send to a peer its share of
-    /// the peer's free cores.
-    senders: u32,
-    /// Their names, to draw busy nodes from.
+    /// The nodes that take calls, as of `ranked_at`: busy ones are drawn from them, and each
+    /// may send to a peer its share of the peer's free cores.
     taker_names: Vec<NodeName>,
     choices: usize,
     /// How many draws were made: the seed of the next.
@@ -121,7 +119,6 @@ impl Placement {
             .map(|m| m.name().clone())
             .collect();
         Self {
-            senders: u32::try_from(taker_names.len()).unwrap_or(u32::MAX),
             taker_names,
             choices: config.choices.min(MAX_CHOICES),
             draws: 0,
@@ -175,7 +172,7 @@ impl Placement {
         }
         let now = self.view.now();
         let now_ns = now.as_nanos() as u64;
-        self.all_busy = match member.free_for(now, self.senders) {
+        self.all_busy = match member.free_for(now, self.senders()) {
             true => None,
             false => match member.drains_at().filter(|&at| at > now_ns) {
                 Some(at) => Some(until.min(at)),
@@ -244,7 +241,7 @@ impl Placement {
         let homes = || homes.iter().flatten().copied();
         let now = self.view.now();
         let now_ns = now.as_nanos() as u64;
-        let senders = self.senders;
+        let senders = self.senders();
         // By address: a scan over a thousand members should not read a thousand names.
         let me: &Member = self.view.get(self.view.me().as_str())?;
         let is_me = |m: &Member| std::ptr::eq(m, me);
@@ -357,6 +354,11 @@ impl Placement {
         self.all_busy = None;
     }
 
+    /// The nodes that send calls to a peer and share its free cores: the takers.
+    fn senders(&self) -> u32 {
+        u32::try_from(self.taker_names.len()).unwrap_or(u32::MAX)
+    }
+
     /// What running a call on a node costs beyond its wait there.
     fn cost(&self, home: bool, mine: bool) -> Duration {
         let forward = if mine { Duration::ZERO } else { self.forward };
@@ -370,7 +372,6 @@ impl Placement {
             self.ranked.clear();
             self.ranked_at = self.view.takers_changed();
             self.taker_names = self.takers(&[]).map(|m| m.name().clone()).collect();
-            self.senders = u32::try_from(self.taker_names.len()).unwrap_or(u32::MAX);
             self.all_busy = None;
         }
     }

@@ -299,10 +299,7 @@ fn arbitrary_cluster() -> impl Strategy<Value = (Placement, Vec<NodeName>)> {
         let mut names = Vec::new();
         for (i, (running, calls, ranked, draining)) in nodes.into_iter().enumerate() {
             let name = format!("n{i}");
-            let mut backlog = match ranked {
-                true => Backlog::ranked(),
-                false => Backlog::in_arrival_order(),
-            };
+            let mut backlog = Backlog::empty(ranked);
             for &ms in &calls {
                 backlog.queue(Duration::from_millis(ms));
             }
