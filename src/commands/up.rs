@@ -183,6 +183,11 @@ pub struct UpArgs {
     /// code stays resident (1 to 8).
     #[arg(long, default_value_t = defaults().homes)]
     homes: usize,
+    /// Microseconds between a node's looks for waiting calls to take: while it has a core
+    /// free and no call waiting, it asks the peer where calls wait longest for some that have
+    /// not started (late correction, docs/cluster.md); 0 never asks.
+    #[arg(long, default_value_t = defaults().pull_every.map_or(0, |d| d.as_micros() as u64))]
+    pull_every_us: u64,
     /// On SIGTERM, the most seconds to wait for open calls to finish after this node left
     /// the routing table; then it exits anyway.
     #[arg(long, default_value_t = PlatformConfig::DEFAULT_STOP_TIMEOUT.as_secs())]
@@ -361,6 +366,7 @@ fn config(args: UpArgs, s3_secret_key: Option<String>) -> anyhow::Result<Platfor
         },
         lease_ttl: Duration::from_secs(args.lease_ttl_s),
         homes: args.homes,
+        pull_every: (args.pull_every_us > 0).then(|| Duration::from_micros(args.pull_every_us)),
         stop_timeout: Duration::from_secs(args.stop_timeout_s),
         examples: args.examples,
     })

@@ -32,11 +32,18 @@ pub(crate) struct Cluster {
     store_url: String,
     dir: tempfile::TempDir,
     pub(crate) nodes: Vec<Option<Platform>>,
+    /// Flags every node gets beside the cluster's own.
+    extra: Vec<String>,
 }
 
 impl Cluster {
     /// A `mote store` and `n` nodes, `n1` to `nN`, each with `--cores 1`.
     pub(crate) fn shared(n: usize) -> Cluster {
+        Self::shared_with(n, &[])
+    }
+
+    /// Like [`Cluster::shared`], each node started with `extra` flags too.
+    pub(crate) fn shared_with(n: usize, extra: &[&str]) -> Cluster {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let store_data = dir.path().join("store");
@@ -47,6 +54,7 @@ impl Cluster {
             store: Some(store),
             dir,
             nodes: Vec::new(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
         };
         for i in 1..=n {
             let node = cluster.start_node(&format!("n{i}"));
@@ -73,7 +81,9 @@ impl Cluster {
             &ttl,
         ]
         .map(str::to_owned)
-        .to_vec()
+        .into_iter()
+        .chain(self.extra.iter().cloned())
+        .collect()
     }
 
     fn start_node(&self, name: &str) -> Platform {
@@ -159,7 +169,7 @@ fn burst(node: &Platform, name: &str, calls: usize, clients: usize) -> Vec<Reply
 }
 
 /// A POST to `base` + `path`, outside any [`Platform`] (for threads).
-fn post(base: &str, path: &str, body: &[u8]) -> Reply {
+pub(crate) fn post(base: &str, path: &str, body: &[u8]) -> Reply {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(60)))

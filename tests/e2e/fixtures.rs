@@ -77,6 +77,23 @@ pub fn busy(iterations: u32) -> Vec<u8> {
     )
 }
 
+/// Loops `outer` times over a billion iterations: about a third of a second of a core each.
+pub fn long_busy(outer: u32) -> Vec<u8> {
+    abi(
+        1,
+        &format!(
+            r#"(local $i i32) (local $j i32) (local.set $j (i32.const {outer}))
+               (loop $o
+                 (local.set $i (i32.const 1000000000))
+                 (loop $l (local.set $i (i32.sub (local.get $i) (i32.const 1)))
+                          (br_if $l (local.get $i)))
+                 (local.set $j (i32.sub (local.get $j) (i32.const 1)))
+                 (br_if $o (local.get $j)))
+               i64.const 0"#
+        ),
+    )
+}
+
 /// Answers a response that lies outside its memory.
 pub fn bad_response() -> Vec<u8> {
     abi(1, "i64.const 0x7fff000000000010")

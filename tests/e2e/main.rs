@@ -13,6 +13,7 @@ mod dashboard;
 mod first_use;
 mod fixtures;
 mod jobs;
+mod late_correction;
 mod lifecycle;
 mod limits;
 mod logs;

@@ -41,6 +41,10 @@ pub struct SimOptions {
     /// Busy nodes each node draws at random to compare (`mote_cluster::PlacementConfig`'s
     /// `choices`; 0: all).
     pub choices: usize,
+    /// Whether mote's nodes ([`Balancer::Nodes`]) pull calls that would wait from the peer
+    /// furthest behind when they have a core free (late correction, as `mote up` does by
+    /// default); Hermod's balancer binds each call once.
+    pub late_correction: bool,
 }
 
 /// The set-ups' names: the paper's section VIII on 4, 3 and 2 nodes, its burst on one node of
@@ -150,6 +154,7 @@ pub fn run(options: &SimOptions, progress: &mut dyn FnMut(&str)) -> SimReport {
                     preempt: options.preempt,
                     balancer,
                     choices: options.choices,
+                    late_correction: options.late_correction && balancer == Balancer::Nodes,
                 };
                 let outcomes: Vec<RunOutcome> = plans
                     .iter()
@@ -160,8 +165,15 @@ pub fn run(options: &SimOptions, progress: &mut dyn FnMut(&str)) -> SimReport {
                     plans.iter().map(|(_, plan)| plan.as_slice()).collect();
                 row.p99_floor_s = bound::p99_floor(&burst, &SUITE, nodes * cores as usize);
                 progress(&format!(
-                    "{}: {} × {} {} at intensity {}: {} calls, avg response {:.2} s",
-                    row.setup, nodes, cores, row.policy, intensity, row.calls, row.response_s.avg
+                    "{}: {} × {} {} at intensity {}: {} calls, avg response {:.2} s, {} moved",
+                    row.setup,
+                    nodes,
+                    cores,
+                    row.policy,
+                    intensity,
+                    row.calls,
+                    row.response_s.avg,
+                    row.moved
                 ));
                 rows.push(row);
             }
@@ -176,6 +188,7 @@ pub fn run(options: &SimOptions, progress: &mut dyn FnMut(&str)) -> SimReport {
         forward_us: options.forward_cost.as_secs_f64() * 1e6,
         report_ms: options.report_interval.as_secs_f64() * 1e3,
         homes: options.homes,
+        late_correction: options.late_correction,
         ratios: report::ratios(&rows),
         rows,
     }
@@ -211,6 +224,7 @@ fn aggregate(setup: &SetUp, spec: &ClusterSpec, intensity: u32, outcomes: &[RunO
         response_s: Distribution::of(&response),
         stretch: Distribution::of(&stretch),
         forwarded: calls.iter().filter(|c| c.forwarded).count() as f64 / calls.len().max(1) as f64,
+        moved: calls.iter().filter(|c| c.moved).count(),
         busiest,
         last_response_s: outcomes
             .iter()
@@ -241,6 +255,7 @@ mod tests {
             preempt: Some(PreemptSpec::NODE),
             set_ups: Vec::new(),
             choices: 2,
+            late_correction: true,
         };
         let mut heard = 0;
         let report = run(&options, &mut |_| heard += 1);
@@ -250,6 +265,10 @@ mod tests {
             assert!(row.calls > 0 && row.refused == 0, "{row:?}");
             // No call runs faster than on an idle node.
             assert!(row.stretch.p50 >= 1.0, "{row:?}");
+            // Arrival-order queues hand over nothing, and Hermod binds each call once.
+            if ["baseline", "fifo", "hermod"].contains(&row.policy) {
+                assert_eq!(row.moved, 0, "{row:?}");
+            }
         }
         let three = report.rows.iter().find(|r| r.nodes == 3).unwrap();
         assert_eq!(three.core_intensity, 40.0);
@@ -260,5 +279,6 @@ mod tests {
             table.contains("| paper VIII | fc 3 × 18 | 30 (40) |"),
             "{table}"
         );
+        assert!(table.contains("| forwarded | moved |"), "{table}");
     }
 }

@@ -19,7 +19,7 @@
 //! - `suite`: the simulated functions and their idle times ([`SUITE`]).
 //! - `local`: how one node runs the calls placed on it (queue or processor sharing).
 //! - `preempt`: a node that preempts, as `mote up --preempt on` does ([`PreemptSpec`]).
-//! - `engine`: one run, the event loop ([`ClusterSpec`], [`run_once`]).
+//! - `engine`: one run, the event loop ([`ClusterSpec`], [`run_once`]), with late correction.
 //! - `experiment`: what is asked for ([`SimOptions`]), the set-ups, and their aggregation
 //!   ([`run`]).
 //! - `report`: what was found ([`SimReport`]) and its tables.

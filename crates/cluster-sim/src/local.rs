@@ -150,6 +150,26 @@ impl Local {
         }
     }
 
+    /// Takes up to `most` waiting calls that `movable` accepts, for a peer with a core free to
+    /// run: those that would start last here while each would wait at least `min_wait`
+    /// ([`CallQueue::release`] on the node's cores). Never a call that started; none under
+    /// FIFO (the real node's arrival-order queue hands over nothing) nor processor sharing,
+    /// where every call starts on arrival.
+    pub(crate) fn release(
+        &mut self,
+        most: usize,
+        min_wait: Duration,
+        movable: impl Fn(CallId) -> bool,
+    ) -> Vec<CallId> {
+        match self {
+            Local::Queue { queue, cores, .. } => {
+                queue.release(most, *cores, min_wait, |call| movable(*call))
+            }
+            Local::Preemptive { node, .. } => node.release(most, min_wait, movable),
+            Local::Sharing { .. } => Vec::new(),
+        }
+    }
+
     /// When something next happens on the node if nothing arrives (a sharing call ends; a
     /// preemptive node's call ends or is looked at), as of `now_ns`.
     pub(crate) fn next_event(&self, now_ns: u64) -> Option<u64> {

@@ -59,6 +59,9 @@ struct Held {
     first_start_ns: Option<u64>,
     /// Preempted and waiting to resume.
     suspended: bool,
+    /// Its function's expected time when it arrived: what its rank's basis took, and what
+    /// [`Preemptive::waiting`] counts of it until it starts.
+    expected_ns: u64,
 }
 
 /// One node's calls, cores and histories under preemption.
@@ -95,6 +98,8 @@ impl Preemptive {
         call: CallId,
         work: Duration,
     ) {
+        // The rank's basis takes the function's expected time as the push finds it: this one.
+        let expected_ns = self.expected_ns(function);
         self.held.insert(
             call,
             Held {
@@ -102,11 +107,10 @@ impl Preemptive {
                 work_ns: work.as_nanos() as u64,
                 first_start_ns: None,
                 suspended: false,
+                expected_ns,
             },
         );
-        // The rank's basis takes the function's expected time as the push finds it: this one.
-        self.waiting
-            .queue(Duration::from_nanos(self.expected_ns(function)));
+        self.waiting.queue(Duration::from_nanos(expected_ns));
         self.queue.push_at(function, now_ns, call);
         self.fill(now_ns);
     }
@@ -217,6 +221,33 @@ impl Preemptive {
         }
     }
 
+    /// Takes up to `most` waiting calls that `movable` accepts for another node to run, those
+    /// that would start last here while each would wait at least `min_wait`
+    /// ([`CallQueue::release`] on this node's cores): never one that started (a suspended
+    /// call stays), and none in arrival order, as on the node. The node forgets them.
+    pub(crate) fn release(
+        &mut self,
+        most: usize,
+        min_wait: Duration,
+        movable: impl Fn(CallId) -> bool,
+    ) -> Vec<CallId> {
+        let held = &self.held;
+        let never_ran = |call: &CallId| held.get(call).is_some_and(|h| h.first_start_ns.is_none());
+        let cores = self.cores as u32;
+        let taken = self.queue.release(most, cores, min_wait, |call| {
+            never_ran(call) && movable(*call)
+        });
+        for call in &taken {
+            let held = self.held.remove(call).expect("a queued call is held");
+            assert!(
+                held.first_start_ns.is_none() && !held.suspended,
+                "call {call} started here: it cannot move"
+            );
+            self.waiting.unqueue(Duration::from_nanos(held.expected_ns));
+        }
+        taken
+    }
+
     /// Records a processing time without a call.
     pub(crate) fn warm(&mut self, function: FunctionKey, processing: Duration) {
         self.queue.complete(function, processing);
@@ -319,6 +350,31 @@ mod tests {
         let ended = drain(&mut n, 10 * MS);
         assert_eq!(ended[0], (11, 12 * MS));
         assert_eq!(ended[1], (10, 51 * MS));
+    }
+
+    #[test]
+    fn release_hands_over_calls_that_never_ran_and_keeps_the_backlog_exact() {
+        let mut n = node(1);
+        n.admit(0, 0, 10, Duration::from_millis(100));
+        n.admit(MS / 2, 1, 11, Duration::from_millis(1));
+        // At 2 ms the short call takes the core: the long one is suspended.
+        n.advance(2 * MS);
+        assert_eq!(n.suspended, 1);
+        n.admit(2 * MS, 0, 12, Duration::from_millis(100));
+        n.admit(2 * MS, 0, 13, Duration::from_millis(100));
+        // Call 13 may not move; call 10 ran, so it stays whatever `movable` says.
+        let taken = n.release(5, Duration::ZERO, |call| call != 13);
+        assert_eq!(taken, [12]);
+        assert_eq!(n.calls(), (1, 2));
+        // What it reports of its waiting calls is what a node that never held call 12 would.
+        let mut expected = Backlog::empty(true);
+        expected.queue(Duration::from_millis(100));
+        expected.queue(Duration::from_millis(98));
+        assert_eq!(n.waiting, expected);
+        // The rest run as if call 12 had never come.
+        let ended: Vec<CallId> = drain(&mut n, 2 * MS).into_iter().map(|(c, _)| c).collect();
+        assert_eq!(ended, [11, 10, 13]);
+        assert!(n.held.is_empty() && n.waiting.is_empty());
     }
 
     #[test]

@@ -28,8 +28,12 @@ pub struct SimRow {
     pub response_s: Distribution,
     /// Response time over the function's idle time.
     pub stretch: Distribution,
-    /// Share of the calls forwarded to another node than the one the client called.
+    /// Share of the calls forwarded to another node than the one the client called (moved
+    /// calls included).
     pub forwarded: f64,
+    /// Calls that waited on the node the client called until a peer with a core free pulled
+    /// them (late correction), over all seeds.
+    pub moved: usize,
     /// Work (the idle times of the calls it ran) of the busiest node over the mean per node: 1
     /// is an even spread.
     pub busiest: f64,
@@ -61,6 +65,8 @@ pub struct SimReport {
     pub report_ms: f64,
     /// Home nodes per function.
     pub homes: usize,
+    /// Whether mote's nodes pulled calls that would wait (late correction).
+    pub late_correction: bool,
     /// Every cluster at every intensity.
     pub rows: Vec<SimRow>,
     /// Fair-Choice against the baseline, and one node against several.
@@ -149,7 +155,8 @@ impl SimReport {
         let _ = writeln!(
             out,
             "Simulated: {} load (calls × {:.2}), {} s window ({} s at 100 nodes), seeds {}, \
-             forwarding {:.0} µs, reports every {:.0} ms, {} homes per function.\n",
+             forwarding {:.0} µs, reports every {:.0} ms, {} homes per function, late correction \
+             {}.\n",
             self.load.as_str(),
             self.load_scale,
             self.window_s,
@@ -158,16 +165,20 @@ impl SimReport {
             self.forward_us,
             self.report_ms,
             self.homes,
+            match self.late_correction {
+                true => "on",
+                false => "off",
+            },
         );
         out += "| set-up | cluster | intensity (per core) | calls | avg response (s) | p50 (s) \
-                | p75 (s) | p95 (s) | p99 (s) | p99 floor (s) | avg stretch | forwarded \
+                | p75 (s) | p95 (s) | p99 (s) | p99 floor (s) | avg stretch | forwarded | moved \
                 | busiest node's work / mean | last response (s) |\n\
-                |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+                |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
         for r in &self.rows {
             let _ = writeln!(
                 out,
                 "| {} | {} | {} ({:.0}) | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} \
-                 | {:.0}% | {:.2} | {:.1} |",
+                 | {:.0}% | {} | {:.2} | {:.1} |",
                 r.setup,
                 label(r),
                 r.intensity,
@@ -181,6 +192,7 @@ impl SimReport {
                 r.p99_floor_s,
                 r.stretch.avg,
                 r.forwarded * 100.0,
+                r.moved,
                 r.busiest,
                 r.last_response_s,
             );

@@ -2,7 +2,7 @@
 //! placement`), which every call that reaches a node of a cluster pays: at 3 nodes (this
 //! machine's tests), 100 and 1,000 (the simulations'), idle, and with every node busy so the
 //! decision falls through to its last rule and reads every node's backlog. Calls of expected
-//! times from 100 µs to 3 s.
+//! times from 100 µs to 3 s. Also an idle node's choice of the peer to pull calls from.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use mote_cluster::{Backlog, Event, Load, Membership, Origin, Placement, PlacementConfig, Report};
@@ -59,6 +59,11 @@ fn placement(c: &mut Criterion) {
             if !busy {
                 continue;
             }
+            // An idle node choosing the peer to pull calls from: one look at every node, made
+            // every `--pull-every-us` while it idles (late correction).
+            c.bench_function(&format!("pull_from/{name}"), |b| {
+                b.iter(|| black_box(p.pull_from()))
+            });
             // A busy cluster's nodes report every second: here a report (still busy) comes
             // between any two decisions, as at 1,000 nodes and 1,000 calls a second.
             let mut n = 0;

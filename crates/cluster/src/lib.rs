@@ -10,7 +10,9 @@
 //!   one peer, or nowhere. Each function has a few home nodes chosen by rendezvous hashing, so
 //!   its code stays resident on them; when they are busy, the call goes where it is expected
 //!   to finish first, from each node's [`Backlog`]: its expected work arranged by what a new
-//!   call would wait for. A call forwarded by a peer always runs where it lands.
+//!   call would wait for. A call forwarded by a peer always runs where it lands. A node with a
+//!   core free and nothing waiting asks it which peer to pull waiting calls from
+//!   ([`Placement::pull_from`]: late correction).
 //!
 //! The I/O around them (leases, watches, forwarding over HTTP, fetching module blobs) belongs to
 //! the node.

@@ -159,6 +159,8 @@ pub struct Member {
     heard_at: Duration,
     /// This node could not connect to it since its last report.
     unreachable: bool,
+    /// It gave no call to this node's last pull since its last report.
+    pub(crate) dry: bool,
     /// Derived from the name once, for rendezvous hashing.
     pub(crate) seed: u64,
 }
@@ -188,6 +190,7 @@ impl Member {
             report,
             heard_at: at,
             unreachable: false,
+            dry: false,
         };
         member.refresh();
         member
@@ -276,6 +279,21 @@ impl Member {
                 .backlog
                 .ahead_after(expected, self.done_ns(now), &self.sent.backlog);
         Duration::from_nanos(ahead / u64::from(self.hot.cores))
+    }
+
+    /// How long the call that would start last there waits at `now`: all the work it holds,
+    /// as [`Member::wait_at`] reads a class, spread over its cores.
+    pub fn longest_wait_at(&self, now: Duration) -> Duration {
+        // Any time in the last class: an hour is past 17 s.
+        self.wait_at(now, Duration::from_secs(3600))
+    }
+
+    /// Whether calls may wait there at `now`: it reported some waiting and could not have
+    /// worked off what it reported since, or this node sent it calls since. What
+    /// `load_at(now).queued > 0` says, without copying the backlog.
+    #[inline]
+    pub fn has_waiting_at(&self, now: Duration) -> bool {
+        (self.report.load.queued > 0 && self.reported_calls_at(now) > 0) || self.sent.queued > 0
     }
 
     /// Calls held (reported, until their work could be done, and sent since) per core, in
@@ -386,6 +404,7 @@ impl Membership {
                     self.takers_changed += 1;
                 }
                 member.unreachable = false;
+                member.dry = false;
                 member.sent = nothing_sent(&report);
                 member.report = report;
                 member.heard_at = at;
@@ -466,6 +485,11 @@ impl Membership {
     /// Every member, by name.
     pub fn members(&self) -> impl Iterator<Item = &Member> {
         self.members.values()
+    }
+
+    /// The member called `name`, to change.
+    pub(crate) fn get_mut(&mut self, name: &str) -> Option<&mut Member> {
+        self.members.get_mut(name)
     }
 
     /// Counts a call of expected processing time `expected` sent to `name` (this node included)

@@ -122,9 +122,10 @@ impl ApiError {
                 InvokeError::Call(CallError::Answered(_) | CallError::NoResponse) => {
                     StatusCode::BAD_GATEWAY
                 }
-                InvokeError::Call(_) | InvokeError::Load { .. } | InvokeError::Internal(_) => {
-                    StatusCode::INTERNAL_SERVER_ERROR
-                }
+                InvokeError::Call(_)
+                | InvokeError::Load { .. }
+                | InvokeError::Internal(_)
+                | InvokeError::Moved { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             },
         }
     }

@@ -1,6 +1,6 @@
 //! The routes between the nodes of a cluster, which the gate opens only with the cluster
 //! secret (`mote_access::need`): a module's bytes for a peer that adopted its record, a joining
-//! node's store replica, a job's worker (prepared, run, sent messages and reports, stopped) and
+//! node's store replica, an idle peer's pull of waiting calls, a job's worker (prepared, run, sent messages and reports, stopped) and
 //! a node's own log of a function. Kept together so that what nodes say to each other has one
 //! place.
 
@@ -14,13 +14,14 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use bytes::Bytes;
-use mote_wire::{StorePeer, route};
+use mote_wire::{Pull, Pulled, StorePeer, route};
 
 /// The internal routes, for the API's router to merge.
 pub(crate) fn routes() -> Router<Gateway> {
     Router::new()
         .route(route::MODULE, get(module))
         .route(route::STORE_PEERS, post(store_peer))
+        .route(route::PULL, post(pull))
         .route(route::JOB, put(start_worker).delete(stop_worker))
         .route(
             route::JOB_MESSAGES,
@@ -44,6 +45,27 @@ async fn store_peer(
             "this node's store replica does not peer (it uses --store, or was started without --store-peer-listen)".into(),
         )),
     }
+}
+
+/// A peer with a core free asks for calls that wait here; the answer says how many this node
+/// forwards to it.
+async fn pull(
+    State(gw): State<Gateway>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let Some(by) = headers
+        .get(mote_wire::FORWARDED_BY)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return Err(ApiError::BadRequest(format!(
+            "a pull names the node that asks in the `{}` header",
+            mote_wire::FORWARDED_BY
+        )));
+    };
+    let pull: Pull = json_body(&headers, &body, "pull ({\"calls\"})")?;
+    let moved = gw.peers.hand_over(by, pull.calls);
+    Ok(axum::Json(Pulled { moved }).into_response())
 }
 
 async fn module(

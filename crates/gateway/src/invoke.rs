@@ -1,4 +1,5 @@
-//! Calls: `POST /v1/invoke/{name}` runs a function here or on the peer placement chooses;
+//! Calls: `POST /v1/invoke/{name}` runs a function here or on the peer placement chooses (a
+//! call waiting here may still move, once, to a peer that pulls it: [`run_moved`]);
 //! `ANY /v1/invoke/{name}[/{path}]` and any path under a component's route are served by a
 //! `wasi:http` component, on this node. Every response names the node that ran it.
 
@@ -12,9 +13,10 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use mote_cluster::{NodeName, Origin};
-use mote_node::CallId;
+use mote_node::{CallId, InvokeError};
 use mote_peers::{FORWARDED_BY, ForwardError, NOT_DEPLOYED_HERE, Route};
 use mote_types::GuestKind;
+use mote_wire::MOVED;
 
 /// The header that names the node that ran a call.
 pub const MOTE_NODE: &str = "mote-node";
@@ -149,7 +151,7 @@ async fn invoke_routed(
                 let content_type = headers.get(header::CONTENT_TYPE);
                 match gw
                     .peers
-                    .forward(&peer, &url, name, input.clone(), content_type)
+                    .forward(&peer, &url, name, input.clone(), content_type, false)
                     .await
                 {
                     Ok(response) => return Ok(response.map(Body::new)),
@@ -169,7 +171,53 @@ async fn invoke_routed(
             }
         }
     }
+    // With peers, a call that waits here may move to one that asks for it (late correction),
+    // once: a call that moved here stays.
+    let movable = gw.peers.has_others() && !headers.contains_key(MOVED);
+    let reply = match movable {
+        true => match gw.node.invoke_movable(name, input.clone()).await {
+            Err(InvokeError::Moved { to }) => {
+                return run_moved(gw, name, headers, input, &to).await;
+            }
+            reply => reply?,
+        },
+        false => gw.node.invoke_traced(name, input).await?,
+    };
+    Ok(respond_here(gw, reply))
+}
+
+/// Runs a call this node handed to the peer `to` before it started: forwarded there, once. If
+/// `to` cannot take it after all (unreachable, or not yet told of the function), the call
+/// did not run there and runs here, where it no longer moves.
+async fn run_moved(
+    gw: &Gateway,
+    name: &str,
+    headers: &HeaderMap,
+    input: Bytes,
+    to: &str,
+) -> Result<Response, ApiError> {
+    if let Some(url) = gw.peers.url_of(to) {
+        let peer = NodeName::from(to);
+        gw.peers.moving_to(to, name);
+        let content_type = headers.get(header::CONTENT_TYPE);
+        match gw
+            .peers
+            .forward(&peer, &url, name, input.clone(), content_type, true)
+            .await
+        {
+            Ok(response) => return Ok(response.map(Body::new)),
+            Err(e @ (ForwardError::NotDeployed { .. } | ForwardError::Unreachable { .. })) => {
+                tracing::info!(error = %e, "a call handed to a peer runs here after all");
+            }
+            Err(e @ ForwardError::Lost { .. }) => return Err(ApiError::PeerFailed(e)),
+        }
+    }
     let reply = gw.node.invoke_traced(name, input).await?;
+    Ok(respond_here(gw, reply))
+}
+
+/// The response to a call that ran here.
+fn respond_here(gw: &Gateway, reply: mote_node::Reply) -> Response {
     let mut response = match reply.result {
         Ok(output) => {
             ([(header::CONTENT_TYPE, "application/octet-stream")], output).into_response()
@@ -177,7 +225,7 @@ async fn invoke_routed(
         Err(e) => ApiError::from(e).into_response(),
     };
     name_call(gw, &mut response, reply.call);
-    Ok(ran_here(gw, response))
+    ran_here(gw, response)
 }
 
 fn unreachable_names(nodes: &[NodeName]) -> String {

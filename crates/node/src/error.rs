@@ -120,6 +120,13 @@ pub enum InvokeError {
     /// The call ran and failed.
     #[error(transparent)]
     Call(#[from] CallError),
+    /// The call had not started and another node takes it ([`crate::Node::hand_over`]): its
+    /// caller forwards it there. Only a caller that asked for a movable call gets this.
+    #[error("the call was handed to node `{to}` before it started; forward it there")]
+    Moved {
+        /// The node that runs it.
+        to: std::sync::Arc<str>,
+    },
     /// The host failed while running the call (a bug in mote, not in the function).
     #[error("internal error while running the call: {0}")]
     Internal(String),

@@ -303,6 +303,31 @@ impl<T> Pending<T> {
         }
     }
 
+    /// Takes up to `most` waiting calls that `movable` accepts for another node to run, those
+    /// that would start last while each would wait at least `min_wait` on `cores`
+    /// ([`CallQueue::release`]). Under arrival order none: its lock-free queue hands calls out
+    /// only from the front, and the oldest call is the next to run here.
+    pub(crate) fn release(
+        &self,
+        most: usize,
+        cores: u32,
+        min_wait: Duration,
+        movable: impl Fn(&T) -> bool,
+    ) -> Vec<T> {
+        let Order::Ranked(queue) = &self.order else {
+            return Vec::new();
+        };
+        let taken = {
+            let mut queue = queue.lock();
+            let taken = queue.release(most, cores, min_wait, movable);
+            self.publish_best(&queue);
+            taken
+        };
+        self.waiting()
+            .fetch_sub(taken.len() as i64, Ordering::AcqRel);
+        taken
+    }
+
     /// Each waiting call's expected remaining time, if the queue ranks calls (`None` in arrival
     /// order, which keeps no ranks): one pass over the queue under its lock, for the node's
     /// report.

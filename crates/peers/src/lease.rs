@@ -12,6 +12,7 @@ use crate::metrics::PeerMetrics;
 use crate::modules::PeerModules;
 use crate::name::NodeName;
 use crate::node_key::{NodeKey, node_key, now_ms};
+use crate::pull::pull;
 use crate::shelf::ModuleShelf;
 use mote_cluster::{Backlog, Event, Membership, Placement};
 use mote_node::{Node, NodeLoad};
@@ -100,6 +101,7 @@ impl Peers {
             tokio::spawn(follow_nodes(weak.clone())),
             tokio::spawn(follow_functions(weak.clone())),
             tokio::spawn(follow_tokens(weak.clone())),
+            tokio::spawn(pull(weak.clone())),
             tokio::spawn(report(weak)),
         ];
         *peers.tasks.lock() = tasks;

@@ -18,12 +18,14 @@
 //! - **Forwarding** (`forward`): a call placed on a peer is sent there over the wire between
 //!   nodes ([`mote_wire`]), once at most; the **log fan-out** (`logs`) asks every peer for its
 //!   entries the same way.
+//! - **Late correction** (`pull`): an idle node asks the peer furthest behind for calls that
+//!   have not started, and a node asked hands some over ([`Peers::hand_over`]).
 //! - **Store peering** (`store_peering`), in the edge set-up; the cluster's **metrics**
 //!   (`metrics`); the **view** of the cluster for `/v1/cluster` (`view`).
 //!
 //! `membership` defines [`Peers`] and uses only the leaf modules (`name`, `node_key`, `config`,
 //! `forward`, `metrics`, `shelf`, `store_peering`); the others add to it and use it, and
-//! `lease` alone starts the followers, so no two modules use each other.
+//! `lease` alone starts the followers and the pulls, so no two modules use each other.
 
 mod config;
 mod follow;
@@ -35,6 +37,7 @@ mod metrics;
 mod modules;
 mod name;
 mod node_key;
+mod pull;
 mod shelf;
 mod store_peering;
 mod view;

@@ -109,7 +109,8 @@ impl Peers {
         }
     }
 
-    /// Sends a call placed on `peer` (at `url`) there, and counts how it went.
+    /// Sends a call placed on `peer` (at `url`) there, and counts how it went; a call `moved`
+    /// there (the peer pulled it) is marked so that it moves no more.
     pub async fn forward(
         &self,
         peer: &mote_cluster::NodeName,
@@ -117,10 +118,15 @@ impl Peers {
         function: &str,
         input: bytes::Bytes,
         content_type: Option<&hyper::header::HeaderValue>,
+        moved: bool,
     ) -> Result<hyper::Response<hyper::body::Incoming>, ForwardError> {
         let start = Instant::now();
         let request =
             mote_wire::PeerRequest::invoke(function, input, content_type, &self.me_header);
+        let request = match moved {
+            true => request.moved(),
+            false => request,
+        };
         let result = self
             .wire
             .send(&mote_wire::Peer::named(peer.as_str(), url), request)

@@ -1,5 +1,6 @@
 //! The cluster's metrics: calls forwarded to each peer by outcome, the time a forwarded call
-//! takes to its response's head, and the nodes this node sees.
+//! takes to its response's head, waiting calls handed over and pulled (late correction), and
+//! the nodes this node sees.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -17,9 +18,18 @@ struct ForwardLabels {
     outcome: Outcome,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PullLabels {
+    /// `moved` (calls came) or `dry` (none did, or no answer).
+    outcome: &'static str,
+}
+
 /// The cluster's metrics, and the registry that writes them.
 pub(crate) struct PeerMetrics {
     forwarded: Family<ForwardLabels, Counter>,
+    handed_over: Counter,
+    pulls: Family<PullLabels, Counter>,
+    pulled_calls: Counter,
     forward_seconds: Histogram,
     nodes: Gauge,
     registry: Registry,
@@ -34,6 +44,8 @@ impl PeerMetrics {
         );
         let nodes = Gauge::default();
         nodes.set(1);
+        let (handed_over, pulls, pulled_calls) =
+            (Counter::default(), Family::default(), Counter::default());
         let mut registry = Registry::with_prefix("mote");
         registry.register(
             "forwarded_calls",
@@ -46,12 +58,30 @@ impl PeerMetrics {
             forward_seconds.clone(),
         );
         registry.register(
+            "handed_over_calls",
+            "Waiting calls this node handed to a peer that asked for them, before they started",
+            handed_over.clone(),
+        );
+        registry.register(
+            "pulls",
+            "Requests for waiting calls this node sent a peer, by outcome (moved: calls came; dry: none did)",
+            pulls.clone(),
+        );
+        registry.register(
+            "pulled_calls",
+            "Calls peers handed to this node when it asked",
+            pulled_calls.clone(),
+        );
+        registry.register(
             "cluster_nodes",
             "Nodes this node sees in its cluster, itself included",
             nodes.clone(),
         );
         Self {
             forwarded,
+            handed_over,
+            pulls,
+            pulled_calls,
             forward_seconds,
             nodes,
             registry,
@@ -74,6 +104,21 @@ impl PeerMetrics {
             outcome,
         };
         self.forwarded.get(&labels).map_or(0, |c| c.get())
+    }
+
+    /// This node handed `calls` waiting calls to a peer that asked.
+    pub(crate) fn handed_over(&self, calls: u32) {
+        self.handed_over.inc_by(u64::from(calls));
+    }
+
+    /// This node asked a peer for calls and `calls` came.
+    pub(crate) fn pulled(&self, calls: u32) {
+        let outcome = match calls {
+            0 => "dry",
+            _ => "moved",
+        };
+        self.pulls.get_or_create(&PullLabels { outcome }).inc();
+        self.pulled_calls.inc_by(u64::from(calls));
     }
 
     /// A forwarded call answered after `seconds`.

@@ -78,6 +78,9 @@ pub struct PlatformConfig {
     pub lease_ttl: Duration,
     /// Home nodes per function.
     pub homes: usize,
+    /// How often a node with a core free and no call waiting asks a peer for calls that
+    /// would wait there (late correction); `None`: never.
+    pub pull_every: Option<Duration>,
     /// On [`crate::Platform::drain`], the most time open calls get to finish.
     pub stop_timeout: Duration,
     /// Deploy the example functions at start-up ([`crate::examples`]).
@@ -165,6 +168,7 @@ impl Default for PlatformConfig {
             access: AccessConfig::default(),
             lease_ttl: mote_peers::PeersConfig::DEFAULT_TTL,
             homes: mote_cluster::PlacementConfig::default().homes,
+            pull_every: Some(mote_peers::PeersConfig::DEFAULT_PULL_EVERY),
             stop_timeout: Self::DEFAULT_STOP_TIMEOUT,
             examples: false,
             job_share: JobShare::default(),

@@ -211,6 +211,7 @@ impl Platform {
                 homes: config.homes,
                 ..PlacementConfig::default()
             },
+            pull_every: config.pull_every,
             policy: policy.to_string(),
             store: state
                 .peering

@@ -199,6 +199,51 @@ impl<T> CallQueue<T> {
             .map(|w| Duration::from_nanos(w.basis.remaining(w.attained_ns)))
     }
 
+    /// Takes up to `most` calls for another node to run: the calls that would start last here,
+    /// among those that never ran (a preempted call stays) and that `movable` accepts, as long
+    /// as the work ranked ahead of each (the expected remaining times of the calls before it,
+    /// spread over `cores`) is at least `min_wait`; a call with less ahead starts here soon
+    /// enough. The calls left keep their ranks and their order. Running calls are not counted
+    /// ahead, so the wait is underestimated and a call moves only when it surely waits.
+    ///
+    /// Under FIFO and `baseline` none: in arrival order the call that waited longest is the
+    /// next to run here anyway.
+    ///
+    /// Sorts the queue: O(n log n) in the waiting calls, paid only when a peer asks.
+    pub fn release(
+        &mut self,
+        most: usize,
+        cores: u32,
+        min_wait: Duration,
+        movable: impl Fn(&T) -> bool,
+    ) -> Vec<T> {
+        let mut taken = Vec::new();
+        if most == 0 || self.waiting.is_empty() || self.policy.arrival_order() {
+            return taken;
+        }
+        let mut all = std::mem::take(&mut self.waiting).into_vec();
+        all.sort_unstable_by_key(|w| (w.priority, w.seq));
+        let total: u64 = all.iter().map(|w| w.basis.remaining(w.attained_ns)).sum();
+        let min_ahead = (min_wait.as_nanos() as u64).saturating_mul(u64::from(cores.max(1)));
+        // The work of the calls ranked at or after the one looked at, walking from the last.
+        let mut behind = 0u64;
+        let mut at = all.len();
+        while at > 0 && taken.len() < most {
+            at -= 1;
+            let call = &all[at];
+            behind += call.basis.remaining(call.attained_ns);
+            if total - behind < min_ahead {
+                break;
+            }
+            if call.attained_ns == 0 && movable(&call.call) {
+                // Every call after `at` was looked at already: the one swapped in stays.
+                taken.push(all.swap_remove(at).call);
+            }
+        }
+        self.waiting = BinaryHeap::from(all);
+        taken
+    }
+
     /// How many calls are waiting.
     pub fn len(&self) -> usize {
         self.waiting.len()
@@ -339,6 +384,123 @@ mod tests {
             .collect();
         assert_eq!(order.len(), 50_000);
         assert!(expected.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn release_takes_the_calls_that_start_last_while_they_would_wait() {
+        // Functions of 10 ms and 40 ms under SEPT on two cores: four short calls, then three
+        // long ones, one of them not movable.
+        let mut q = queue(Policy::Sept, &[(1, 10), (2, 40)]);
+        for i in 0..4 {
+            q.push_at(1, i, (1, i));
+        }
+        for i in 4..7 {
+            q.push_at(2, i, (2, i));
+        }
+        let wait = Duration::from_millis(20);
+        let taken = q.release(5, 2, wait, |&(_, i)| i != 6);
+        // Call 6 is last but stays; call 5 has 4 * 10 + 2 * 40 ms ahead over two cores, call 4
+        // has 4 * 10 + 40 over two; call 3 would wait 15 ms, less than 20: it and the rest stay.
+        assert_eq!(taken, [(2, 5), (2, 4)]);
+        assert_eq!(drain(&mut q), [(1, 0), (1, 1), (1, 2), (1, 3), (2, 6)]);
+        drain(&mut q);
+        assert!(q.release(5, 2, Duration::ZERO, |_| true).is_empty());
+    }
+
+    #[test]
+    fn release_leaves_a_call_that_already_ran() {
+        let mut q = CallQueue::preemptive(Policy::Sept, WINDOW, 1);
+        q.complete(1, Duration::from_millis(10));
+        q.push_at(1, 0, 0u64);
+        q.push_at(1, 1, 1);
+        let first = q.pop_ranked().unwrap();
+        q.requeue(first.basis, 2 * MS, first.call);
+        let taken = q.release(2, 1, Duration::ZERO, |_| true);
+        assert_eq!(taken, [1], "the preempted call 0 stays");
+        assert_eq!(q.pop(), Some(0));
+    }
+
+    /// What a queue is asked to do in [`release_never_loses_nor_repeats_a_call`].
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// A call of a function (0..4) arrives; the flag says whether it may move.
+        Push(FunctionKey, bool),
+        /// A core takes the best call; it is preempted after the given ms, or ends.
+        Pop(Option<u64>),
+        /// A peer asks for this many calls that would wait at least the given ms.
+        Release(usize, u64),
+    }
+
+    fn ops() -> impl Strategy<Value = Vec<Op>> {
+        let op = prop_oneof![
+            4 => (0u64..4, any::<bool>()).prop_map(|(f, m)| Op::Push(f, m)),
+            3 => prop::option::of(1u64..20).prop_map(Op::Pop),
+            1 => (0usize..4, 0u64..60).prop_map(|(n, w)| Op::Release(n, w)),
+        ];
+        prop::collection::vec(op, 1..150)
+    }
+
+    proptest! {
+        /// Every call leaves the queue exactly once, to end here or to move; only a movable
+        /// call that never ran moves; and the calls a release leaves run in the order they
+        /// would have run without it.
+        #[test]
+        fn release_never_loses_nor_repeats_a_call(ops in ops(), policy in prop_oneof![Just(Policy::Sept), Just(Policy::Fc), Just(Policy::Eect)]) {
+            let mut q = CallQueue::preemptive(policy, WINDOW, 4);
+            for f in 0..4 {
+                q.complete(f, Duration::from_millis(f * 10 + 1));
+            }
+            // Calls: (id, movable); ran: ids that got a core.
+            let (mut next, mut ended, mut moved) = (0u64, Vec::new(), Vec::new());
+            let mut ran = std::collections::HashSet::new();
+            let mut movable = std::collections::HashSet::new();
+            for (now, op) in ops.into_iter().enumerate() {
+                let now = now as u64 * MS;
+                match op {
+                    Op::Push(f, may_move) => {
+                        if may_move {
+                            movable.insert(next);
+                        }
+                        q.push_at(f, now, next);
+                        next += 1;
+                    }
+                    Op::Pop(preempted) => if let Some(call) = q.pop_ranked() {
+                        ran.insert(call.call);
+                        match preempted {
+                            Some(ms) => { q.requeue(call.basis, call.attained_ns + ms * MS, call.call); }
+                            None => ended.push(call.call),
+                        }
+                    },
+                    Op::Release(most, wait_ms) => {
+                        let mut before = Vec::new();
+                        let mut copy = CallQueue::preemptive(policy, WINDOW, 4);
+                        std::mem::swap(&mut copy.waiting, &mut q.waiting);
+                        while let Some(w) = copy.waiting.pop() {
+                            before.push((w.priority, w.seq, w.call));
+                            q.waiting.push(w);
+                        }
+                        let taken = q.release(most, 2, Duration::from_millis(wait_ms), |c| movable.contains(c));
+                        prop_assert!(taken.len() <= most);
+                        for call in &taken {
+                            prop_assert!(movable.contains(call), "call {call} may not move");
+                            prop_assert!(!ran.contains(call), "call {call} already ran");
+                        }
+                        let left: Vec<u64> = before.iter().map(|b| b.2).filter(|c| !taken.contains(c)).collect();
+                        let mut after = Vec::new();
+                        while let Some(w) = q.waiting.pop() {
+                            after.push(w);
+                        }
+                        prop_assert_eq!(after.iter().map(|w| w.call).collect::<Vec<_>>(), left);
+                        q.waiting.extend(after);
+                        moved.extend(taken);
+                    }
+                }
+            }
+            ended.extend(std::iter::from_fn(|| q.pop()));
+            let mut all: Vec<u64> = ended.iter().chain(&moved).copied().collect();
+            all.sort_unstable();
+            prop_assert_eq!(all, (0..next).collect::<Vec<_>>());
+        }
     }
 
     /// Arrivals: (function, gap since the previous arrival in ms).

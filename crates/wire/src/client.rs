@@ -6,7 +6,7 @@
 
 use crate::error::{Failure, Peer, WireError};
 use crate::request::PeerRequest;
-use crate::route::FORWARDED_BY;
+use crate::route::{FORWARDED_BY, MOVED};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -123,6 +123,9 @@ impl WireClient {
         }
         if let Some(me) = request.forwarded_by {
             builder = builder.header(FORWARDED_BY, me);
+        }
+        if request.moved {
+            builder = builder.header(MOVED, "1");
         }
         if let Some(secret) = secret {
             builder = builder.header(CLUSTER_SECRET_HEADER, secret);

@@ -1,6 +1,7 @@
 //! The one wire between mote's nodes. Everything a node asks of another goes through this
-//! crate: forwarded calls, module fetches, the log fan-out, store replicas introducing
-//! themselves, and jobs' specs, messages and reports between controllers and workers.
+//! crate: forwarded calls, idle nodes pulling waiting calls, module fetches, the log fan-out,
+//! store replicas introducing themselves, and jobs' specs, messages and reports between
+//! controllers and workers.
 //!
 //! - [`route`]: every route between nodes, as the pattern the gateway serves it under and as a
 //!   [`Route`] a node builds its path from.
@@ -21,5 +22,5 @@ pub mod route;
 
 pub use client::WireClient;
 pub use error::{Failure, Peer, WireError};
-pub use request::{PeerRequest, StorePeer};
-pub use route::{FORWARDED_BY, LogsFrom, NOT_DEPLOYED_HERE, Route};
+pub use request::{PeerRequest, Pull, Pulled, StorePeer};
+pub use route::{FORWARDED_BY, LogsFrom, MOVED, NOT_DEPLOYED_HERE, Route};

@@ -21,6 +21,22 @@ pub struct StorePeer {
     pub url: String,
 }
 
+/// An idle node's request for calls that wait on the node it asks (`POST`
+/// [`PULL`](crate::route::PULL), JSON, by the node its `mote-forwarded-by` names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pull {
+    /// The most calls it takes: its free cores.
+    pub calls: u32,
+}
+
+/// The answer to a [`Pull`] (JSON): how many calls the asked node forwards to the one that
+/// asked, each once; zero if none would wait long enough there to be worth the trip.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pulled {
+    /// Calls it forwards.
+    pub moved: u32,
+}
+
 /// One request to a peer.
 #[derive(Debug)]
 pub struct PeerRequest<'a> {
@@ -29,6 +45,8 @@ pub struct PeerRequest<'a> {
     pub(crate) content_type: Option<HeaderValue>,
     pub(crate) forwarded_by: Option<HeaderValue>,
     pub(crate) timeout: Option<Duration>,
+    /// A call handed to the peer that pulled it ([`MOVED`](crate::route::MOVED)).
+    pub(crate) moved: bool,
 }
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
@@ -43,6 +61,7 @@ impl<'a> PeerRequest<'a> {
             content_type: Some(content_type),
             forwarded_by: None,
             timeout: None,
+            moved: false,
         }
     }
 
@@ -65,7 +84,14 @@ impl<'a> PeerRequest<'a> {
             content_type: content_type.cloned(),
             forwarded_by: Some(forwarded_by.clone()),
             timeout: None,
+            moved: false,
         }
+    }
+
+    /// The same call, handed to the peer that pulled it: it runs there and moves no more.
+    pub fn moved(mut self) -> Self {
+        self.moved = true;
+        self
     }
 
     /// The bytes of the module whose sha256 is `sha256`.
@@ -76,6 +102,7 @@ impl<'a> PeerRequest<'a> {
             content_type: None,
             forwarded_by: None,
             timeout: None,
+            moved: false,
         }
     }
 
@@ -97,6 +124,15 @@ impl<'a> PeerRequest<'a> {
             content_type: None,
             forwarded_by: Some(forwarded_by.clone()),
             timeout: None,
+            moved: false,
+        }
+    }
+
+    /// Asks for up to `calls` waiting calls, for the node whose name is `by`.
+    pub fn pull(calls: u32, by: &HeaderValue) -> Self {
+        Self {
+            forwarded_by: Some(by.clone()),
+            ..Self::json(Route::Pull, &Pull { calls })
         }
     }
 

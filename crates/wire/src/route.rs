@@ -19,6 +19,9 @@ pub const INVOKE: &str = "/v1/invoke/{name}";
 pub const MODULE: &str = "/v1/internal/modules/{sha256}";
 /// A joining node's store replica introducing itself (a `StorePeer`, JSON), in the edge set-up.
 pub const STORE_PEERS: &str = "/v1/internal/store-peers";
+/// An idle node asks a busy one for calls that would wait there (a `Pull`, JSON); the answer
+/// says how many it forwards (a `Pulled`).
+pub const PULL: &str = "/v1/internal/pull";
 /// A function's log entries on one node, for the node that merges the cluster's.
 pub const LOGS: &str = "/v1/internal/logs/{name}";
 /// Where the routes of jobs' workers start.
@@ -35,6 +38,10 @@ pub const JOB_REPORTS: &str = "/v1/internal/jobs/{id}/reports";
 /// The header a forwarded call (and a peer's read of logs) carries, naming the node that sent
 /// it: the peer runs the call whatever its load, so a call is forwarded once at most.
 pub const FORWARDED_BY: &str = "mote-forwarded-by";
+
+/// The header of a call a node handed to the peer that pulled it (late correction): the peer
+/// runs it whatever its load and never hands it on, so a call moves once at most.
+pub const MOVED: &str = "mote-moved";
 
 /// The header of a peer's 404 to a forwarded call of a function the peer has not heard of yet
 /// (its store replica lags behind the sender's): the call did not run there, so the sender
@@ -73,6 +80,8 @@ pub enum Route<'a> {
     },
     /// `POST` [`STORE_PEERS`].
     StorePeers,
+    /// `POST` [`PULL`].
+    Pull,
     /// `GET` [`LOGS`], with the query that says which entries.
     Logs {
         /// The function.
@@ -116,6 +125,7 @@ impl Route<'_> {
             Self::JobStop { .. } => Method::DELETE,
             Self::Invoke { .. }
             | Self::StorePeers
+            | Self::Pull
             | Self::JobRun { .. }
             | Self::JobMessage { .. }
             | Self::JobReport { .. } => Method::POST,
@@ -128,6 +138,7 @@ impl Route<'_> {
             Self::Invoke { .. } => INVOKE,
             Self::Module { .. } => MODULE,
             Self::StorePeers => STORE_PEERS,
+            Self::Pull => PULL,
             Self::Logs { .. } => LOGS,
             Self::JobStart { .. } | Self::JobStop { .. } => JOB,
             Self::JobRun { .. } => JOB_RUN,
@@ -139,7 +150,7 @@ impl Route<'_> {
     /// The value its pattern's one parameter takes, if it has one.
     fn value(&self) -> Option<&str> {
         match *self {
-            Self::StorePeers => None,
+            Self::StorePeers | Self::Pull => None,
             Self::Invoke { function } | Self::Logs { function, .. } => Some(function),
             Self::Module { sha256 } => Some(sha256),
             Self::JobStart { job }

@@ -63,6 +63,10 @@ pub struct ClusterArgs {
     /// 500 µs epoch tick).
     #[arg(long, requires = "simulate")]
     sim_no_preempt: bool,
+    /// Simulated nodes never pull waiting calls from a peer when idle, as `mote up
+    /// --pull-every-us 0`.
+    #[arg(long, requires = "simulate")]
+    sim_no_late_correction: bool,
     /// Which simulated set-ups to run [default: all]: `paper` (section VIII: 4, 3 and 2 nodes
     /// of 18 cores), `one-node` (one node of 72), `scale` (100 nodes of 32).
     #[arg(
@@ -117,6 +121,7 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
             preempt: (!args.sim_no_preempt).then_some(PreemptSpec::NODE),
             set_ups: args.set_ups,
             choices: args.choices,
+            late_correction: !args.sim_no_late_correction,
         };
         let started = Instant::now();
         let report = mote_cluster_sim::run(&options, &mut progress);

@@ -47,6 +47,8 @@ pub(super) fn simulate(
         }),
         balancer: Balancer::Nodes,
         choices: 0,
+        // One node: nobody to pull from.
+        late_correction: false,
     };
     let outcome = mote_cluster_sim::run_once(&spec, &suite, plan, config.seed);
     let response: Vec<f64> = outcome

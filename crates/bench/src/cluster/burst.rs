@@ -5,6 +5,9 @@
 //! is the same for both, and the idle response times (the stretch denominators) are measured once,
 //! over HTTP, on the lone node.
 //!
+//! The two nodes run twice: as `mote up` runs them, and with late correction off
+//! (`--pull-every-us 0`), so the calls an idle node pulls are measured against none.
+//!
 //! On this machine the two nodes, the store and the load generator share two cores, so the
 //! second node cannot double the capacity; the comparison shows what placement does with the
 //! second node's core, not a cluster's scale (the simulation does that).
@@ -52,6 +55,8 @@ pub struct SetupFigures {
     pub stretch: Distribution,
     /// Calls each node ran, by the `mote-node` of their responses.
     pub ran_on: BTreeMap<String, usize>,
+    /// Calls the node the burst was sent to handed to its peer that pulled them.
+    pub handed_over: u64,
 }
 
 /// One policy's comparison.
@@ -63,6 +68,8 @@ pub struct PolicyFigures {
     pub one_node: SetupFigures,
     /// The burst sent to n1 of a two-node cluster.
     pub two_nodes: SetupFigures,
+    /// The same, with late correction off.
+    pub two_nodes_no_pull: SetupFigures,
 }
 
 /// What the benchmark measured.
@@ -85,15 +92,15 @@ impl ClusterBurstReport {
     pub fn table(&self) -> String {
         let mut out = format!(
             "intensity {}, window {} s, seed {}: response times in ms\n\n\
-             | policy | one node: avg | p99 | stretch avg | two nodes: avg | p99 | stretch avg | avg ratio | stretch ratio | ran on n1 / n2 |\n\
-             |---|---|---|---|---|---|---|---|---|---|\n",
+             | policy | one node: avg | p99 | stretch avg | two nodes: avg | p99 | stretch avg | avg ratio | stretch ratio | ran on n1 / n2 | moved | without pulls: avg | p99 | stretch avg | pulls / none: avg | stretch |\n\
+             |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
             self.intensity, self.window_s, self.seed
         );
         for p in &self.policies {
-            let (one, two) = (&p.one_node, &p.two_nodes);
+            let (one, two, none) = (&p.one_node, &p.two_nodes, &p.two_nodes_no_pull);
             let on = |n: &str| two.ran_on.get(n).copied().unwrap_or(0);
             out.push_str(&format!(
-                "| {} | {:.0} | {:.0} | {:.2} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {} / {} |\n",
+                "| {} | {:.0} | {:.0} | {:.2} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {} / {} | {} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} |\n",
                 p.policy,
                 one.response_ms.avg,
                 one.response_ms.p99,
@@ -105,6 +112,12 @@ impl ClusterBurstReport {
                 two.stretch.avg / one.stretch.avg,
                 on("n1"),
                 on("n2"),
+                two.handed_over,
+                none.response_ms.avg,
+                none.response_ms.p99,
+                none.stretch.avg,
+                two.response_ms.avg / none.response_ms.avg,
+                two.stretch.avg / none.stretch.avg,
             ));
         }
         out
@@ -233,30 +246,46 @@ fn send(
         response_ms: Distribution::of(&response),
         stretch: Distribution::of(&stretch),
         ran_on,
+        handed_over: handed_over(&agent, url)?,
     })
 }
 
-/// Starts `nodes` nodes under `policy` sharing a fresh store in `dir`, deploys the suite on
-/// the first and waits until every node runs it.
+/// The calls the node at `url` handed to peers that pulled them
+/// (`mote_handed_over_calls_total`).
+fn handed_over(agent: &ureq::Agent, url: &str) -> anyhow::Result<u64> {
+    let metrics = agent
+        .get(format!("{url}/metrics"))
+        .call()?
+        .body_mut()
+        .read_to_string()?;
+    let line = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("mote_handed_over_calls_total "))
+        .context("no mote_handed_over_calls_total in /metrics")?;
+    Ok(line.trim().parse::<f64>()? as u64)
+}
+
+/// Starts `nodes` nodes under `policy` sharing a fresh store in `dir`, pulling calls as
+/// `pull` says, deploys the suite on the first and waits until every node runs it.
 fn cluster(
     config: &ClusterBurstConfig,
     dir: &Path,
     policy: Policy,
     nodes: usize,
+    pull: bool,
 ) -> anyhow::Result<(Served, Vec<Served>)> {
     let store = store(&config.mote)?;
     let policy = policy.as_str();
+    // Pulling is `mote up`'s default; off, a node never asks.
+    let args: &[&str] = match pull {
+        true => &["--policy", policy],
+        false => &["--policy", policy, "--pull-every-us", "0"],
+    };
     let started = (1..=nodes)
         .map(|i| {
             let name = format!("n{i}");
-            let data = dir.join(format!("{policy}-{nodes}"));
-            node(
-                &config.mote,
-                &data,
-                &name,
-                store.url(),
-                &["--policy", policy],
-            )
+            let data = dir.join(format!("{policy}-{nodes}-{pull}"));
+            node(&config.mote, &data, &name, store.url(), args)
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     deploy(&started[0])?;
@@ -274,8 +303,8 @@ pub fn run(config: &ClusterBurstConfig) -> anyhow::Result<ClusterBurstReport> {
     let mut policies = Vec::new();
     for &policy in &config.policies {
         let mut figures = Vec::new();
-        for nodes in [1, 2] {
-            let (_store, started) = cluster(config, dir.path(), policy, nodes)?;
+        for (nodes, pull) in [(1, true), (2, true), (2, false)] {
+            let (_store, started) = cluster(config, dir.path(), policy, nodes, pull)?;
             let idle = match &idle_ms {
                 Some(idle) => idle,
                 None => idle_ms.insert(idle_times(&agent(Duration::from_secs(60)), &started[0])?),
@@ -292,12 +321,14 @@ pub fn run(config: &ClusterBurstConfig) -> anyhow::Result<ClusterBurstReport> {
             );
             figures.push(send(started[0].url(), &plan, idle)?);
         }
-        let two_nodes = figures.pop().expect("two set-ups");
-        let one_node = figures.pop().expect("two set-ups");
+        let two_nodes_no_pull = figures.pop().expect("three set-ups");
+        let two_nodes = figures.pop().expect("three set-ups");
+        let one_node = figures.pop().expect("three set-ups");
         policies.push(PolicyFigures {
             policy: policy.as_str(),
             one_node,
             two_nodes,
+            two_nodes_no_pull,
         });
     }
     Ok(ClusterBurstReport {

@@ -11,6 +11,10 @@
 //! [`Event::Seen`]: between reports a node knows its peers only from those reports and from the
 //! calls it sent them itself.
 //!
+//! With late correction ([`ClusterSpec::late_correction`], `engine::pull`), a node with a core
+//! free and no call waiting asks the peer furthest behind for calls that have not started, as
+//! the real node does; the calls it is handed move once, as forwarded calls.
+//!
 //! The loop is pure: no I/O, no threads, no clock; the same inputs give the same outcome.
 
 use crate::CallId;
@@ -51,6 +55,11 @@ pub struct ClusterSpec {
     pub balancer: Balancer,
     /// Busy nodes a node draws at random to compare ([`PlacementConfig::choices`]).
     pub choices: usize,
+    /// Whether a node with a core free and no call waiting pulls calls that would wait from
+    /// the peer furthest behind (late correction, as `mote up` does); only under
+    /// [`Balancer::Nodes`], and only where queues rank calls (an arrival-order queue hands
+    /// over nothing).
+    pub late_correction: bool,
 }
 
 /// Who decides where a call runs.
@@ -74,8 +83,11 @@ pub struct CallOutcome {
     pub function: usize,
     /// The node it ran on.
     pub node: usize,
-    /// Whether the node it reached forwarded it.
+    /// Whether the node it reached forwarded it: placed it on a peer, or handed it to one that
+    /// asked ([`CallOutcome::moved`]).
     pub forwarded: bool,
+    /// Whether it waited on a node until a peer pulled it (late correction).
+    pub moved: bool,
     /// From reaching the cluster to its response leaving it.
     pub response: Duration,
 }
@@ -89,6 +101,8 @@ pub struct RunOutcome {
     pub refused: usize,
     /// When the last response left, after the burst started.
     pub last_response: Duration,
+    /// Pulls the nodes sent (late correction), whether or not they brought calls.
+    pub pulls: usize,
 }
 
 /// The name of node `i`.
@@ -107,25 +121,7 @@ pub fn run(
 ) -> RunOutcome {
     let mut sim = Sim::new(spec, suite, plan, seed);
     sim.run();
-    let refused = sim.refused;
-    let calls: Vec<CallOutcome> = sim
-        .calls
-        .iter()
-        .filter_map(|c| {
-            Some(CallOutcome {
-                function: c.function,
-                node: c.runs_on,
-                forwarded: c.runs_on != c.entry,
-                response: Duration::from_nanos(c.responded_ns?.saturating_sub(c.arrived_ns)),
-            })
-        })
-        .collect();
-    let last = sim.calls.iter().filter_map(|c| c.responded_ns).max();
-    RunOutcome {
-        calls,
-        refused,
-        last_response: Duration::from_nanos(last.unwrap_or(0)),
-    }
+    sim.outcome()
 }
 
 /// One call as the run follows it. Times in nanoseconds since the start.
@@ -139,6 +135,11 @@ struct Call {
     /// When it reached the node it runs on.
     landed_ns: u64,
     responded_ns: Option<u64>,
+    /// Handed by the node it waited on to a peer that pulled it: it moves no more.
+    moved: bool,
+    /// The node a call placed on a peer waited on before it moved: its response passes back
+    /// through it, a second trip.
+    relay: Option<usize>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -154,6 +155,10 @@ enum Step {
     Respond(CallId),
     /// A node writes its load.
     Report(usize),
+    /// Node `by`'s pull for up to `most` calls reaches node `from`.
+    Pull { from: usize, by: usize, most: u32 },
+    /// Node `from`'s answer to node `by`'s pull reaches it: it handed over `moved` calls.
+    Pulled { by: usize, from: usize, moved: u32 },
 }
 
 /// A step at a time; steps at the same time run in the order they were scheduled.
@@ -216,6 +221,10 @@ struct SimNode {
     generation: u64,
     /// Its mean expected time as of its last report.
     mean_expected: Duration,
+    /// Whether it asked a peer for calls and has no answer yet.
+    pulling: bool,
+    /// Calls handed to it that have not landed yet.
+    promised: u32,
 }
 
 struct Sim<'a> {
@@ -231,6 +240,8 @@ struct Sim<'a> {
     refused: usize,
     /// Under [`Balancer::Hermod`], each node's calls bound and not yet answered.
     in_flight: Vec<u32>,
+    /// Pulls sent.
+    pulls: usize,
 }
 
 impl<'a> Sim<'a> {
@@ -282,6 +293,8 @@ impl<'a> Sim<'a> {
                     local,
                     generation: 0,
                     mean_expected: warm_mean,
+                    pulling: false,
+                    promised: 0,
                 }
             })
             .collect();
@@ -298,6 +311,8 @@ impl<'a> Sim<'a> {
                     arrived_ns: at.as_nanos() as u64,
                     landed_ns: 0,
                     responded_ns: None,
+                    moved: false,
+                    relay: None,
                 }
             })
             .collect();
@@ -317,6 +332,31 @@ impl<'a> Sim<'a> {
             open: plan.len(),
             refused: 0,
             in_flight: vec![0; n],
+            pulls: 0,
+        }
+    }
+
+    /// What became of the calls, once the run is over.
+    fn outcome(&self) -> RunOutcome {
+        let calls: Vec<CallOutcome> = self
+            .calls
+            .iter()
+            .filter_map(|c| {
+                Some(CallOutcome {
+                    function: c.function,
+                    node: c.runs_on,
+                    forwarded: c.runs_on != c.entry || c.relay.is_some(),
+                    moved: c.moved,
+                    response: Duration::from_nanos(c.responded_ns?.saturating_sub(c.arrived_ns)),
+                })
+            })
+            .collect();
+        let last = self.calls.iter().filter_map(|c| c.responded_ns).max();
+        RunOutcome {
+            calls,
+            refused: self.refused,
+            last_response: Duration::from_nanos(last.unwrap_or(0)),
+            pulls: self.pulls,
         }
     }
 
@@ -355,6 +395,7 @@ impl<'a> Sim<'a> {
                     self.started(node, next, now);
                 }
                 self.done(call, now);
+                self.maybe_pull(node, now);
             }
             Step::NodeEvent(node, generation) => {
                 if generation != self.nodes[node].generation {
@@ -370,17 +411,26 @@ impl<'a> Sim<'a> {
                 for call in ended {
                     self.done(call, now);
                 }
+                self.maybe_pull(node, now);
             }
             Step::Respond(call) => {
-                let (entry, runs_on, function) = {
+                let (entry, runs_on, function, relay) = {
                     let c = &self.calls[call];
-                    (c.entry, c.runs_on, c.function)
+                    (c.entry, c.runs_on, c.function, c.relay)
                 };
+                // As the real gateways: each node that forwarded the call hears the answer,
+                // with its own expected time when it came.
+                if let Some(relay) = relay {
+                    let node = &mut self.nodes[relay];
+                    let expected = node.local.expected(function as u64);
+                    node.placement
+                        .answered(self.names[runs_on].as_str(), expected);
+                }
                 let node = &mut self.nodes[entry];
-                // As the real gateway: the entry node's expected time when the response came.
                 let expected = node.local.expected(function as u64);
+                let sent_to = relay.unwrap_or(runs_on);
                 node.placement
-                    .answered(self.names[runs_on].as_str(), expected);
+                    .answered(self.names[sent_to].as_str(), expected);
                 self.respond(call, now);
             }
             Step::Report(node) => {
@@ -408,7 +458,15 @@ impl<'a> Sim<'a> {
                     let interval = self.spec.report_interval.as_nanos().max(1) as u64;
                     self.agenda.at(now + interval, Step::Report(node));
                 }
+                // The node looks for calls to pull as it reports, and each peer as the report
+                // reaches it: the real node looks every 2 ms, so acts on a report at once.
+                self.maybe_pull(node, now);
+                for peer in (0..self.nodes.len()).filter(|&peer| peer != node) {
+                    self.maybe_pull(peer, now);
+                }
             }
+            Step::Pull { from, by, most } => self.hand_over(from, by, most, now),
+            Step::Pulled { by, from, moved } => self.pulled(by, from, moved, now),
         }
     }
 
@@ -472,6 +530,10 @@ impl<'a> Sim<'a> {
         let c = &mut self.calls[call];
         c.landed_ns = now;
         let (node, function) = (c.runs_on, c.function);
+        if c.moved {
+            let promised = &mut self.nodes[node].promised;
+            *promised = promised.saturating_sub(1);
+        }
         let f = self.suite[function];
         match self.nodes[node]
             .local
@@ -522,13 +584,15 @@ impl<'a> Sim<'a> {
             true => self.respond(call, now),
             false => {
                 let back = self.spec.forward_cost.as_nanos() as u64 - self.there_ns();
-                self.agenda.at(now + back, Step::Respond(call));
+                let trips = 1 + u64::from(c.relay.is_some());
+                self.agenda.at(now + back * trips, Step::Respond(call));
             }
         }
     }
 
     fn respond(&mut self, call: CallId, now: u64) {
-        self.calls[call].responded_ns = Some(now);
+        let answered = self.calls[call].responded_ns.replace(now);
+        assert!(answered.is_none(), "call {call} was answered twice");
         self.open -= 1;
     }
 
@@ -538,5 +602,6 @@ impl<'a> Sim<'a> {
     }
 }
 
+mod pull;
 #[cfg(test)]
 mod tests;

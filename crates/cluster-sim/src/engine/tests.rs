@@ -16,6 +16,7 @@ fn spec(nodes: usize, cores: u32, policy: Policy) -> ClusterSpec {
         preempt: None,
         balancer: Balancer::Nodes,
         choices: 2,
+        late_correction: false,
     }
 }
 
@@ -190,5 +191,168 @@ fn a_run_is_the_same_for_the_same_seed() {
         assert_eq!(first, run(&spec, &suite(), &plan, 5));
         let ran_on = |o: &RunOutcome| o.calls.iter().map(|c| c.node).collect::<Vec<_>>();
         assert_ne!(ran_on(&first), ran_on(&run(&spec, &suite(), &plan, 6)));
+    }
+}
+
+/// Runs `plan` on `spec` with every call reaching node `entry`, once `prepare` set the scene.
+fn run_at(
+    spec: &ClusterSpec,
+    plan: &[(Duration, usize)],
+    entry: usize,
+    prepare: impl FnOnce(&mut Sim),
+) -> RunOutcome {
+    let suite = suite();
+    let mut sim = Sim::new(spec, &suite, plan, 1);
+    for c in &mut sim.calls {
+        (c.entry, c.runs_on) = (entry, entry);
+    }
+    prepare(&mut sim);
+    sim.run();
+    sim.outcome()
+}
+
+/// Has `node` believe that `peer` last reported `load` (at the start).
+fn believe(sim: &mut Sim, node: usize, peer: usize, load: Load) {
+    let report = Report {
+        name: node_name(peer),
+        url: String::new(),
+        load,
+        draining: false,
+    };
+    sim.nodes[node].placement.apply(Event::Seen {
+        report,
+        at: Duration::ZERO,
+    });
+}
+
+/// Two one-core nodes under SEPT, preempting as `preempt` says, pulling as `late_correction`
+/// says.
+fn pulling(preempt: Option<PreemptSpec>, late_correction: bool) -> ClusterSpec {
+    ClusterSpec {
+        preempt,
+        late_correction,
+        ..spec(2, 1, Policy::Sept)
+    }
+}
+
+#[test]
+fn an_idle_node_pulls_calls_that_wait_on_a_busy_one() {
+    // Twelve calls reach node 0 at once, which believes node 1 busy for an hour (a stale
+    // report), so keeps them all; node 1, idle, hears node 0's report and pulls.
+    let plan: Vec<(Duration, usize)> = (0..12).map(|i| (Duration::ZERO, i % 2)).collect();
+    let busy = Load {
+        cores: 1,
+        running: 1,
+        queued: 1,
+        backlog: Backlog::all_ahead(Duration::from_secs(3600)),
+    };
+    let stale = |sim: &mut Sim| believe(sim, 0, 1, busy);
+    for preempt in [Some(PreemptSpec::NODE), None] {
+        let off = run_at(&pulling(preempt, false), &plan, 0, stale);
+        assert!(off.calls.iter().all(|c| c.node == 0 && !c.moved));
+        let on = run_at(&pulling(preempt, true), &plan, 0, stale);
+        assert_eq!(on.calls.len() + on.refused, plan.len());
+        assert_eq!(on.refused, 0);
+        let moved = on.calls.iter().filter(|c| c.moved).count();
+        assert!(moved >= 3, "{moved} moved: {on:?}");
+        // Every call node 1 ran it pulled, and a call that moved never moved back.
+        for c in &on.calls {
+            assert_eq!(c.node == 1, c.moved, "{c:?}");
+            assert_eq!(c.forwarded, c.moved, "{c:?}");
+        }
+        // One core free at a time: a pull brings one call at most.
+        assert!(on.pulls >= moved, "{} pulls, {moved} moved", on.pulls);
+        let avg = |o: &RunOutcome| o.calls.iter().map(|c| c.response).sum::<Duration>() / 12;
+        assert!(
+            avg(&on) < avg(&off),
+            "{:?} with, {:?} without",
+            avg(&on),
+            avg(&off)
+        );
+        assert!(on.last_response < off.last_response);
+        assert_eq!(on, run_at(&pulling(preempt, true), &plan, 0, stale));
+    }
+}
+
+#[test]
+fn a_call_placed_on_a_peer_moves_once_at_most() {
+    // Node 0 believes node 1 has eight idle cores, so forwards it five of six long calls; it
+    // has one. Once its own call ends, node 0 asks node 1 for calls, and those it gets (which
+    // it placed there) come back, to stay: a second move would fail the run's own check.
+    let spec = ClusterSpec {
+        report_interval: Duration::from_secs(3600),
+        ..pulling(Some(PreemptSpec::NODE), true)
+    };
+    let plan = [(Duration::ZERO, 0); 6];
+    let roomy = Load::idle(8, Backlog::empty(true));
+    let outcome = run_at(&spec, &plan, 0, |sim| believe(sim, 0, 1, roomy));
+    assert_eq!(outcome.calls.len(), plan.len());
+    assert!(outcome.pulls >= 1, "node 0 never asked");
+    let forwarded = outcome.calls.iter().filter(|c| c.forwarded).count();
+    assert_eq!(forwarded, 5, "{outcome:?}");
+    let moved: Vec<_> = outcome.calls.iter().filter(|c| c.moved).collect();
+    assert!(!moved.is_empty(), "{outcome:?}");
+    let suite = suite();
+    for c in moved {
+        assert!(c.node == 0 && c.forwarded, "{c:?}");
+        // There and back twice: to node 1, back to node 0 to run, and the response the same
+        // way.
+        assert!(
+            c.response >= suite[c.function].idle + 2 * spec.forward_cost,
+            "{c:?}"
+        );
+    }
+}
+
+#[test]
+fn late_correction_changes_nothing_under_hermod_nor_in_arrival_order() {
+    let plan: Vec<(Duration, usize)> = (0..300u32).map(|i| (i * 3 * MS, i as usize % 3)).collect();
+    let clusters = [
+        (Policy::Baseline, Balancer::Nodes, None),
+        (Policy::Baseline, Balancer::Hermod, None),
+        (Policy::Fifo, Balancer::Nodes, None),
+        (Policy::Sept, Balancer::Hermod, Some(PreemptSpec::NODE)),
+        (Policy::Fc, Balancer::Hermod, None),
+    ];
+    for (policy, balancer, preempt) in clusters {
+        let off = ClusterSpec {
+            balancer,
+            preempt,
+            ..spec(3, 2, policy)
+        };
+        let on = ClusterSpec {
+            late_correction: true,
+            ..off.clone()
+        };
+        let with = run(&on, &suite(), &plan, 5);
+        assert_eq!(with.pulls, 0, "{policy} {balancer:?}");
+        assert_eq!(with, run(&off, &suite(), &plan, 5), "{policy} {balancer:?}");
+    }
+}
+
+#[test]
+fn with_late_correction_every_call_is_answered_once_whichever_node_the_client_called() {
+    // Calls from clients at every node, more than the cores can take: the ranking policies,
+    // preemptive or not, pull; no call is lost or answered twice (the loop asserts that), and
+    // a run is the same for the same seed.
+    let plan: Vec<(Duration, usize)> = (0..400u32).map(|i| (i * 2 * MS, i as usize % 3)).collect();
+    for (policy, preempt) in [
+        (Policy::Sept, Some(PreemptSpec::NODE)),
+        (Policy::Fc, Some(PreemptSpec::NODE)),
+        (Policy::Sept, None),
+        (Policy::Fc, None),
+    ] {
+        let spec = ClusterSpec {
+            preempt,
+            late_correction: true,
+            report_interval: 100 * MS,
+            ..spec(4, 1, policy)
+        };
+        let outcome = run(&spec, &suite(), &plan, 3);
+        assert_eq!(outcome.calls.len() + outcome.refused, plan.len());
+        assert_eq!(outcome.refused, 0);
+        assert!(outcome.pulls > 0, "{policy} {preempt:?}");
+        assert!(outcome.calls.iter().all(|c| c.forwarded || !c.moved));
+        assert_eq!(outcome, run(&spec, &suite(), &plan, 3));
     }
 }

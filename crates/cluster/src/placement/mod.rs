@@ -25,6 +25,8 @@
 //! Nodes that are stopping, and those the caller could not reach for this call (`exclude`),
 //! take no call; when no node can, the call is refused.
 
+mod pull;
+
 use crate::membership::{Member, Membership, NodeName};
 use std::collections::HashMap;
 use std::time::Duration;

@@ -19,4 +19,7 @@ pub(crate) struct Call {
     /// Jobs' tasks give the call a core from the moment it is queued, so that the core is free
     /// by the time its executor wakes; the executor takes the count over (`run`).
     pub(super) counted: CallInFlight,
+    /// Whether another node may run it instead, if it has not started: its caller forwards it
+    /// there when told so ([`crate::InvokeError::Moved`]). A call that moved here may not.
+    pub(super) movable: bool,
 }

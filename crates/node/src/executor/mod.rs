@@ -207,6 +207,7 @@ impl Executors {
         input: Bytes,
         arrival: Instant,
         counted: CallInFlight,
+        movable: bool,
     ) -> Result<oneshot::Receiver<Reply>, InvokeError> {
         function.admit()?;
         let (reply, rx) = oneshot::channel();
@@ -218,6 +219,7 @@ impl Executors {
             reply,
             arrival,
             counted,
+            movable,
         };
         match self.shared.pending.push(key, arrival, Work::Call(call)) {
             Ok(()) => {}
@@ -230,6 +232,25 @@ impl Executors {
             }
         }
         Ok(rx)
+    }
+
+    /// Hands up to `most` movable calls that have not started to node `to`, those that would
+    /// start last while each would wait at least `min_wait` here ([`Pending::release`]): each
+    /// caller is answered [`InvokeError::Moved`]. Returns how many moved.
+    pub(crate) fn hand_over(&self, most: usize, min_wait: Duration, to: &Arc<str>) -> usize {
+        let cores = self.shared.config.cores as u32;
+        let movable = |work: &Work| matches!(work, Work::Call(call) if call.movable);
+        let calls = self.shared.pending.release(most, cores, min_wait, movable);
+        let moved = calls.len();
+        for work in calls {
+            if let Work::Call(call) = work {
+                let to = to.clone();
+                let _ = call
+                    .reply
+                    .send(Reply::unstarted(Err(InvokeError::Moved { to })));
+            }
+        }
+        moved
     }
 
     /// Cores calls may use.
@@ -366,6 +387,7 @@ impl Shared {
             reply,
             arrival,
             counted,
+            movable: _,
         } = call;
         if reply.is_closed() {
             // The caller went away while the call waited; running it would only burn a core.

@@ -84,6 +84,22 @@ impl Node {
     /// not resident its code is loaded first on the blocking pool of the async runtime this is
     /// polled on (a cold start), never on the caller's own thread.
     pub async fn invoke_traced(&self, name: &str, input: Bytes) -> Result<Reply, InvokeError> {
+        self.invoke_queued(name, input, false).await
+    }
+
+    /// Like [`Node::invoke_traced`] for a caller that can forward the call: until it starts, the
+    /// call may be handed to another node ([`Node::hand_over`]), and then this resolves to
+    /// [`InvokeError::Moved`] naming that node, and the call did not run here.
+    pub async fn invoke_movable(&self, name: &str, input: Bytes) -> Result<Reply, InvokeError> {
+        self.invoke_queued(name, input, true).await
+    }
+
+    async fn invoke_queued(
+        &self,
+        name: &str,
+        input: Bytes,
+        movable: bool,
+    ) -> Result<Reply, InvokeError> {
         let arrival = Instant::now();
         let function = self.lookup(name)?;
         let code = match self.registry.warm(&function, arrival) {
@@ -93,7 +109,11 @@ impl Node {
             },
             None => self.registry.load_aside(&function, arrival).await?,
         };
-        self.queue(function, code, input, arrival)?.await
+        let reply = self.queue(function, code, input, arrival, movable)?.await?;
+        match reply.result {
+            Err(InvokeError::Moved { to }) => Err(InvokeError::Moved { to }),
+            result => Ok(Reply { result, ..reply }),
+        }
     }
 
     /// Serves `request` with `name`, a `wasi:http` component: resolves to the response as soon
@@ -156,7 +176,7 @@ impl Node {
             },
             None => self.registry.load_here(&function, arrival)?,
         };
-        self.queue(function, code, input, arrival)
+        self.queue(function, code, input, arrival, false)
     }
 
     #[inline]
@@ -174,6 +194,7 @@ impl Node {
         code: Code,
         input: Bytes,
         arrival: Instant,
+        movable: bool,
     ) -> Result<PendingCall, InvokeError> {
         // Only a cold load can push the resident set over budget; a warm call skips the clone.
         let loaded = code.cold_start.is_some().then(|| function.clone());
@@ -188,9 +209,14 @@ impl Node {
                 (reply, Some(in_flight))
             }
             false => {
-                let reply =
-                    self.executors
-                        .submit(function, code.function, input, arrival, in_flight)?;
+                let reply = self.executors.submit(
+                    function,
+                    code.function,
+                    input,
+                    arrival,
+                    in_flight,
+                    movable,
+                )?;
                 (reply, None)
             }
         };
@@ -204,6 +230,14 @@ impl Node {
             evicted,
             _in_flight: in_flight,
         })
+    }
+
+    /// Hands up to `most` of the waiting calls that may move ([`Node::invoke_movable`]) to node
+    /// `to`, which has a core free: those that would start last here, as long as each would
+    /// wait at least `min_wait` for the calls ranked ahead of it. Their callers forward them.
+    /// Returns how many moved; none under `fifo` and `baseline` (see `Pending::release`).
+    pub fn hand_over(&self, most: usize, min_wait: Duration, to: &Arc<str>) -> usize {
+        self.executors.hand_over(most, min_wait, to)
     }
 
     /// Runs a call for a synchronous caller: [`Node::submit`], then [`PendingCall::wait`].

@@ -3,7 +3,8 @@
 //! methods are split by what they serve:
 //!
 //! - `call`: the call path ([`Node::invoke`], [`Node::submit`], [`Node::serve_http`]): lookup,
-//!   warm or cold code, then the executors or the microtask threads; [`PendingCall`].
+//!   warm or cold code, then the executors or the microtask threads; [`PendingCall`]; calls
+//!   that have not started handed to another node ([`Node::hand_over`]).
 //! - `control`: the control path: deploy, remove, follow another node's records, fetch
 //!   modules, release from quarantine.
 //! - `status`: what the node reports of itself: load ([`NodeLoad`]), records, the schedule,
@@ -11,6 +12,8 @@
 
 mod call;
 mod control;
+#[cfg(test)]
+mod hand_over_tests;
 mod status;
 #[cfg(test)]
 mod tests;

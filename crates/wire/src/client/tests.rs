@@ -18,6 +18,7 @@ struct Seen {
     path: String,
     secret: Option<String>,
     forwarded_by: Option<String>,
+    moved: Option<String>,
 }
 
 type Log = Arc<Mutex<Vec<Seen>>>;
@@ -51,6 +52,7 @@ fn peer(log: Log) -> Router {
             path: request.uri().to_string(),
             secret: header(headers, CLUSTER_SECRET_HEADER),
             forwarded_by: header(headers, FORWARDED_BY),
+            moved: header(headers, crate::MOVED),
         });
         next.run(request).await
     }
@@ -131,6 +133,7 @@ async fn a_node_without_tls_shows_its_secret_to_an_http_peer() {
             path: "/v1/invoke/f".into(),
             secret: Some(SECRET.into()),
             forwarded_by: Some("n1".into()),
+            moved: None,
         }]
     );
 }
@@ -269,4 +272,22 @@ async fn a_read_of_logs_goes_to_its_path_with_the_senders_name() {
     let seen = seen(&log);
     assert_eq!(seen[0].path, "/v1/internal/logs/f?tail=5");
     assert_eq!(seen[0].forwarded_by.as_deref(), Some("n1"));
+}
+
+#[tokio::test]
+async fn a_moved_call_says_so_and_a_placed_one_does_not() {
+    let log = Log::default();
+    let url = format!("http://{}", serve_plain(peer(log.clone())).await);
+    let wire = client(&access(mote_tls::Trust::default(), true, false));
+    let me = HeaderValue::from_static("n1");
+    let call = || PeerRequest::invoke("f", bytes::Bytes::new(), None, &me);
+    let peer = Peer::named("n2", &url);
+    wire.send(&peer, call()).await.unwrap();
+    wire.send(&peer, call().moved()).await.unwrap();
+    wire.send(&peer, PeerRequest::pull(3, &me)).await.unwrap();
+    let seen = seen(&log);
+    assert_eq!(seen[0].moved, None);
+    assert_eq!(seen[1].moved.as_deref(), Some("1"));
+    assert_eq!(seen[2].path, "/v1/internal/pull");
+    assert_eq!(seen[2].forwarded_by.as_deref(), Some("n1"));
 }

@@ -20,12 +20,17 @@ fn router() -> Router {
         let value = params.iter().next().map(|(_, v)| v.to_owned());
         axum::Json((method.to_string(), pattern.to_owned(), value, query))
     }
-    let mut router = Router::new().route(
-        STORE_PEERS,
-        serve_any(|method: Method, RawQuery(query): RawQuery| async move {
-            axum::Json::<Seen>((method.to_string(), STORE_PEERS.to_owned(), None, query))
-        }),
-    );
+    let mut router = Router::new();
+    for pattern in [STORE_PEERS, PULL] {
+        router = router.route(
+            pattern,
+            serve_any(
+                move |method: Method, RawQuery(query): RawQuery| async move {
+                    axum::Json::<Seen>((method.to_string(), pattern.to_owned(), None, query))
+                },
+            ),
+        );
+    }
     for pattern in [
         INVOKE,
         MODULE,
@@ -47,11 +52,12 @@ fn router() -> Router {
     router
 }
 
-fn every_route(value: &str, n: u64) -> [Route<'_>; 10] {
+fn every_route(value: &str, n: u64) -> [Route<'_>; 11] {
     [
         Route::Invoke { function: value },
         Route::Module { sha256: value },
         Route::StorePeers,
+        Route::Pull,
         Route::Logs {
             function: value,
             from: LogsFrom::Tail(n as usize),
@@ -138,7 +144,7 @@ fn valid_names_are_not_escaped() {
     proptest!(|(name in names)| {
         for route in every_route(&name, 7) {
             let path = route.to_string();
-            if route != Route::StorePeers {
+            if route.value().is_some() {
                 prop_assert!(path.contains(&format!("/{name}")), "{path}");
             }
             runtime.block_on(lands(&router, &route, &name))?;
