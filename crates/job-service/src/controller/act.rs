@@ -142,12 +142,15 @@ impl Controller {
     }
 
     /// A newer snapshot is complete: the record names it before the older one's objects go,
-    /// so that a takeover never resumes from a snapshot that was deleted.
+    /// so that a takeover never resumes from a snapshot that was deleted. If the record cannot
+    /// be written, the older snapshot stays (the job's end deletes it with the rest).
     async fn delete_snapshot(&self, iteration: u64) {
         let (Some(plan), Some(objects)) = (&self.setup.spec.snapshots, &self.setup.objects) else {
             return;
         };
-        self.save().await;
+        if !self.save().await {
+            return;
+        }
         let prefix = plan.snapshot_prefix(&self.id, iteration);
         if let Err(e) = objects.delete_prefix(&plan.bucket, &prefix).await {
             tracing::warn!(job = self.id, error = %e, "an old snapshot was not deleted");

@@ -302,13 +302,18 @@ impl Controller {
     }
 
     /// Writes the job's record; a store that cannot be written leaves the job running, only
-    /// not resumable elsewhere.
-    pub async fn save(&self) {
+    /// not resumable elsewhere. Says whether the record now is this controller's view (true
+    /// without a store: nothing else resumes the job).
+    pub async fn save(&self) -> bool {
         let Some(records) = &self.setup.records else {
-            return;
+            return true;
         };
-        if let Err(e) = records.put(&self.record()).await {
-            tracing::warn!(job = self.id, error = %e, "the job's record could not be written");
+        match records.put(&self.record()).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(job = self.id, error = %e, "the job's record could not be written");
+                false
+            }
         }
     }
 
