@@ -91,7 +91,11 @@ impl Node {
     /// call may be handed to another node ([`Node::hand_over`]), and then this resolves to
     /// [`InvokeError::Moved`] naming that node, and the call did not run here.
     pub async fn invoke_movable(&self, name: &str, input: Bytes) -> Result<Reply, InvokeError> {
-        self.invoke_queued(name, input, true).await
+        let reply = self.invoke_queued(name, input, true).await?;
+        match reply.result {
+            Err(InvokeError::Moved { to }) => Err(InvokeError::Moved { to }),
+            result => Ok(Reply { result, ..reply }),
+        }
     }
 
     async fn invoke_queued(
@@ -109,11 +113,7 @@ impl Node {
             },
             None => self.registry.load_aside(&function, arrival).await?,
         };
-        let reply = self.queue(function, code, input, arrival, movable)?.await?;
-        match reply.result {
-            Err(InvokeError::Moved { to }) => Err(InvokeError::Moved { to }),
-            result => Ok(Reply { result, ..reply }),
-        }
+        self.queue(function, code, input, arrival, movable)?.await
     }
 
     /// Serves `request` with `name`, a `wasi:http` component: resolves to the response as soon
