@@ -84,6 +84,12 @@ pub struct UpArgs {
     /// and a parked thread; at the bound, running calls are not preempted until one resumes.
     #[arg(long, default_value_t = PreemptConfig::default().max_suspended)]
     max_suspended: usize,
+    /// Run-to-completion: a call of a function whose calls are expected (from its last 10) to
+    /// run under this many microseconds runs on the thread that read its request when a core
+    /// is idle and no call waits, skipping the hand-off to an executor. Such a call is not
+    /// preempted and runs outside the executors' seccomp filter; 0 queues every call.
+    #[arg(long, default_value_t = defaults().inline_below.as_micros() as u64)]
+    inline_below_us: u64,
     #[arg(long, help = examples_help())]
     examples: bool,
     /// Largest request body for an invocation, in MiB.
@@ -335,6 +341,7 @@ fn config(args: UpArgs, s3_secret_key: Option<String>) -> anyhow::Result<Platfor
             ..PreemptConfig::default()
         }),
         seccomp: args.seccomp.on(),
+        inline_below: Duration::from_micros(args.inline_below_us),
         job_share: JobShare::new(args.job_share)?,
         job_idle: args.job_idle.map_or(args.job_share == 0, Switch::on),
         max_queue: args.max_queue,

@@ -94,6 +94,12 @@ pub fn long_busy(outer: u32) -> Vec<u8> {
     )
 }
 
+/// Answers at once while its request body is empty; with a body, loops forever: a function
+/// whose history says it is short until it is not.
+pub fn turncoat() -> Vec<u8> {
+    abi(1, "(if (local.get 1) (then (loop $l (br $l)))) i64.const 0")
+}
+
 /// Answers a response that lies outside its memory.
 pub fn bad_response() -> Vec<u8> {
     abi(1, "i64.const 0x7fff000000000010")

@@ -21,6 +21,7 @@ mod microtasks;
 mod platform;
 mod preempt;
 mod restart;
+mod run_to_completion;
 mod shutdown;
 mod store;
 mod tls;

@@ -2,9 +2,11 @@
 //!
 //! The call path is [`Node::invoke`] (or [`Node::submit`] for a caller that may block) →
 //! [`Registry`] lookup (lock-free) → the function's resident code, or a cold load on a thread
-//! that may block → [`Executors`] (the policy queue) → an executor thread →
-//! [`mote_runtime::Runtime::call_then`] → the `ledger` settles the call → reply over a oneshot
-//! channel, sent before the instance is torn down. The control path is
+//! that may block → on an idle core, with nothing waiting and a function known to be short,
+//! [`mote_runtime::Runtime::call_then`] right on the caller's thread (run-to-completion);
+//! otherwise [`Executors`] (the policy queue) → an executor thread → `call_then` → the
+//! `ledger` settles the call → reply over a oneshot channel, sent before the instance is torn
+//! down. The control path is
 //! `Node::deploy`/`Node::remove` → compile and check → write (module blob, compiled artefact) →
 //! commit the record → publish to the registry.
 //!
@@ -13,7 +15,8 @@
 //!   [`mote_sched::CallQueue`] heap under the ranking policies, which also keeps each
 //!   function's run-time history). Under `--preempt on` its `preempt` module suspends a call
 //!   that a better-ranked one outranks after its quantum, parking its thread, and passes the
-//!   cores between threads.
+//!   cores between threads. Its `inline` module lends an idle executor's core (`cores`) to the
+//!   caller's thread for a call the policy would run next anyway.
 //! - [`Microtasks`]: calls of functions that declare phases (`docs/abi.md`) skip the executors:
 //!   they run as futures on their own per-core threads, admitted per share class by the
 //!   `microtask` module's gate (the microtask paper), or task-based under `--microtasks off`.

@@ -118,6 +118,7 @@ pub struct NodeMetrics {
     pub(crate) preemptions: Counter,
     pub(crate) preemptions_refused: Counter,
     pub(crate) suspended_calls: Gauge,
+    pub(crate) inline_calls: Counter,
     policy: Family<PolicyLabels, Gauge>,
 }
 
@@ -146,6 +147,7 @@ impl NodeMetrics {
         let preemptions = Counter::default();
         let preemptions_refused = Counter::default();
         let suspended_calls = Gauge::default();
+        let inline_calls = Counter::default();
         registry.register(
             "invocations",
             "Calls by function and outcome",
@@ -217,6 +219,11 @@ impl NodeMetrics {
             suspended_calls.clone(),
         );
         registry.register(
+            "inline_calls",
+            "Calls run on the thread that received them, on an idle core, without queueing (--inline-below-us)",
+            inline_calls.clone(),
+        );
+        registry.register(
             "policy",
             "The scheduling policy the node runs (value 1)",
             policy.clone(),
@@ -237,6 +244,7 @@ impl NodeMetrics {
             preemptions,
             preemptions_refused,
             suspended_calls,
+            inline_calls,
             policy,
         }
     }

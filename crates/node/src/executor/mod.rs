@@ -9,8 +9,14 @@
 //!
 //! An executor replies before it tears the instance down, so the caller does not wait for the
 //! memory reset; it counts as busy (`mote_busy_executors`) until the teardown is done. Before
-//! sleeping an idle executor polls for `spin`, so back-to-back calls are picked up without a
-//! futex wake-up.
+//! sleeping an idle executor polls for up to `spin`, so back-to-back calls are picked up without
+//! a futex wake-up. How long it polls adapts: it halves after a poll that found nothing and
+//! doubles after one that did, so an executor that shares its core with the threads that would
+//! queue the next call (a node pinned to fewer cores than it runs threads) stops taking the
+//! core from them.
+//!
+//! A call that the policy would run next anyway, on an idle core, skips the queue and runs on
+//! its caller's thread ([`inline`]); `cores` counts which cores are idle.
 
 use crate::activity::{ExecutorActivity, ExecutorSample};
 use crate::confine::{ConfineError, ExecutorFilter};
@@ -19,11 +25,15 @@ use crate::ledger::{Ledger, Reply};
 use crate::metrics::{NodeMetrics, Outcome};
 use crate::pending::{Next, Pending, Refused};
 mod call;
+mod cores;
+mod inline;
 mod preempt;
 
 use crate::registry::Deployed;
 use bytes::Bytes;
 use call::Call;
+use cores::IdleCores;
+use inline::Inline;
 use mote_runtime::{
     Call as RuntimeCall, CallError, CallInFlight, CallOutput, Function, GuestLog, Runtime,
 };
@@ -51,8 +61,12 @@ pub struct ExecutorsConfig {
     pub baseline_cap: usize,
     /// The most calls that may wait; more are refused with [`InvokeError::QueueFull`].
     pub max_queue: usize,
-    /// How long an idle executor polls for work before it sleeps.
+    /// The longest an idle executor polls for work before it sleeps.
     pub spin: Duration,
+    /// A call of a function whose calls are expected to run for less than this runs on its
+    /// caller's thread when a core is idle and no call waits ([`inline`]); zero queues every
+    /// call. Ignored under `baseline`, where the OS shares the cores.
+    pub inline_below: Duration,
     /// A function whose calls are killed for their budget this many times in a row is
     /// quarantined until released or redeployed; 0 never quarantines.
     pub quarantine_after: u32,
@@ -74,6 +88,7 @@ impl ExecutorsConfig {
             baseline_cap: 4 * cores.max(1),
             max_queue: 100_000,
             spin: Duration::from_micros(50),
+            inline_below: Duration::from_millis(1),
             quarantine_after: 5,
             seccomp: cfg!(target_os = "linux"),
             preempt: Some(PreemptConfig::default()),
@@ -98,6 +113,10 @@ struct Shared {
     suspensions: Option<Arc<Suspensions>>,
     /// Under preemption: each thread's seat, by thread index.
     seats: Vec<Arc<Seat>>,
+    /// Which cores run no call, for calls run on their caller's thread.
+    idle: IdleCores,
+    /// Which calls run on their caller's thread.
+    inline: Inline,
 }
 
 /// What a call on an executor thread that preempts runs with: the thread's preemption (and
@@ -138,10 +157,17 @@ impl Executors {
             None => Vec::new(),
         };
         // Under preemption a core passes between threads, and activity is counted per core.
-        let activity = ExecutorActivity::new(match suspensions {
+        // Calls on their callers' threads count in slots after the executors'.
+        let slots = match suspensions {
             Some(_) => config.cores,
             None => threads,
-        });
+        };
+        let inline_below = match config.policy.oversubscribes() {
+            true => Duration::ZERO,
+            false => config.inline_below,
+        };
+        let inline = Inline::new(inline_below, config.cores, slots);
+        let activity = ExecutorActivity::new(slots + inline.slots());
         let shared = Arc::new(Shared {
             pending,
             runtime,
@@ -152,6 +178,8 @@ impl Executors {
             activity,
             suspensions,
             seats,
+            idle: IdleCores::new(),
+            inline,
         });
         let filter = match shared.config.seccomp {
             true => Some(Arc::new(ExecutorFilter::new()?)),
@@ -234,6 +262,19 @@ impl Executors {
         Ok(rx)
     }
 
+    /// Runs a call of `function` on this thread now if the policy would run it next anyway
+    /// ([`inline`]): `None` if it must be queued ([`Executors::submit`]) instead.
+    #[inline]
+    pub(crate) fn run_here(
+        &self,
+        function: &Deployed,
+        code: &Function,
+        input: &[u8],
+        arrival: Instant,
+    ) -> Option<Result<Reply, InvokeError>> {
+        self.shared.run_here(function, code, input, arrival)
+    }
+
     /// Hands up to `most` movable calls that have not started to node `to`, those that would
     /// start last while each would wait at least `min_wait` here ([`Pending::release`]): each
     /// caller is answered [`InvokeError::Moved`]. Returns how many moved.
@@ -312,6 +353,21 @@ std::thread_local! {
     /// This executor thread's count in the node's cores, taken over from its first call and
     /// kept until it waits for another.
     static ON_CORE: std::cell::Cell<Option<CallInFlight>> = const { std::cell::Cell::new(None) };
+    /// How long this executor thread polls for its next call before it sleeps.
+    static SPIN: std::cell::Cell<Duration> = const { std::cell::Cell::new(MIN_SPIN) };
+}
+
+/// The shortest poll an adaptive spin shrinks to: long enough to grow back when calls do come
+/// back to back.
+const MIN_SPIN: Duration = Duration::from_micros(1);
+
+/// The next poll after one of `spin` that found a call (`found`) or slept: doubled up to `most`,
+/// or halved down to [`MIN_SPIN`].
+fn next_spin(spin: Duration, found: bool, most: Duration) -> Duration {
+    match found {
+        true => (spin * 2).min(most),
+        false => (spin / 2).max(MIN_SPIN).min(most),
+    }
 }
 
 impl Shared {
@@ -368,10 +424,17 @@ impl Shared {
     }
 
     /// Blocks until there is a call to run, or returns `None` at shutdown. A thread that waits
-    /// leaves its core to jobs' tasks.
+    /// leaves its core to jobs' tasks, and to callers that run a call on their own thread
+    /// meanwhile: it takes the core back (waiting for such a call to end) when it has a call.
     fn wait_for_call(&self) -> Option<Next<Work>> {
         drop(ON_CORE.take());
-        self.pending.take(self.config.spin)
+        self.idle.idle();
+        let spin = SPIN.get();
+        let polled = Instant::now();
+        let next = self.pending.take(spin)?;
+        SPIN.set(next_spin(spin, polled.elapsed() <= spin, self.config.spin));
+        self.idle.busy();
+        Some(next)
     }
 
     /// Runs one call, preemptible on a thread that preempts (`preempted`), settles it, replies,
@@ -447,11 +510,7 @@ impl Shared {
             self.metrics.busy_executors.dec();
         }
         if let Err(panic) = ran {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
+            let what = panic_message(&*panic);
             tracing::error!(function = %function.name(), panic = %what, "executor caught a panic");
             // A panic after the reply went out (in the teardown) has nothing left to answer.
             if let Some(reply) = reply.take() {
@@ -481,4 +540,33 @@ impl Shared {
         }
         self.pending.try_take()
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spin_grows_while_it_finds_calls_and_shrinks_while_it_does_not() {
+        let most = Duration::from_micros(50);
+        let mut spin = MIN_SPIN;
+        for _ in 0..10 {
+            spin = next_spin(spin, true, most);
+        }
+        assert_eq!(spin, most);
+        for _ in 0..10 {
+            spin = next_spin(spin, false, most);
+        }
+        assert_eq!(spin, MIN_SPIN);
+        assert_eq!(next_spin(MIN_SPIN, false, Duration::ZERO), Duration::ZERO);
+    }
+}
+
+/// What a caught panic says.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
 }

@@ -1,7 +1,8 @@
 //! The call path: [`Node::invoke`] (async), [`Node::submit`] (for callers that may block) and
 //! [`Node::serve_http`] (requests to components): a lock-free lookup, the function's resident
-//! code or a cold load, then the executors or the microtask threads; the caller holds a
-//! [`PendingCall`] until the reply.
+//! code or a cold load, then the call on this thread (run-to-completion, when a core is idle
+//! and the policy would run it next anyway), the executors or the microtask threads; the
+//! caller holds a [`PendingCall`] until the reply.
 
 use super::Node;
 use crate::error::InvokeError;
@@ -15,10 +16,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot::{self, error::TryRecvError};
 
-/// A call that has been queued; [`PendingCall::wait`] or `.await` gives its reply.
+/// A call that has been queued, or has already run on the caller's thread; [`PendingCall::wait`]
+/// or `.await` gives its reply.
 #[derive(Debug)]
 pub struct PendingCall {
-    reply: oneshot::Receiver<Reply>,
+    reply: Answer,
     cold_start: Option<Duration>,
     /// Code this call's cold start evicted: unmapped when the call is done, not while it starts.
     evicted: Vec<Arc<Function>>,
@@ -27,17 +29,34 @@ pub struct PendingCall {
     _in_flight: Option<CallInFlight>,
 }
 
+/// Where a call's reply comes from.
+#[derive(Debug)]
+enum Answer {
+    /// The call ran on the caller's thread; taken once.
+    Ready(Option<Reply>),
+    /// An executor or a microtask thread will send it.
+    Waiting(oneshot::Receiver<Reply>),
+}
+
 impl PendingCall {
     /// Waits for the reply on this thread, for a synchronous caller that owns a core (a
     /// benchmark, a dispatcher thread): polls for up to `spin`, then blocks. Polling saves the
     /// futex wake-up that dominates a microsecond call.
     pub fn wait(self, spin: Duration) -> Result<Reply, InvokeError> {
         let Self {
-            mut reply,
+            reply,
             cold_start,
             evicted: _evicted,
             _in_flight,
         } = self;
+        let mut reply = match reply {
+            Answer::Ready(reply) => {
+                return reply
+                    .map(|reply| Self::complete(cold_start, reply))
+                    .ok_or_else(dropped);
+            }
+            Answer::Waiting(reply) => reply,
+        };
         let until = Instant::now() + spin;
         let reply = loop {
             match reply.try_recv() {
@@ -67,10 +86,18 @@ impl std::future::Future for PendingCall {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
         let cold_start = self.cold_start;
-        std::pin::Pin::new(&mut self.reply).poll(cx).map(|r| {
-            r.map(|reply| Self::complete(cold_start, reply))
-                .map_err(|_| dropped())
-        })
+        match &mut self.reply {
+            Answer::Ready(reply) => std::task::Poll::Ready(
+                reply
+                    .take()
+                    .map(|reply| Self::complete(cold_start, reply))
+                    .ok_or_else(dropped),
+            ),
+            Answer::Waiting(reply) => std::pin::Pin::new(reply).poll(cx).map(|r| {
+                r.map(|reply| Self::complete(cold_start, reply))
+                    .map_err(|_| dropped())
+            }),
+        }
     }
 }
 
@@ -206,19 +233,26 @@ impl Node {
                 let reply = self
                     .microtasks
                     .submit(function, code.function, input, arrival)?;
-                (reply, Some(in_flight))
+                (Answer::Waiting(reply), Some(in_flight))
             }
-            false => {
-                let reply = self.executors.submit(
-                    function,
-                    code.function,
-                    input,
-                    arrival,
-                    in_flight,
-                    movable,
-                )?;
-                (reply, None)
-            }
+            false => match self
+                .executors
+                .run_here(&function, &code.function, &input, arrival)
+            {
+                // It ran while `in_flight` counted its core; jobs' tasks may have it back.
+                Some(reply) => (Answer::Ready(Some(reply?)), None),
+                None => {
+                    let reply = self.executors.submit(
+                        function,
+                        code.function,
+                        input,
+                        arrival,
+                        in_flight,
+                        movable,
+                    )?;
+                    (Answer::Waiting(reply), None)
+                }
+            },
         };
         let evicted = match loaded {
             Some(loaded) => self.registry.sweep(&loaded),

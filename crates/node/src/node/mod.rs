@@ -14,6 +14,8 @@ mod call;
 mod control;
 #[cfg(test)]
 mod hand_over_tests;
+#[cfg(test)]
+mod inline_tests;
 mod status;
 #[cfg(test)]
 mod tests;
