@@ -212,10 +212,14 @@ pub struct HttpArgs {
     /// (scripts/wasmtime-cli prints its directory). Without it, mote alone is measured.
     #[arg(long, conflicts_with = "smoke")]
     wasmtime: Option<PathBuf>,
-    /// wasmtime serve's `-O` options (`wasmtime serve -O help` lists them), such as
-    /// `pooling-allocator,pooling-pagemap-scan=y`.
+    /// wasmtime serve's `-O` options (`wasmtime serve -O help` lists them) [default: the
+    /// pooling allocator with mote's memory reset].
     #[arg(long, default_value = http::WASMTIME_OPTIMIZE, requires = "wasmtime")]
     wasmtime_optimize: String,
+    /// The `mote` binary that serves [default: this one], to measure another build with the
+    /// same harness (say, the one before a change).
+    #[arg(long)]
+    mote: Option<PathBuf>,
     /// Connections, comma-separated: one point per value and system [default: 1,8,32,64; 1,8
     /// with --smoke].
     #[arg(long)]
@@ -460,7 +464,10 @@ fn run_jobs(args: JobsArgs) -> anyhow::Result<()> {
 }
 
 fn run_http(args: HttpArgs) -> anyhow::Result<()> {
-    let mote = std::env::current_exe().context("finding the mote binary")?;
+    let mote = match args.mote {
+        Some(mote) => mote,
+        None => std::env::current_exe().context("finding the mote binary")?,
+    };
     let mut config = match args.smoke {
         true => HttpBenchConfig::smoke(mote, command_line()),
         false => HttpBenchConfig::full(mote, args.wasmtime, command_line()),

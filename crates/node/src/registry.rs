@@ -50,6 +50,10 @@ pub struct Deployed {
     stats: CallStats,
     /// Shared with the deployments before it of the same name.
     logs: Arc<LogRing>,
+    /// Whether its calls may run on an async runtime's worker thread: cleared once one could
+    /// not (its guest called WASI preview1, whose synchronous host functions block on an async
+    /// runtime, which a worker may not do).
+    on_workers: std::sync::atomic::AtomicBool,
 }
 
 impl Deployed {
@@ -86,7 +90,20 @@ impl Deployed {
             duration,
             stats: CallStats::default(),
             logs,
+            on_workers: std::sync::atomic::AtomicBool::new(true),
         }
+    }
+
+    /// Whether its calls may run on an async runtime's worker thread.
+    #[inline]
+    pub(crate) fn runs_on_workers(&self) -> bool {
+        self.on_workers.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Its calls may not run on an async runtime's worker thread.
+    pub(crate) fn keep_off_workers(&self) {
+        self.on_workers
+            .store(false, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Its log: what its calls wrote and how failing calls failed.

@@ -43,7 +43,10 @@ mod tests;
 
 pub use config::{ConcurrencyListError, HttpBenchConfig, Pinning, parse_concurrencies};
 pub use load::{Load, Measured, Target, drive, generator_runtime};
-pub use points::{Comparison, FLOOR_RPS_RATIO, Point, Round, System};
+pub use points::{
+    AgainstNative, Comparison, FLOOR_RPS_RATIO, NATIVE_ECHO_FLOOR, NATIVE_ECHO_P99_CEILING,
+    NATIVE_HELLO_FLOOR, Point, Round, System,
+};
 pub use report::{HttpReport, Machine, latency, ratio};
 pub use servers::{WASMTIME_OPTIMIZE, WASMTIME_VERSION, wasmtime_serve_flags};
 
@@ -127,26 +130,51 @@ pub fn run(
             server,
         });
     }
-    let reference = Contender {
-        system: System::MoteEcho,
-        target: Target::new(
-            Method::POST,
-            &format!("{}/v1/invoke/echo", mote.url()),
-            Bytes::from_static(&ECHO_BODY),
-        )?,
-        server: &mote,
-    };
+    let references = [
+        Contender {
+            system: System::MoteNative,
+            target: Target::new(
+                Method::GET,
+                &format!("{}/healthz", mote.url()),
+                Bytes::new(),
+            )?,
+            server: &mote,
+        },
+        Contender {
+            system: System::MoteEcho,
+            target: Target::new(
+                Method::POST,
+                &format!("{}/v1/invoke/echo", mote.url()),
+                Bytes::from_static(&ECHO_BODY),
+            )?,
+            server: &mote,
+        },
+    ];
     let rt = generator_runtime(generator_threads, config.pin.map(|p| p.generator_cpu))?;
     let rounds = config.rounds.max(1);
-    let measured = measure(config, &rt, &contenders, &reference, progress);
-    drop((contenders, reference));
+    let measured = measure(config, &rt, &contenders, &references, progress);
+    drop((contenders, references));
     drop((mote, wasmtime));
 
     let mut points = measured;
-    let reference = points
-        .iter()
-        .position(|p| p.system == System::MoteEcho)
-        .map(|i| points.remove(i));
+    let mut take = |system: System| {
+        points
+            .iter()
+            .position(|p| p.system == system)
+            .map(|i| points.remove(i))
+    };
+    let reference = take(System::MoteEcho);
+    let native = take(System::MoteNative);
+    let against_native = match (&native, &reference) {
+        (Some(native), Some(echo)) => Some(AgainstNative::new(
+            native,
+            echo,
+            points
+                .iter()
+                .find(|p| p.system == System::Mote && p.concurrency == native.concurrency),
+        )),
+        _ => None,
+    };
     points.sort_by_key(|p| (p.concurrency, p.system != System::Mote));
     let comparisons: Vec<Comparison> = config
         .concurrencies
@@ -160,7 +188,12 @@ pub fn run(
         })
         .collect();
     let meets_floor = (!comparisons.is_empty()).then(|| comparisons.iter().all(|c| c.meets_floor));
-    let failed = points.iter().chain(&reference).map(|p| p.failed).sum();
+    let failed = points
+        .iter()
+        .chain(&reference)
+        .chain(&native)
+        .map(|p| p.failed)
+        .sum();
     let mut requests = vec![(
         System::Mote,
         format!("`GET {MOTE_PATH}` (the route `{ROUTE}`)"),
@@ -169,6 +202,10 @@ pub fn run(
         requests.push((System::WasmtimeServe, "`GET /`".to_owned()));
     }
     if config.reference.is_some() {
+        requests.push((
+            System::MoteNative,
+            "`GET /healthz`, answered by the gateway itself".to_owned(),
+        ));
         requests.push((
             System::MoteEcho,
             "`POST /v1/invoke/echo`, a 64-byte body".to_owned(),
@@ -201,6 +238,8 @@ pub fn run(
         requests,
         points,
         reference,
+        native,
+        against_native,
         comparisons,
         meets_floor,
         failed,
@@ -223,12 +262,13 @@ struct Contender<'a> {
 
 /// Every round of every point: at each concurrency each contender in turn (which goes first
 /// alternates from one point to the next and one round to the next, so neither always follows
-/// the other), and at the end of each round the reference line.
+/// the other), and at the end of each round the reference lines, back to back (their order
+/// alternating too).
 fn measure(
     config: &HttpBenchConfig,
     rt: &tokio::runtime::Runtime,
     contenders: &[Contender<'_>],
-    reference: &Contender<'_>,
+    references: &[Contender<'_>],
     progress: &mut dyn FnMut(&str),
 ) -> Vec<Point> {
     let rounds = config.rounds.max(1);
@@ -288,7 +328,13 @@ fn measure(
             }
         }
         if let Some(c) = config.reference {
-            one(round, reference, c);
+            let order: Vec<&Contender<'_>> = match round % 2 {
+                0 => references.iter().collect(),
+                _ => references.iter().rev().collect(),
+            };
+            for reference in order {
+                one(round, reference, c);
+            }
         }
     }
     measured

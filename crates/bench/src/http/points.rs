@@ -5,9 +5,16 @@
 use super::load::Measured;
 use serde::Serialize;
 
-/// The floor on mote's requests/s over `wasmtime serve`'s, at every concurrency (with a
-/// lower p99 as well).
-pub const FLOOR_RPS_RATIO: f64 = 3.0;
+/// The floor on mote's requests/s over `wasmtime serve`'s given mote's pooling options, at every
+/// concurrency (with a lower p99 as well).
+pub const FLOOR_RPS_RATIO: f64 = 2.0;
+
+/// The floor on the own-ABI echo's requests/s over the node's native handler's.
+pub const NATIVE_ECHO_FLOOR: f64 = 0.8;
+/// The ceiling on the echo's p99 over the native handler's.
+pub const NATIVE_ECHO_P99_CEILING: f64 = 1.5;
+/// The floor on the component's requests/s over the native handler's.
+pub const NATIVE_HELLO_FLOOR: f64 = 0.5;
 
 /// Cores busy with other work during a window past which it is measured again, and the report
 /// calls the run noisy.
@@ -23,6 +30,8 @@ pub enum System {
     WasmtimeServe,
     /// mote's own-ABI `echo`, `POST /v1/invoke/echo` with 64 bytes: the reference line.
     MoteEcho,
+    /// mote's native handler, `GET /healthz`: what the node's HTTP path costs with no guest.
+    MoteNative,
 }
 
 impl System {
@@ -32,6 +41,7 @@ impl System {
             Self::Mote => "mote",
             Self::WasmtimeServe => "wasmtime serve",
             Self::MoteEcho => "mote, own-ABI echo (reference)",
+            Self::MoteNative => "mote, native handler (reference)",
         }
     }
 }
@@ -191,6 +201,64 @@ impl Comparison {
             p99_ratio,
             p99_ratio_rounds,
             meets_floor: requests_per_s_ratio >= FLOOR_RPS_RATIO && p99_ratio < 1.0,
+        }
+    }
+}
+
+/// mote's guests against its own native handler at the reference concurrency, ratio by ratio
+/// within each round (the native handler, the echo and the component are measured in the same
+/// round; the native handler and the echo back to back).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AgainstNative {
+    /// Connections.
+    pub concurrency: usize,
+    /// The echo's requests/s over the native handler's, median of the rounds.
+    pub echo_ratio: f64,
+    /// Every round's.
+    pub echo_ratio_rounds: Vec<f64>,
+    /// The echo's p99 over the native handler's, median of the rounds.
+    pub echo_p99_ratio: f64,
+    /// Every round's.
+    pub echo_p99_ratio_rounds: Vec<f64>,
+    /// The component's requests/s over the native handler's, median of the rounds, if the
+    /// component was measured at this concurrency.
+    pub hello_ratio: Option<f64>,
+    /// Every round's.
+    pub hello_ratio_rounds: Vec<f64>,
+    /// Whether the echo reaches [`NATIVE_ECHO_FLOOR`] within [`NATIVE_ECHO_P99_CEILING`].
+    pub echo_meets_floor: bool,
+    /// Whether the component reaches [`NATIVE_HELLO_FLOOR`].
+    pub hello_meets_floor: Option<bool>,
+}
+
+impl AgainstNative {
+    /// `echo` and, if measured at the same concurrency, `hello` against `native`.
+    pub fn new(native: &Point, echo: &Point, hello: Option<&Point>) -> Self {
+        let median = |v: &[f64]| crate::stats::median(v).unwrap_or(f64::NAN);
+        let ratios = |of: &Point, f: fn(&Round) -> f64| -> Vec<f64> {
+            of.rounds
+                .iter()
+                .zip(&native.rounds)
+                .map(|(o, n)| f(o) / f(n))
+                .collect()
+        };
+        let echo_ratio_rounds = ratios(echo, |r| r.requests_per_s);
+        let echo_p99_ratio_rounds = ratios(echo, |r| r.p99_us);
+        let hello_ratio_rounds = hello.map_or_else(Vec::new, |h| ratios(h, |r| r.requests_per_s));
+        let (echo_ratio, echo_p99_ratio) =
+            (median(&echo_ratio_rounds), median(&echo_p99_ratio_rounds));
+        let hello_ratio = hello.map(|_| median(&hello_ratio_rounds));
+        Self {
+            concurrency: native.concurrency,
+            echo_ratio,
+            echo_ratio_rounds,
+            echo_p99_ratio,
+            echo_p99_ratio_rounds,
+            hello_ratio,
+            hello_ratio_rounds,
+            echo_meets_floor: echo_ratio >= NATIVE_ECHO_FLOOR
+                && echo_p99_ratio <= NATIVE_ECHO_P99_CEILING,
+            hello_meets_floor: hello_ratio.map(|r| r >= NATIVE_HELLO_FLOOR),
         }
     }
 }

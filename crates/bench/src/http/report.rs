@@ -3,7 +3,10 @@
 //! fails a run in which a request failed ([`HttpReport::check`]).
 
 use super::config::Pinning;
-use super::points::{Comparison, FLOOR_RPS_RATIO, NOISE_CORES, Point, Round, System};
+use super::points::{
+    AgainstNative, Comparison, FLOOR_RPS_RATIO, NATIVE_ECHO_FLOOR, NATIVE_ECHO_P99_CEILING,
+    NATIVE_HELLO_FLOOR, NOISE_CORES, Point, Round, System,
+};
 use crate::results::RunFailed;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -56,6 +59,10 @@ pub struct HttpReport {
     pub points: Vec<Point>,
     /// mote's echo at one concurrency.
     pub reference: Option<Point>,
+    /// mote's native handler at the same concurrency.
+    pub native: Option<Point>,
+    /// The echo and the component against the native handler.
+    pub against_native: Option<AgainstNative>,
     /// mote over wasmtime serve per concurrency.
     pub comparisons: Vec<Comparison>,
     /// Whether the floor holds at every concurrency; `None` without wasmtime serve.
@@ -162,7 +169,12 @@ impl HttpReport {
              |---|---|---|---|---|---|---|---|---|---|\n",
         );
         let cpu = |us: Option<f64>| us.map_or("–".into(), |us| format!("{us:.0} µs"));
-        for p in self.points.iter().chain(&self.reference) {
+        for p in self
+            .points
+            .iter()
+            .chain(&self.native)
+            .chain(&self.reference)
+        {
             let _ = writeln!(
                 s,
                 "| {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
@@ -201,6 +213,33 @@ impl HttpReport {
                 );
             }
         }
+        if let Some(a) = &self.against_native {
+            let rounds = |v: &[f64]| v.iter().map(|r| ratio(*r)).collect::<Vec<_>>().join(", ");
+            let _ = writeln!(
+                s,
+                "\n**mote's guests / its native handler** at {} connections (floors: the echo at \
+                 least {NATIVE_ECHO_FLOOR}x the requests/s with at most {NATIVE_ECHO_P99_CEILING}x \
+                 the p99; the component at least {NATIVE_HELLO_FLOOR}x the requests/s):\n\n\
+                 | ratio | median | each round | floor |\n|---|---|---|---|\n\
+                 | echo req/s / native | {} | {} | {} |\n\
+                 | echo p99 / native | {} | {} | |",
+                a.concurrency,
+                ratio(a.echo_ratio),
+                rounds(&a.echo_ratio_rounds),
+                met(a.echo_meets_floor),
+                ratio(a.echo_p99_ratio),
+                rounds(&a.echo_p99_ratio_rounds),
+            );
+            if let (Some(r), Some(ok)) = (a.hello_ratio, a.hello_meets_floor) {
+                let _ = writeln!(
+                    s,
+                    "| component req/s / native | {} | {} | {} |",
+                    ratio(r),
+                    rounds(&a.hello_ratio_rounds),
+                    met(ok)
+                );
+            }
+        }
         match self.meets_floor {
             Some(ok) => {
                 let _ = writeln!(s, "\nFloor at every concurrency: {}", met(ok));
@@ -221,6 +260,7 @@ impl HttpReport {
         let noisy = self
             .points
             .iter()
+            .chain(&self.native)
             .chain(&self.reference)
             .filter_map(|p| p.other_cores)
             .fold(0.0, f64::max);
@@ -246,6 +286,7 @@ impl HttpReport {
         let failures: Vec<String> = self
             .points
             .iter()
+            .chain(&self.native)
             .chain(&self.reference)
             .flat_map(|p| {
                 p.rounds.iter().filter_map(move |r| {

@@ -1,6 +1,6 @@
 //! Tests of the figures and the report, which share their fixtures.
 
-use super::points::{Comparison, Point, Round, System};
+use super::points::{AgainstNative, Comparison, Point, Round, System};
 use super::report::{HttpReport, Machine, latency, ratio};
 use super::servers::{WASMTIME_OPTIMIZE, wasmtime_serve_flags};
 
@@ -35,13 +35,13 @@ fn point(system: System, rps: f64, p99: f64) -> Point {
 }
 
 #[test]
-fn the_floor_needs_three_times_the_rate_and_a_lower_p99() {
+fn the_floor_needs_twice_the_rate_and_a_lower_p99() {
     let wasmtime = point(System::WasmtimeServe, 4000.0, 9000.0);
     let c = Comparison::new(&point(System::Mote, 12_000.0, 2000.0), &wasmtime);
     assert_eq!(c.requests_per_s_ratio, 3.0);
     assert!((c.p99_ratio - 2.0 / 9.0).abs() < 1e-12);
     assert!(c.meets_floor);
-    let slower = Comparison::new(&point(System::Mote, 11_000.0, 2000.0), &wasmtime);
+    let slower = Comparison::new(&point(System::Mote, 7_900.0, 2000.0), &wasmtime);
     assert!(!slower.meets_floor);
     let worse_tail = Comparison::new(&point(System::Mote, 40_000.0, 9000.0), &wasmtime);
     assert!(!worse_tail.meets_floor);
@@ -113,6 +113,8 @@ fn report(points: Vec<Point>, comparisons: Vec<Comparison>) -> HttpReport {
         failed: points.iter().map(|p| p.failed).sum(),
         points,
         reference: None,
+        native: None,
+        against_native: None,
         comparisons,
         bench_s: 60.0,
     }
@@ -152,4 +154,41 @@ fn a_run_with_a_failed_request_fails_its_check() {
     let err = r.check().unwrap_err().to_string();
     assert!(err.contains("answered 500"), "{err}");
     assert!(r.table().contains("**1 request(s) failed**"));
+}
+
+#[test]
+fn the_guests_are_judged_against_the_native_handler() {
+    let native = point(System::MoteNative, 100_000.0, 1000.0);
+    let hello = point(System::Mote, 50_000.0, 3000.0);
+    let a = AgainstNative::new(
+        &native,
+        &point(System::MoteEcho, 80_000.0, 1500.0),
+        Some(&hello),
+    );
+    assert_eq!((a.echo_ratio, a.echo_p99_ratio), (0.8, 1.5));
+    assert_eq!(a.hello_ratio, Some(0.5));
+    assert!(a.echo_meets_floor);
+    assert_eq!(a.hello_meets_floor, Some(true));
+    let slow = AgainstNative::new(&native, &point(System::MoteEcho, 79_000.0, 1000.0), None);
+    assert!(!slow.echo_meets_floor);
+    assert_eq!(slow.hello_meets_floor, None);
+    let tail = AgainstNative::new(&native, &point(System::MoteEcho, 90_000.0, 1600.0), None);
+    assert!(!tail.echo_meets_floor, "a p99 over 1.5x the native one");
+
+    let mut r = report(vec![hello], vec![]);
+    r.native = Some(native);
+    r.against_native = Some(a);
+    let table = r.table();
+    assert!(
+        table.contains("| mote, native handler (reference) | 32 | 100000 |"),
+        "{table}"
+    );
+    assert!(
+        table.contains("| echo req/s / native | 0.80x | 0.80x | met |"),
+        "{table}"
+    );
+    assert!(
+        table.contains("| component req/s / native | 0.50x | 0.50x | met |"),
+        "{table}"
+    );
 }

@@ -6,7 +6,8 @@
 //! takes a call it counts the core busy again. A caller's thread may *borrow* an idle core for
 //! one call and give it back at the end. If an executor takes a call while its core is lent, the
 //! count goes below zero and the executor waits for the core to come back: the call it took
-//! was queued after the borrowed call started, so it would have waited for that core anyway.
+//! was queued after the borrowed call started, so it would have waited for that core anyway
+//! (out of the queue meanwhile, where no peer can pull it: `Node::hand_over`).
 //!
 //! Under preemption cores pass between executor threads while calls run; those hand-offs are
 //! between threads that are not idle, so they leave the count alone.

@@ -2,7 +2,8 @@
 //! executor and back, when the scheduling policy would run it next anyway: a core is idle
 //! ([`IdleCores::borrow`]), no call waits, and its function's calls are expected to end
 //! within `inline_below` (a call that preemption could not have cut short; its last ten runs
-//! say so). Otherwise it is queued as before. A hand-off costs two cross-thread wake-ups or an
+//! say so, and a function that never ran is given the benefit of the doubt, so that a cold
+//! start pays for no hand-off either). Otherwise it is queued as before. A hand-off costs two cross-thread wake-ups or an
 //! executor spinning on a core the receiving thread needs; a microsecond call costs less than
 //! either (`docs/benchmarks/http.md`).
 //!
@@ -17,6 +18,13 @@
 //! returns. So once such a call has run for `inline_below`, at its next epoch tick (or before
 //! it sleeps), the worker hands its duties to another thread ([`tokio::task::block_in_place`])
 //! and the call finishes on this one as a plain blocking thread ([`WorkerHandOff`]).
+//!
+//! A worker may not block on an async runtime, and WASI preview1's synchronous host functions
+//! do: the first time one is called from a call on a worker, it panics before doing anything.
+//! Such a call had no effect outside its instance yet (an ABI guest's only other effects, its
+//! log lines, go with the instance), so it is queued and runs again on an executor, and its
+//! function's calls no longer run on workers. Such a panic is expected, so it is logged at
+//! debug level rather than printed by the process's panic hook ([`quiet_panics`]).
 
 use super::Shared;
 use super::cores::IdleCores;
@@ -67,7 +75,7 @@ impl Inline {
     /// Whether a function expected to run for `expected_s` (0: never ran) may run here.
     #[inline]
     fn expects_short(&self, expected_s: f64) -> bool {
-        expected_s > 0.0 && expected_s < self.below_s
+        expected_s < self.below_s
     }
 
     /// A free slot, if any.
@@ -109,6 +117,22 @@ impl Inline {
 std::thread_local! {
     /// The hand-off of this async worker thread, registered with its first call.
     static HAND_OFF: Cell<Option<Rc<WorkerHandOff>>> = const { Cell::new(None) };
+    /// Whether a panic on this thread now is one [`Shared::run_here`] handles.
+    static EXPECTED_PANIC: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Wraps the process's panic hook, once, so that it stays quiet about the panics of calls on
+/// async workers, which are handled (and logged) where they are caught.
+fn quiet_panics() {
+    static WRAPPED: std::sync::Once = std::sync::Once::new();
+    WRAPPED.call_once(|| {
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !EXPECTED_PANIC.get() {
+                hook(info);
+            }
+        }));
+    });
 }
 
 /// The longest a worker that hands its duties over waits to see another thread take them (the
@@ -210,7 +234,8 @@ impl Drop for Borrowed<'_> {
 
 impl Shared {
     /// Runs a call of `function` here and now if the policy would run it next anyway (see the
-    /// module's doc): `None` if it must be queued instead, the call untouched.
+    /// module's doc): `None` if it must be queued instead (untouched, or stopped at its first
+    /// WASI call on a worker, without effect).
     #[inline]
     pub(super) fn run_here(
         &self,
@@ -223,6 +248,9 @@ impl Shared {
             return None;
         }
         let on_worker = self.inline.may_block()?;
+        if on_worker && !function.runs_on_workers() {
+            return None;
+        }
         if !self.idle.borrow() {
             return None;
         }
@@ -240,9 +268,11 @@ impl Shared {
         }
         let reply = self.run_borrowed(&borrowed, on_worker, function, code, input, arrival);
         drop(borrowed);
-        Some(Ok(reply))
+        reply.map(Ok)
     }
 
+    /// Runs the call on the borrowed core: its reply, or `None` if it must run again on an
+    /// executor (it panicked on a worker, as WASI preview1 does there).
     fn run_borrowed(
         &self,
         borrowed: &Borrowed<'_>,
@@ -251,13 +281,17 @@ impl Shared {
         code: &Function,
         input: &[u8],
         arrival: Instant,
-    ) -> Reply {
+    ) -> Option<Reply> {
         let slot = self.inline.first_slot + borrowed.slot as usize;
         self.metrics.busy_executors.inc();
         let started = Instant::now();
         self.activity.start(slot, started);
         let within = Duration::from_secs_f64(self.inline.below_s);
         let _armed = on_worker.then(|| WorkerHandOff::arm(started, within));
+        if on_worker {
+            quiet_panics();
+            EXPECTED_PANIC.set(true);
+        }
         let ran = std::panic::catch_unwind(AssertUnwindSafe(|| {
             let call = RuntimeCall {
                 function: code,
@@ -270,16 +304,32 @@ impl Shared {
                 self.ledger.settle(function, result, log, arrival, started)
             })
         }));
-        let reply = ran.unwrap_or_else(|panic| {
-            let what = super::panic_message(&*panic);
-            tracing::error!(function = %function.name(), panic = %what, "a call on its caller's thread panicked");
-            let error = InvokeError::Internal(what);
-            self.ledger
-                .settle_failure(function, error, arrival, started)
-        });
-        self.activity.end(slot, reply.processing);
+        EXPECTED_PANIC.set(false);
+        let reply = match ran {
+            Ok(reply) => Some(reply),
+            Err(panic) if on_worker => {
+                tracing::debug!(function = %function.name(), panic = %super::panic_message(&*panic), "a call could not run on an async worker; it runs on an executor, and so do the function's next calls");
+                function.keep_off_workers();
+                None
+            }
+            Err(panic) => {
+                let what = super::panic_message(&*panic);
+                tracing::error!(function = %function.name(), panic = %what, "a call on its caller's thread panicked");
+                let error = InvokeError::Internal(what);
+                Some(
+                    self.ledger
+                        .settle_failure(function, error, arrival, started),
+                )
+            }
+        };
+        self.activity.end(
+            slot,
+            reply.as_ref().map_or(started.elapsed(), |r| r.processing),
+        );
         self.metrics.busy_executors.dec();
-        self.metrics.inline_calls.inc();
+        if reply.is_some() {
+            self.metrics.inline_calls.inc();
+        }
         reply
     }
 }
@@ -303,10 +353,11 @@ mod tests {
     #[test]
     fn only_functions_known_to_be_short_run_here() {
         let inline = Inline::new(Duration::from_millis(1), 1, 0);
-        assert!(!inline.expects_short(0.0), "a function that never ran");
+        assert!(inline.expects_short(0.0), "a function that never ran");
         assert!(inline.expects_short(20e-6));
         assert!(!inline.expects_short(1e-3));
         let off = Inline::new(Duration::ZERO, 1, 0);
+        assert!(!off.expects_short(0.0));
         assert!(!off.expects_short(20e-6));
         assert_eq!(off.slots(), 0);
     }
