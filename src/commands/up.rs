@@ -84,11 +84,10 @@ pub struct UpArgs {
     /// and a parked thread; at the bound, running calls are not preempted until one resumes.
     #[arg(long, default_value_t = PreemptConfig::default().max_suspended)]
     max_suspended: usize,
-    /// Run-to-completion: a call of a function whose calls are expected (from its last 10; a
-    /// function that never ran counts as short) to run under this many microseconds runs on
-    /// the thread that read its request when a core is idle and no call waits, skipping the
-    /// hand-off to an executor. Such a call is not preempted and runs outside the executors'
-    /// seccomp filter; 0 queues every call.
+    /// Run-to-completion: a call of a function whose calls are expected (from its last 10) to
+    /// run under this many microseconds runs on the thread that read its request when a core
+    /// is idle and no call waits, skipping the hand-off to an executor. Such a call is not
+    /// preempted and runs outside the executors' seccomp filter; 0 queues every call.
     #[arg(long, default_value_t = defaults().inline_below.as_micros() as u64)]
     inline_below_us: u64,
     #[arg(long, help = examples_help())]

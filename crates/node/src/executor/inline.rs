@@ -2,8 +2,8 @@
 //! executor and back, when the scheduling policy would run it next anyway: a core is idle
 //! ([`IdleCores::borrow`]), no call waits, and its function's calls are expected to end
 //! within `inline_below` (a call that preemption could not have cut short; its last ten runs
-//! say so, and a function that never ran is given the benefit of the doubt, so that a cold
-//! start pays for no hand-off either). Otherwise it is queued as before. A hand-off costs two cross-thread wake-ups or an
+//! say so; a function that never ran may be long, and a caller of `Node::submit` may queue
+//! several calls before it waits for any). Otherwise it is queued as before. A hand-off costs two cross-thread wake-ups or an
 //! executor spinning on a core the receiving thread needs; a microsecond call costs less than
 //! either (`docs/benchmarks/http.md`).
 //!
@@ -75,7 +75,7 @@ impl Inline {
     /// Whether a function expected to run for `expected_s` (0: never ran) may run here.
     #[inline]
     fn expects_short(&self, expected_s: f64) -> bool {
-        expected_s < self.below_s
+        expected_s > 0.0 && expected_s < self.below_s
     }
 
     /// A free slot, if any.
@@ -353,7 +353,7 @@ mod tests {
     #[test]
     fn only_functions_known_to_be_short_run_here() {
         let inline = Inline::new(Duration::from_millis(1), 1, 0);
-        assert!(inline.expects_short(0.0), "a function that never ran");
+        assert!(!inline.expects_short(0.0), "a function that never ran");
         assert!(inline.expects_short(20e-6));
         assert!(!inline.expects_short(1e-3));
         let off = Inline::new(Duration::ZERO, 1, 0);

@@ -22,12 +22,6 @@ fn spin(iterations: u32) -> Vec<u8> {
 }
 
 async fn node_with(dir: &std::path::Path, config: ExecutorsConfig) -> Arc<Node> {
-    // Every call queued: a call run on its caller's thread holds the core while an executor
-    // that took the next call waits for it, out of the queue, where these tests count calls.
-    let config = ExecutorsConfig {
-        inline_below: Duration::ZERO,
-        ..config
-    };
     let node = Node::start_embedded(dir, config).await.unwrap();
     for (name, iterations) in [("slow", 300_000_000), ("short", 200_000)] {
         let wasm = Bytes::from(spin(iterations));
