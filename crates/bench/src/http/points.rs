@@ -183,15 +183,25 @@ pub struct Comparison {
     pub meets_floor: bool,
 }
 
+/// `of`'s figure `f` over `to`'s, round by round.
+fn round_ratios(of: &Point, to: &Point, f: fn(&Round) -> f64) -> Vec<f64> {
+    of.rounds
+        .iter()
+        .zip(&to.rounds)
+        .map(|(o, t)| f(o) / f(t))
+        .collect()
+}
+
+/// The median of some ratios; NaN if there are none.
+fn median(ratios: &[f64]) -> f64 {
+    crate::stats::median(ratios).unwrap_or(f64::NAN)
+}
+
 impl Comparison {
     /// `mote` against `wasmtime` at the same concurrency, round by round.
     pub fn new(mote: &Point, wasmtime: &Point) -> Self {
-        let rounds = || mote.rounds.iter().zip(&wasmtime.rounds);
-        let requests_per_s_ratio_rounds: Vec<f64> = rounds()
-            .map(|(m, w)| m.requests_per_s / w.requests_per_s)
-            .collect();
-        let p99_ratio_rounds: Vec<f64> = rounds().map(|(m, w)| m.p99_us / w.p99_us).collect();
-        let median = |v: &[f64]| crate::stats::median(v).unwrap_or(f64::NAN);
+        let requests_per_s_ratio_rounds = round_ratios(mote, wasmtime, |r| r.requests_per_s);
+        let p99_ratio_rounds = round_ratios(mote, wasmtime, |r| r.p99_us);
         let requests_per_s_ratio = median(&requests_per_s_ratio_rounds);
         let p99_ratio = median(&p99_ratio_rounds);
         Self {
@@ -234,17 +244,10 @@ pub struct AgainstNative {
 impl AgainstNative {
     /// `echo` and, if measured at the same concurrency, `hello` against `native`.
     pub fn new(native: &Point, echo: &Point, hello: Option<&Point>) -> Self {
-        let median = |v: &[f64]| crate::stats::median(v).unwrap_or(f64::NAN);
-        let ratios = |of: &Point, f: fn(&Round) -> f64| -> Vec<f64> {
-            of.rounds
-                .iter()
-                .zip(&native.rounds)
-                .map(|(o, n)| f(o) / f(n))
-                .collect()
-        };
-        let echo_ratio_rounds = ratios(echo, |r| r.requests_per_s);
-        let echo_p99_ratio_rounds = ratios(echo, |r| r.p99_us);
-        let hello_ratio_rounds = hello.map_or_else(Vec::new, |h| ratios(h, |r| r.requests_per_s));
+        let echo_ratio_rounds = round_ratios(echo, native, |r| r.requests_per_s);
+        let echo_p99_ratio_rounds = round_ratios(echo, native, |r| r.p99_us);
+        let hello_ratio_rounds =
+            hello.map_or_else(Vec::new, |h| round_ratios(h, native, |r| r.requests_per_s));
         let (echo_ratio, echo_p99_ratio) =
             (median(&echo_ratio_rounds), median(&echo_p99_ratio_rounds));
         let hello_ratio = hello.map(|_| median(&hello_ratio_rounds));
