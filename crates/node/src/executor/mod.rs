@@ -542,6 +542,15 @@ impl Shared {
     }
 }
 
+/// What a caught panic says.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -560,13 +569,4 @@ mod tests {
         assert_eq!(spin, MIN_SPIN);
         assert_eq!(next_spin(MIN_SPIN, false, Duration::ZERO), Duration::ZERO);
     }
-}
-
-/// What a caught panic says.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into())
 }
