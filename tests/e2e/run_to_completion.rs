@@ -16,6 +16,7 @@ fn inline_calls(p: &Platform) -> u64 {
 #[test]
 fn a_short_function_runs_on_the_reading_thread_until_it_turns_long() {
     let p = Platform::start(&["--cores", "1"]);
+    assert_eq!(p.get("/v1/node").json()["inline_below_us"], 1000);
     let limits = DeployParams {
         timeout_ms: Some(1000),
         ..DeployParams::default()
@@ -58,6 +59,7 @@ fn a_short_function_runs_on_the_reading_thread_until_it_turns_long() {
 #[test]
 fn with_inline_below_zero_every_call_is_queued() {
     let p = Platform::start(&["--cores", "1", "--inline-below-us", "0"]);
+    assert_eq!(p.get("/v1/node").json()["inline_below_us"], 0);
     p.deploy(
         "turncoat",
         &crate::fixtures::turncoat(),
@@ -67,4 +69,10 @@ fn with_inline_below_zero_every_call_is_queued() {
         assert_eq!(p.invoke("turncoat", b"").status, 200);
     }
     assert_eq!(inline_calls(&p), 0);
+    let rows = p.get("/v1/dashboard").json()["executors"].clone();
+    assert_eq!(
+        rows.as_array().map(Vec::len),
+        Some(1),
+        "no caller slots: {rows}"
+    );
 }

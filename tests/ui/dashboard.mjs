@@ -301,11 +301,14 @@ async function main() {
     // threads then).
     const rows = node.preempt ? node.cores : node.executor_threads;
     assert.equal(await page.eval("document.querySelectorAll('#executors tbody tr[data-executor]').length"), rows);
+    // Then a slot per core for calls run on the thread that read them, when the node runs any so.
+    const callers = node.inline_below_us > 0 ? node.cores : 0;
+    assert.equal(await page.eval("document.querySelectorAll('#executors tbody tr[data-caller]').length"), callers);
     assert.equal(await page.eval("Number(document.querySelector('#executors').dataset.cores)"), node.cores);
     assert.equal(node.cores, 2);
     assert.equal(await page.eval("document.querySelectorAll('#classes tbody tr[data-class]').length"), node.classes.length);
     const executorCalls = await page.eval("[...document.querySelectorAll('#executors [data-field=calls]')].reduce((n, c) => n + Number(c.textContent), 0)");
-    assert.ok(executorCalls > 0, "the executors ran calls");
+    assert.ok(executorCalls > 0, "the cores ran calls");
     ok(`the cores table shows the node's ${node.cores} cores and the share classes`);
 
     // The cluster: this node, by name, with the calls it ran.

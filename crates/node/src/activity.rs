@@ -161,17 +161,20 @@ struct Slot {
     running_since: AtomicU64,
 }
 
-/// What each executor thread has run.
+/// What each executor thread, and each slot of calls run on their callers' threads, has run.
 pub(crate) struct ExecutorActivity {
     origin: Instant,
+    /// The executors' slots, then the callers'.
     slots: Box<[Slot]>,
+    executors: usize,
 }
 
 impl ExecutorActivity {
-    pub(crate) fn new(threads: usize) -> Self {
+    pub(crate) fn new(executors: usize, callers: usize) -> Self {
         Self {
             origin: Instant::now(),
-            slots: (0..threads).map(|_| Slot::default()).collect(),
+            slots: (0..executors + callers).map(|_| Slot::default()).collect(),
+            executors,
         }
     }
 
@@ -187,8 +190,9 @@ impl ExecutorActivity {
     pub(crate) fn end(&self, i: usize, processing: Duration) {
         let slot = &self.slots[i];
         slot.running_since.store(0, Ordering::Relaxed);
-        // Only executor `i` writes its slot, so a load and a store count without the locked
-        // read-modify-write a `fetch_add` costs on every call.
+        // One thread at a time writes slot `i` (executor `i`, or the caller that took the slot,
+        // which the slot's release and take order), so a load and a store count without the
+        // locked read-modify-write a `fetch_add` costs on every call.
         let calls = slot.calls.load(Ordering::Relaxed);
         slot.calls.store(calls + 1, Ordering::Relaxed);
         let busy = slot.busy_ns.load(Ordering::Relaxed);
@@ -211,6 +215,10 @@ impl ExecutorActivity {
                 };
                 ExecutorSample {
                     index,
+                    runs_on: match index < self.executors {
+                        true => RunsOn::Executor,
+                        false => RunsOn::Caller,
+                    },
                     running,
                     calls: slot.calls.load(Ordering::Relaxed),
                     busy_ns: slot.busy_ns.load(Ordering::Relaxed) + ongoing,
@@ -220,12 +228,26 @@ impl ExecutorActivity {
     }
 }
 
-/// One executor thread's counters since the node started.
+/// The threads a node's calls run on.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RunsOn {
+    /// An executor thread, or under preemption a core passed between executor threads.
+    Executor,
+    /// The thread that read the call, while it runs the call to completion on a core it
+    /// borrowed (`--inline-below-us`): one such slot per core, as each such call holds one.
+    Caller,
+}
+
+/// One executor thread's counters since the node started, or one slot's of the calls run on
+/// their callers' threads.
 #[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
 pub struct ExecutorSample {
-    /// Its index: thread `mote-exec-INDEX`, or under preemption, where a core passes between
-    /// threads, the core's.
+    /// Its index among all: thread `mote-exec-INDEX`, or under preemption, where a core passes
+    /// between threads, the core's; callers' slots come after the executors.
     pub index: usize,
+    /// Whether an executor or callers' threads ran these calls.
+    pub runs_on: RunsOn,
     /// Whether it is running a call now.
     pub running: bool,
     /// Calls it ran.
@@ -305,15 +327,22 @@ mod tests {
 
     #[test]
     fn executors_count_their_calls_and_busy_time() {
-        let activity = ExecutorActivity::new(2);
+        let activity = ExecutorActivity::new(2, 1);
         activity.start(1, Instant::now());
         let sample = activity.sample();
         assert!(!sample[0].running && sample[1].running);
         activity.end(1, Duration::from_millis(3));
+        activity.start(2, Instant::now());
+        activity.end(2, Duration::from_millis(1));
         let sample = activity.sample();
         assert_eq!(sample[1].calls, 1);
         assert!(!sample[1].running);
         assert_eq!(sample[1].busy_ns, 3_000_000);
         assert_eq!(sample[0].calls, 0);
+        assert_eq!(
+            sample.iter().map(|s| s.runs_on).collect::<Vec<_>>(),
+            [RunsOn::Executor, RunsOn::Executor, RunsOn::Caller]
+        );
+        assert_eq!((sample[2].index, sample[2].calls), (2, 1));
     }
 }

@@ -71,7 +71,7 @@ mod registry;
 mod resident;
 mod schedule;
 
-pub use activity::{BUCKETS, CallStats, ExecutorSample, LatencyCounts};
+pub use activity::{BUCKETS, CallStats, ExecutorSample, LatencyCounts, RunsOn};
 pub use config::NodeConfig;
 pub use error::{DeployError, InvokeError};
 pub use executor::{Executors, ExecutorsConfig, PreemptConfig};

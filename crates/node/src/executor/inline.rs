@@ -42,7 +42,9 @@ use tokio::runtime::{Handle, RuntimeFlavor};
 
 /// Which calls run on their caller's thread, and the slots those calls are counted in.
 pub(super) struct Inline {
-    /// Calls of functions expected to run under this many seconds; 0 runs none this way.
+    /// Calls of functions expected to run under this run here; zero runs none this way.
+    below: Duration,
+    /// The same in seconds, as the call path compares it.
     below_s: f64,
     /// Bit `i` is set while a caller's call counts its activity in slot `first_slot + i`.
     slots: AtomicU64,
@@ -57,11 +59,17 @@ impl Inline {
     /// once, counting their activity from slot `first_slot`.
     pub(super) fn new(below: Duration, cores: usize, first_slot: usize) -> Self {
         Self {
+            below,
             below_s: below.as_secs_f64(),
             slots: AtomicU64::new(0),
             count: cores.min(64) as u32,
             first_slot,
         }
+    }
+
+    /// Calls of functions expected under this run here.
+    pub(super) fn below(&self) -> Duration {
+        self.below
     }
 
     /// How many activity slots these calls need.

@@ -167,7 +167,7 @@ impl Executors {
             false => config.inline_below,
         };
         let inline = Inline::new(inline_below, config.cores, slots);
-        let activity = ExecutorActivity::new(slots + inline.slots());
+        let activity = ExecutorActivity::new(slots, inline.slots());
         let shared = Arc::new(Shared {
             pending,
             runtime,
@@ -307,6 +307,12 @@ impl Executors {
     /// Executor threads (more than cores under `baseline` and under preemption).
     pub fn threads(&self) -> usize {
         self.shared.threads
+    }
+
+    /// Calls of functions expected under this run on the thread that read them; zero when none
+    /// do (`--inline-below-us 0`, or a policy that oversubscribes).
+    pub fn inline_below(&self) -> Duration {
+        self.shared.inline.below()
     }
 
     /// The preemption the executors run with, if any.

@@ -97,6 +97,7 @@ impl Node {
             policy: self.executors.policy(),
             cores: self.executors.cores(),
             executor_threads: self.executors.threads(),
+            inline_below: self.executors.inline_below(),
             preempt: self.executors.preemption().map(|p| PreemptSnapshot {
                 quantum_us: p.quantum.as_micros() as u64,
                 max_suspended: p.max_suspended,
