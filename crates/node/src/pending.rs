@@ -17,6 +17,9 @@
 //!   awake, or the submitter sees the sleeper and notifies it under `sleep_lock`, which the
 //!   sleeper holds until it is waiting on `available`. No call is left with every executor
 //!   asleep.
+//! - The submitter that wakes a sleeper notes its CPU in `woken_from` under `sleep_lock`, so the
+//!   sleeper can tell whether its poll was keeping that submitter off its CPU ([`Found`]). Only
+//!   wake-ups pay for it: a submitter that finds no sleeper reads no CPU.
 //! - Under arrival order, run times are kept in `histories` (for `GET /v1/node` and the
 //!   expected-time gauge); only the threads that finish calls (executors, microtask threads)
 //!   take that lock, never a submitter.
@@ -29,7 +32,7 @@
 use crossbeam_queue::SegQueue;
 use mote_sched::{CallQueue, FunctionHistory, FunctionKey, Histories, Policy, RankBasis};
 use parking_lot::{Condvar, Mutex};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Where finished calls' processing times are recorded: the histories the ranking policies
@@ -83,7 +86,28 @@ pub(crate) struct Pending<T> {
     sleepers: AtomicUsize,
     sleep_lock: Mutex<()>,
     available: Condvar,
+    /// The CPU of the submitter that last woke a sleeper (-1: none, or unknown).
+    woken_from: AtomicI32,
     shutdown: AtomicBool,
+}
+
+/// How [`Pending::take`] came by its call, for the taker to tune how long it polls next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// Without being woken: while polling, or just after.
+    Polling,
+    /// Woken by a submitter on the taker's own CPU: a longer poll would only have kept that
+    /// submitter off the CPU (a node pinned to fewer CPUs than it runs threads).
+    WokenHere,
+    /// Woken by a submitter on another CPU: a longer poll would have found the call without
+    /// the wake-up.
+    WokenElsewhere,
+}
+
+/// The CPU this thread runs on now (-1 if the system cannot say).
+fn this_cpu() -> i32 {
+    // SAFETY: `sched_getcpu` takes nothing and only reads the calling thread's state.
+    unsafe { libc::sched_getcpu() }
 }
 
 impl<T> Pending<T> {
@@ -116,6 +140,7 @@ impl<T> Pending<T> {
             sleepers: AtomicUsize::new(0),
             sleep_lock: Mutex::new(()),
             available: Condvar::new(),
+            woken_from: AtomicI32::new(-1),
             shutdown: AtomicBool::new(false),
         }
     }
@@ -160,6 +185,7 @@ impl<T> Pending<T> {
     fn wake_one(&self) {
         if self.sleepers.load(Ordering::SeqCst) > 0 {
             let _sleep = self.sleep_lock.lock();
+            self.woken_from.store(this_cpu(), Ordering::Relaxed);
             self.available.notify_one();
         }
     }
@@ -245,10 +271,10 @@ impl<T> Pending<T> {
         })
     }
 
-    /// Takes the next call, polling for up to `spin` and then sleeping until one is queued;
-    /// `None` once the queue is shut down, even if calls are still queued (they are for the
-    /// owner to drain and answer).
-    pub(crate) fn take(&self, spin: Duration) -> Option<Next<T>> {
+    /// Takes the next call, polling for up to `spin` and then sleeping until one is queued, and
+    /// says how it found it; `None` once the queue is shut down, even if calls are still queued
+    /// (they are for the owner to drain and answer).
+    pub(crate) fn take(&self, spin: Duration) -> Option<(Next<T>, Found)> {
         let spin_until = Instant::now() + spin;
         let mut polls = 0u32;
         loop {
@@ -262,22 +288,30 @@ impl<T> Pending<T> {
                 }
             }
             if let Some(call) = self.try_take() {
-                return Some(call);
+                return Some((call, Found::Polling));
             }
             polls = polls.wrapping_add(1);
             std::hint::spin_loop();
         }
         let mut sleep = self.sleep_lock.lock();
+        let mut found = Found::Polling;
         loop {
             if self.shutdown.load(Ordering::Acquire) {
                 return None;
             }
             if let Some(call) = self.try_take() {
-                return Some(call);
+                return Some((call, found));
             }
             self.sleepers.fetch_add(1, Ordering::SeqCst);
             if self.waiting().load(Ordering::SeqCst) <= 0 && !self.shutdown.load(Ordering::SeqCst) {
                 self.available.wait(&mut sleep);
+                // Written under `sleep_lock` by the submitter that woke this thread, or by a
+                // later one: either kept this thread's CPU busy or not while it polled.
+                let from = self.woken_from.load(Ordering::Relaxed);
+                found = match from >= 0 && from == this_cpu() {
+                    true => Found::WokenHere,
+                    false => Found::WokenElsewhere,
+                };
             }
             self.sleepers.fetch_sub(1, Ordering::SeqCst);
         }
@@ -373,6 +407,65 @@ mod tests {
         )
     }
 
+    /// The CPUs this thread may run on.
+    fn allowed_cpus() -> Vec<usize> {
+        // SAFETY: a zeroed set, filled by the kernel for this thread and read within its size.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            assert_eq!(
+                libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set),
+                0
+            );
+            (0..libc::CPU_SETSIZE as usize)
+                .filter(|&cpu| libc::CPU_ISSET(cpu, &set))
+                .collect()
+        }
+    }
+
+    /// Keeps this thread on `cpu`.
+    fn pin_to(cpu: usize) {
+        // SAFETY: a zeroed set with one CPU added, passed with its own size, for this thread.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            assert_eq!(
+                libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set),
+                0
+            );
+        }
+    }
+
+    /// A sleeper tells a wake-up by a submitter on its own CPU from one by a submitter on
+    /// another CPU (this half needs two CPUs).
+    #[test]
+    fn a_sleeper_knows_whether_its_waker_ran_on_its_cpu() {
+        let cpus = allowed_cpus();
+        let mut cases = vec![(cpus[0], Found::WokenHere)];
+        cases.extend(cpus.get(1).map(|&other| (other, Found::WokenElsewhere)));
+        for (waker_cpu, expected) in cases {
+            let q = Arc::new(pending(Policy::Fifo, usize::MAX));
+            let sleeper = {
+                let (q, cpu) = (q.clone(), cpus[0]);
+                std::thread::spawn(move || {
+                    pin_to(cpu);
+                    q.take(Duration::ZERO).map(|(n, found)| (n.work, found))
+                })
+            };
+            while q.sleepers.load(Ordering::SeqCst) == 0 {
+                std::thread::yield_now();
+            }
+            let waker = {
+                let q = q.clone();
+                std::thread::spawn(move || {
+                    pin_to(waker_cpu);
+                    q.push(1, Instant::now(), (1, 0)).unwrap();
+                })
+            };
+            waker.join().unwrap();
+            assert_eq!(sleeper.join().unwrap(), Some(((1, 0), expected)));
+        }
+    }
+
     #[test]
     fn a_full_queue_refuses_and_hands_the_call_back() {
         let q = pending(Policy::Fifo, 2);
@@ -405,7 +498,7 @@ mod tests {
             Err((Refused::ShuttingDown, (1, 1)))
         );
         assert_eq!(q.try_take().map(|n| n.work), Some((1, 0)));
-        assert_eq!(q.take(Duration::ZERO).map(|n| n.work), None);
+        assert_eq!(q.take(Duration::ZERO).map(|(n, _)| n.work), None);
     }
 
     #[test]
@@ -465,7 +558,7 @@ mod tests {
                     let q = q.clone();
                     // A zero spin sends consumers to sleep whenever the queue runs dry.
                     std::thread::spawn(move || {
-                        std::iter::from_fn(|| q.take(Duration::ZERO).map(|n| n.work))
+                        std::iter::from_fn(|| q.take(Duration::ZERO).map(|(n, _)| n.work))
                             .collect::<Vec<_>>()
                     })
                 })

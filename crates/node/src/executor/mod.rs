@@ -10,10 +10,10 @@
 //! An executor replies before it tears the instance down, so the caller does not wait for the
 //! memory reset; it counts as busy (`mote_busy_executors`) until the teardown is done. Before
 //! sleeping an idle executor polls for up to `spin`, so back-to-back calls are picked up without
-//! a futex wake-up. How long it polls adapts: it halves after a poll that found nothing and
-//! doubles after one that did, so an executor that shares its core with the threads that would
-//! queue the next call (a node pinned to fewer cores than it runs threads) stops taking the
-//! core from them.
+//! a futex wake-up. How long it polls adapts: it halves after a sleep that a thread on its own
+//! CPU ended (a node pinned to fewer CPUs than it runs threads, where polling only keeps the
+//! thread that would queue the next call off the CPU) and doubles up to `spin` after any other
+//! (a longer poll would have found the call without a wake-up).
 //!
 //! A call that the policy would run next anyway, on an idle core, skips the queue and runs on
 //! its caller's thread ([`inline`]); `cores` counts which cores are idle.
@@ -23,7 +23,7 @@ use crate::confine::{ConfineError, ExecutorFilter};
 use crate::error::InvokeError;
 use crate::ledger::{Ledger, Reply};
 use crate::metrics::{NodeMetrics, Outcome};
-use crate::pending::{Next, Pending, Refused};
+use crate::pending::{Found, Next, Pending, Refused};
 mod call;
 mod cores;
 mod inline;
@@ -363,22 +363,22 @@ std::thread_local! {
     static SPIN: std::cell::Cell<Duration> = const { std::cell::Cell::new(MIN_SPIN) };
 }
 
-/// The shortest poll an adaptive spin shrinks to: long enough to grow back when calls do come
-/// back to back.
+/// The shortest poll an adaptive spin shrinks to.
 const MIN_SPIN: Duration = Duration::from_micros(1);
 
-/// The next poll after one of `spin` that found a call (`found`) or slept: doubled up to `most`,
-/// or halved down to [`MIN_SPIN`].
-fn next_spin(spin: Duration, found: bool, most: Duration) -> Duration {
+/// The next poll after one of `spin` that came by its call as `found`: halved down to
+/// [`MIN_SPIN`] if polling kept the call's submitter off this CPU, else doubled up to `most`.
+fn next_spin(spin: Duration, found: Found, most: Duration) -> Duration {
     match found {
-        true => (spin * 2).min(most),
-        false => (spin / 2).max(MIN_SPIN).min(most),
+        Found::WokenHere => (spin / 2).max(MIN_SPIN).min(most),
+        Found::Polling | Found::WokenElsewhere => (spin * 2).min(most),
     }
 }
 
 impl Shared {
     /// Runs executor `i`'s calls until shutdown.
     fn run_executor(&self, i: usize) {
+        SPIN.set(self.config.spin);
         if let Some(suspensions) = &self.suspensions {
             return self.run_preemptible(i, suspensions);
         }
@@ -436,9 +436,8 @@ impl Shared {
         drop(ON_CORE.take());
         self.idle.idle();
         let spin = SPIN.get();
-        let polled = Instant::now();
-        let next = self.pending.take(spin)?;
-        SPIN.set(next_spin(spin, polled.elapsed() <= spin, self.config.spin));
+        let (next, found) = self.pending.take(spin)?;
+        SPIN.set(next_spin(spin, found, self.config.spin));
         self.idle.busy();
         Some(next)
     }
@@ -562,17 +561,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_spin_grows_while_it_finds_calls_and_shrinks_while_it_does_not() {
+    fn a_spin_shrinks_only_while_it_keeps_the_submitter_off_its_cpu() {
         let most = Duration::from_micros(50);
         let mut spin = MIN_SPIN;
         for _ in 0..10 {
-            spin = next_spin(spin, true, most);
+            spin = next_spin(spin, Found::WokenElsewhere, most);
         }
         assert_eq!(spin, most);
         for _ in 0..10 {
-            spin = next_spin(spin, false, most);
+            spin = next_spin(spin, Found::WokenHere, most);
         }
         assert_eq!(spin, MIN_SPIN);
-        assert_eq!(next_spin(MIN_SPIN, false, Duration::ZERO), Duration::ZERO);
+        for _ in 0..10 {
+            spin = next_spin(spin, Found::Polling, most);
+        }
+        assert_eq!(spin, most);
+        let off = Duration::ZERO;
+        assert_eq!(next_spin(MIN_SPIN, Found::WokenHere, off), off);
+        assert_eq!(next_spin(MIN_SPIN, Found::WokenElsewhere, off), off);
     }
 }
