@@ -3,9 +3,9 @@
 //! ([`IdleCores::borrow`]), no call waits, and its function's calls are expected to end
 //! within `inline_below` (a call that preemption could not have cut short; its last ten runs
 //! say so; a function that never ran may be long, and a caller of `Node::submit` may queue
-//! several calls before it waits for any). Otherwise it is queued as before. A hand-off costs two cross-thread wake-ups or an
-//! executor spinning on a core the receiving thread needs; a microsecond call costs less than
-//! either (`docs/benchmarks/http.md`).
+//! several calls before it waits for any). Otherwise it is queued as before. A hand-off costs
+//! two cross-thread wake-ups or an executor spinning on a core the receiving thread needs; a
+//! microsecond call costs less than either (`docs/benchmarks/http.md`).
 //!
 //! What still holds: one call per core (the borrowed core is counted busy, and an executor that
 //! takes a call meanwhile waits for it), budgets and memory limits (the runtime's, on any
@@ -26,8 +26,8 @@
 //! function's calls no longer run on workers. Such a panic is expected, so it is logged at
 //! debug level rather than printed by the process's panic hook ([`quiet_panics`]).
 
-use super::Shared;
 use super::cores::IdleCores;
+use super::{Executors, Shared};
 use crate::error::InvokeError;
 use crate::ledger::Reply;
 use crate::registry::Deployed;
@@ -125,7 +125,7 @@ impl Inline {
 std::thread_local! {
     /// The hand-off of this async worker thread, registered with its first call.
     static HAND_OFF: Cell<Option<Rc<WorkerHandOff>>> = const { Cell::new(None) };
-    /// Whether a panic on this thread now is one [`Shared::run_here`] handles.
+    /// Whether a panic on this thread now is one [`Executors::run_here`] handles.
     static EXPECTED_PANIC: Cell<bool> = const { Cell::new(false) };
 }
 
@@ -240,45 +240,48 @@ impl Drop for Borrowed<'_> {
     }
 }
 
-impl Shared {
-    /// Runs a call of `function` here and now if the policy would run it next anyway (see the
-    /// module's doc): `None` if it must be queued instead (untouched, or stopped at its first
-    /// WASI call on a worker, without effect).
+impl Executors {
+    /// Runs a call of `function` on this thread now if the policy would run it next anyway (see
+    /// the module's doc): `None` if it must be queued ([`Executors::submit`]) instead
+    /// (untouched, or stopped at its first WASI call on a worker, without effect).
     #[inline]
-    pub(super) fn run_here(
+    pub(crate) fn run_here(
         &self,
         function: &Deployed,
         code: &Function,
         input: &[u8],
         arrival: Instant,
     ) -> Option<Result<Reply, InvokeError>> {
-        if !self.inline.expects_short(function.expected_s()) || self.pending.len() > 0 {
+        let shared = &*self.shared;
+        if !shared.inline.expects_short(function.expected_s()) || shared.pending.len() > 0 {
             return None;
         }
-        let on_worker = self.inline.may_block()?;
+        let on_worker = shared.inline.may_block()?;
         if on_worker && !function.runs_on_workers() {
             return None;
         }
-        if !self.idle.borrow() {
+        if !shared.idle.borrow() {
             return None;
         }
-        let Some(slot) = self.inline.take_slot() else {
-            self.idle.give_back();
+        let Some(slot) = shared.inline.take_slot() else {
+            shared.idle.give_back();
             return None;
         };
         let borrowed = Borrowed {
-            cores: &self.idle,
-            inline: &self.inline,
+            cores: &shared.idle,
+            inline: &shared.inline,
             slot,
         };
         if let Err(e) = function.admit() {
             return Some(Err(e));
         }
-        let reply = self.run_borrowed(&borrowed, on_worker, function, code, input, arrival);
+        let reply = shared.run_borrowed(&borrowed, on_worker, function, code, input, arrival);
         drop(borrowed);
         reply.map(Ok)
     }
+}
 
+impl Shared {
     /// Runs the call on the borrowed core: its reply, or `None` if it must run again on an
     /// executor (it panicked on a worker, as WASI preview1 does there).
     fn run_borrowed(
@@ -294,7 +297,7 @@ impl Shared {
         self.metrics.busy_executors.inc();
         let started = Instant::now();
         self.activity.start(slot, started);
-        let within = Duration::from_secs_f64(self.inline.below_s);
+        let within = self.inline.below;
         let _armed = on_worker.then(|| WorkerHandOff::arm(started, within));
         if on_worker {
             quiet_panics();

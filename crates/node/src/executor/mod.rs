@@ -262,19 +262,6 @@ impl Executors {
         Ok(rx)
     }
 
-    /// Runs a call of `function` on this thread now if the policy would run it next anyway
-    /// ([`inline`]): `None` if it must be queued ([`Executors::submit`]) instead.
-    #[inline]
-    pub(crate) fn run_here(
-        &self,
-        function: &Deployed,
-        code: &Function,
-        input: &[u8],
-        arrival: Instant,
-    ) -> Option<Result<Reply, InvokeError>> {
-        self.shared.run_here(function, code, input, arrival)
-    }
-
     /// Hands up to `most` movable calls that have not started to node `to`, those that would
     /// start last while each would wait at least `min_wait` here ([`Pending::release`]): each
     /// caller is answered [`InvokeError::Moved`]. Returns how many moved.
