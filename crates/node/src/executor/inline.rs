@@ -42,10 +42,8 @@ use tokio::runtime::{Handle, RuntimeFlavor};
 
 /// Which calls run on their caller's thread, and the slots those calls are counted in.
 pub(super) struct Inline {
-    /// Calls of functions expected to run under this run here; zero runs none this way.
+    /// Calls of functions expected to run for less than this run here; zero runs none so.
     below: Duration,
-    /// The same in seconds, as the call path compares it.
-    below_s: f64,
     /// Bit `i` is set while a caller's call counts its activity in slot `first_slot + i`.
     slots: AtomicU64,
     /// How many slots there are: at most one per core, as each such call holds a core.
@@ -60,21 +58,20 @@ impl Inline {
     pub(super) fn new(below: Duration, cores: usize, first_slot: usize) -> Self {
         Self {
             below,
-            below_s: below.as_secs_f64(),
             slots: AtomicU64::new(0),
             count: cores.min(64) as u32,
             first_slot,
         }
     }
 
-    /// Calls of functions expected under this run here.
+    /// Calls of functions expected to run for less than this run here.
     pub(super) fn below(&self) -> Duration {
         self.below
     }
 
     /// How many activity slots these calls need.
     pub(super) fn slots(&self) -> usize {
-        match self.below_s > 0.0 {
+        match !self.below.is_zero() {
             true => self.count as usize,
             false => 0,
         }
@@ -83,7 +80,7 @@ impl Inline {
     /// Whether a function expected to run for `expected_s` (0: never ran) may run here.
     #[inline]
     fn expects_short(&self, expected_s: f64) -> bool {
-        expected_s > 0.0 && expected_s < self.below_s
+        expected_s > 0.0 && expected_s < self.below.as_secs_f64()
     }
 
     /// A free slot, if any.
@@ -297,8 +294,7 @@ impl Shared {
         self.metrics.busy_executors.inc();
         let started = Instant::now();
         self.activity.start(slot, started);
-        let within = self.inline.below;
-        let _armed = on_worker.then(|| WorkerHandOff::arm(started, within));
+        let _armed = on_worker.then(|| WorkerHandOff::arm(started, self.inline.below));
         if on_worker {
             quiet_panics();
             EXPECTED_PANIC.set(true);
