@@ -212,9 +212,9 @@ pub struct HttpArgs {
     /// (scripts/wasmtime-cli prints its directory). Without it, mote alone is measured.
     #[arg(long, conflicts_with = "smoke")]
     wasmtime: Option<PathBuf>,
-    /// wasmtime serve's `-O` options (`wasmtime serve -O help` lists them) [default: the
-    /// pooling allocator with mote's memory reset].
-    #[arg(long, default_value = http::WASMTIME_OPTIMIZE, requires = "wasmtime")]
+    /// wasmtime serve's `-O` options (`wasmtime serve -O help` lists them); by default the
+    /// pooling allocator with mote's memory reset.
+    #[arg(long, default_value_t = http::wasmtime_optimize(), requires = "wasmtime")]
     wasmtime_optimize: String,
     /// The `mote` binary that serves [default: this one], to measure another build with the
     /// same harness (say, the one before a change).

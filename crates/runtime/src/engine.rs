@@ -64,7 +64,7 @@ impl RuntimeConfig {
             },
             epoch_interruption: true,
             max_response_bytes: 16 << 20,
-            keep_resident_bytes: 2 << 20,
+            keep_resident_bytes: KEEP_RESIDENT_BYTES,
             microtask_slots: 256,
             proxy_slots: 256,
         }
@@ -241,6 +241,13 @@ impl Runtime {
     }
 }
 
+/// The dirtied bytes of an instance's memory reset in place between calls by default
+/// ([`RuntimeConfig::keep_resident_bytes`]).
+pub const KEEP_RESIDENT_BYTES: usize = 2 << 20;
+
+/// The bytes of an instance's tables reset in place between calls.
+pub const TABLE_KEEP_RESIDENT_BYTES: usize = 64 << 10;
+
 /// The engine: a pooling allocator (copy-on-write memory images, pages reset in place, fiber
 /// stacks for microtask calls) and epoch interruption.
 fn build_engine(config: &RuntimeConfig) -> wasmtime::Result<Engine> {
@@ -262,7 +269,7 @@ fn build_engine(config: &RuntimeConfig) -> wasmtime::Result<Engine> {
     // call. Without PAGEMAP_SCAN, wasmtime falls back to resetting only the first bytes.
     .pagemap_scan(wasmtime::Enabled::Auto)
     .linear_memory_keep_resident(config.keep_resident_bytes)
-    .table_keep_resident(64 << 10);
+    .table_keep_resident(TABLE_KEEP_RESIDENT_BYTES);
     let mut wasm = Config::new();
     wasm.epoch_interruption(config.epoch_interruption)
         .memory_init_cow(true)

@@ -69,7 +69,7 @@ mod ticker;
 
 pub use artifact::ArtifactCache;
 pub use call::Call;
-pub use engine::{Runtime, RuntimeConfig};
+pub use engine::{KEEP_RESIDENT_BYTES, Runtime, RuntimeConfig, TABLE_KEEP_RESIDENT_BYTES};
 pub use entry::CallOutput;
 pub use error::{CallError, CompileError, JobError, RuntimeError};
 pub use function::Function;

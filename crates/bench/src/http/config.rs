@@ -2,7 +2,7 @@
 //! concurrencies ([`parse_concurrencies`]) and where the generator and the servers run
 //! ([`Pinning`]).
 
-use super::servers::WASMTIME_OPTIMIZE;
+use super::servers::wasmtime_optimize;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -62,7 +62,7 @@ impl HttpBenchConfig {
         Self {
             mote,
             wasmtime,
-            wasmtime_optimize: WASMTIME_OPTIMIZE.to_owned(),
+            wasmtime_optimize: wasmtime_optimize(),
             concurrencies: vec![1, 8, 32, 64],
             duration: Duration::from_secs(5),
             warmup: Duration::from_secs(1),

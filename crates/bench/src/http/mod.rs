@@ -48,7 +48,7 @@ pub use points::{
     NATIVE_HELLO_FLOOR, Point, Round, System,
 };
 pub use report::{HttpReport, Machine, latency, ratio};
-pub use servers::{WASMTIME_OPTIMIZE, WASMTIME_VERSION, wasmtime_serve_flags};
+pub use servers::{WASMTIME_VERSION, wasmtime_optimize, wasmtime_serve_flags};
 
 use crate::results::{cpu_model, load_average};
 use anyhow::{Context, bail};

@@ -85,11 +85,18 @@ pub(super) fn start_mote(
 
 /// `wasmtime serve`'s `-O` options by default: the pooling allocator, asked for explicitly (48
 /// turns it on by itself only where the address space allows), with the memory reset mote's
-/// pool uses (`mote_runtime`'s engine: dirty pages found by `PAGEMAP_SCAN`, 2 MiB of memory
-/// and 64 KiB of tables kept resident), so that the comparison is of the two designs, not of
-/// their settings. 48's defaults already give every request of a WASIp2 component a fresh
-/// instance (`--max-instance-reuse-count` 1), as mote does.
-pub const WASMTIME_OPTIMIZE: &str = "pooling-allocator,pooling-pagemap-scan=y,pooling-memory-keep-resident=2097152,pooling-table-keep-resident=65536";
+/// pool uses (`mote_runtime`'s engine: dirty pages found by `PAGEMAP_SCAN`, and as much memory
+/// and table kept resident), so that the comparison is of the two designs, not of their
+/// settings. 48's defaults already give every request of a WASIp2 component a fresh instance
+/// (`--max-instance-reuse-count` 1), as mote does.
+pub fn wasmtime_optimize() -> String {
+    format!(
+        "pooling-allocator,pooling-pagemap-scan=y,pooling-memory-keep-resident={},\
+         pooling-table-keep-resident={}",
+        mote_runtime::KEEP_RESIDENT_BYTES,
+        mote_runtime::TABLE_KEEP_RESIDENT_BYTES
+    )
+}
 
 /// The arguments of `wasmtime serve` before `--addr` and the component.
 pub fn wasmtime_serve_flags(optimize: &str) -> Vec<String> {

@@ -2,7 +2,7 @@
 
 use super::points::{AgainstNative, Comparison, Point, Round, System};
 use super::report::{HttpReport, Machine, latency, ratio};
-use super::servers::{WASMTIME_OPTIMIZE, wasmtime_serve_flags};
+use super::servers::{wasmtime_optimize, wasmtime_serve_flags};
 
 #[test]
 fn latencies_and_ratios_read_at_a_glance() {
@@ -101,7 +101,7 @@ fn report(points: Vec<Point>, comparisons: Vec<Comparison>) -> HttpReport {
         },
         smoke: false,
         wasmtime_version: Some("wasmtime 48.0.8".into()),
-        wasmtime_flags: Some(wasmtime_serve_flags(WASMTIME_OPTIMIZE)),
+        wasmtime_flags: Some(wasmtime_serve_flags(&wasmtime_optimize())),
         mote_cores: 2,
         pin: None,
         generator_threads: 2,
