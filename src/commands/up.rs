@@ -81,15 +81,15 @@ pub struct UpArgs {
     #[arg(long, default_value_t = PreemptConfig::default().quantum.as_micros() as u64)]
     quantum_us: u64,
     /// Under --preempt on, the most calls suspended at once. Each holds its instance (its memory)
-    /// and a parked thread; at the bound, running calls are not preempted until one resumes.
+    /// and a parked thread or a fiber; at the bound, running calls are not preempted until one
+    /// resumes.
     #[arg(long, default_value_t = PreemptConfig::default().max_suspended)]
     max_suspended: usize,
-    /// Run-to-completion: a call of a function whose calls are expected (from its last 10) to
-    /// run under this many microseconds runs on the thread that read its request when a core
-    /// is idle and no call waits, skipping the hand-off to an executor. Such a call is not
-    /// preempted and runs outside the executors' seccomp filter; 0 queues every call.
-    #[arg(long, default_value_t = defaults().inline_below.as_micros() as u64)]
-    inline_below_us: u64,
+    /// Run a call on the thread that read its request (a reader, confined like every thread
+    /// that runs guest code, and preemptible at its epoch ticks) when a core is free and no call
+    /// waits, skipping the hand-off to an executor; off queues every call for an executor.
+    #[arg(long, value_enum, default_value_t = Switch::from(defaults().inline))]
+    inline: Switch,
     #[arg(long, help = examples_help())]
     examples: bool,
     /// Largest request body for an invocation, in MiB.
@@ -169,8 +169,9 @@ pub struct UpArgs {
     /// off with a --job-share above 0].
     #[arg(long, env = "MOTE_JOB_IDLE", value_enum)]
     job_idle: Option<Switch>,
-    /// Confine executor threads with a seccomp allow-list (Linux): code running there cannot
-    /// open files, sockets or processes.
+    /// Confine every thread that runs guest code (readers, executors, microtask and job threads)
+    /// with a seccomp allow-list (Linux): code running there cannot open files, create or
+    /// connect sockets, execute, or start threads or processes.
     #[arg(long, value_enum, default_value_t = Switch::from(defaults().seccomp))]
     seccomp: Switch,
     /// This node's name in its cluster (nodes that share a state store are one cluster)
@@ -290,7 +291,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     let config = config(args, s3_secret_key)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .thread_name("mote-gateway")
+        .thread_name("mote-io")
         .build()?;
     runtime.block_on(serve(config))
 }
@@ -341,7 +342,7 @@ fn config(args: UpArgs, s3_secret_key: Option<String>) -> anyhow::Result<Platfor
             ..PreemptConfig::default()
         }),
         seccomp: args.seccomp.on(),
-        inline_below: Duration::from_micros(args.inline_below_us),
+        inline: args.inline.on(),
         job_share: JobShare::new(args.job_share)?,
         job_idle: args.job_idle.map_or(args.job_share == 0, Switch::on),
         max_queue: args.max_queue,

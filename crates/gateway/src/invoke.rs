@@ -1,19 +1,26 @@
-//! Calls: `POST /v1/invoke/{name}` runs a function here or on the peer placement chooses (a
+//! Calls, served on the reader that read them: `POST /v1/invoke/{name}` runs a function here
+//! (on this reader if a core is free, `Node::invoke_here`) or on the peer placement chooses (a
 //! call waiting here may still move, once, to a peer that pulls it: [`run_moved`]);
 //! `ANY /v1/invoke/{name}[/{path}]` and any path under a component's route are served by a
-//! `wasi:http` component, on this node. Every response names the node that ran it.
+//! `wasi:http` component, on this reader. Every response names the node that ran it. What
+//! a reader may not do (forward to a peer, serve the API's other routes) runs on the I/O
+//! runtime ([`Hop`]).
 
 use crate::body::read_body;
 use crate::error::ApiError;
 use crate::logs::MOTE_CALL_ID;
+use crate::readers::Hop;
 use crate::state::Gateway;
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use mote_cluster::{NodeName, Origin};
-use mote_node::{CallId, InvokeError};
+use http_body_util::BodyExt;
+use mote_node::{CallId, InvokeError, Reader};
+use std::sync::Arc;
 use mote_peers::{FORWARDED_BY, ForwardError, NOT_DEPLOYED_HERE, Route};
 use mote_types::GuestKind;
 use mote_wire::MOVED;
@@ -23,11 +30,12 @@ pub const MOTE_NODE: &str = "mote-node";
 
 pub(crate) async fn invoke(
     State(gw): State<Gateway>,
+    Extension(reader): Extension<Arc<Reader>>,
     Path(name): Path<String>,
     request: axum::extract::Request,
 ) -> Response {
     if gw.node.kind(&name) == Some(GuestKind::WasiHttp) {
-        return serve_component(&gw, &name, "/", request).await;
+        return serve_component(&gw, &reader, &name, "/", request).await;
     }
     if request.method() != axum::http::Method::POST {
         return ran_here(
@@ -39,7 +47,7 @@ pub(crate) async fn invoke(
         );
     }
     let (parts, body) = request.into_parts();
-    match invoke_routed(&gw, &name, &parts.headers, body).await {
+    match invoke_routed(&gw, &reader, &name, &parts.headers, body).await {
         Ok(response) => response,
         Err(e) => ran_here(&gw, e.into_response()),
     }
@@ -49,6 +57,7 @@ pub(crate) async fn invoke(
 /// client sent it (still percent-encoded, as the extracted `path` would not be).
 pub(crate) async fn invoke_path(
     State(gw): State<Gateway>,
+    Extension(reader): Extension<Arc<Reader>>,
     Path((name, _)): Path<(String, String)>,
     request: axum::extract::Request,
 ) -> Response {
@@ -67,7 +76,7 @@ pub(crate) async fn invoke_path(
         .and_then(|rest| rest.find('/').map(|i| &rest[i..]))
         .unwrap_or("/")
         .to_owned();
-    serve_component(&gw, &name, &path, request).await
+    serve_component(&gw, &reader, &name, &path, request).await
 }
 
 /// Serves `request` with the component `name`, which sees `path` and the request's query.
@@ -75,6 +84,7 @@ pub(crate) async fn invoke_path(
 /// forwarding between nodes (whole bodies) does not do.
 async fn serve_component(
     gw: &Gateway,
+    reader: &Reader,
     name: &str,
     path: &str,
     request: axum::extract::Request,
@@ -101,7 +111,7 @@ async fn serve_component(
             .insert(header::HOST, HeaderValue::from_static("localhost"));
     }
     let request = axum::http::Request::from_parts(parts, body);
-    match gw.node.serve_http(name, request).await {
+    match gw.node.serve_http(reader, name, request).await {
         Ok(response) => {
             let call = response.extensions().get::<CallId>().copied();
             let mut response = response.map(Body::new);
@@ -116,6 +126,7 @@ async fn serve_component(
 /// out and the next choice taken.
 async fn invoke_routed(
     gw: &Gateway,
+    reader: &Reader,
     name: &str,
     headers: &HeaderMap,
     body: Body,
@@ -149,12 +160,8 @@ async fn invoke_routed(
                     return Err(ApiError::FunctionNotFound(name.to_owned()));
                 }
                 let content_type = headers.get(header::CONTENT_TYPE);
-                match gw
-                    .peers
-                    .forward(&peer, &url, name, input.clone(), content_type, false)
-                    .await
-                {
-                    Ok(response) => return Ok(response.map(Body::new)),
+                match forward(gw, &peer, &url, name, input.clone(), content_type, false).await {
+                    Ok(response) => return Ok(response),
                     // The store is eventually consistent: a peer may not have the record this
                     // node has. The call did not run there.
                     Err(e @ ForwardError::NotDeployed { .. }) => {
@@ -174,16 +181,52 @@ async fn invoke_routed(
     // With peers, a call that waits here may move to one that asks for it (late correction),
     // once: a call that moved here stays.
     let movable = gw.peers.has_others() && !headers.contains_key(MOVED);
-    let reply = match movable {
-        true => match gw.node.invoke_movable(name, input.clone()).await {
-            Err(InvokeError::Moved { to }) => {
-                return run_moved(gw, name, headers, input, &to).await;
-            }
-            reply => reply?,
-        },
-        false => gw.node.invoke_traced(name, input).await?,
+    let reply = match gw
+        .node
+        .invoke_here(reader, name, input.clone(), movable)
+        .await
+    {
+        Err(InvokeError::Moved { to }) => {
+            return run_moved(gw, reader, name, headers, input, &to).await;
+        }
+        reply => reply?,
     };
     Ok(respond_here(gw, reply))
+}
+
+/// Forwards a call to `peer` at `url` from the I/O runtime (a reader may not connect), reading
+/// the answer's body there, whole.
+async fn forward(
+    gw: &Gateway,
+    peer: &NodeName,
+    url: &str,
+    name: &str,
+    input: Bytes,
+    content_type: Option<&HeaderValue>,
+    moved: bool,
+) -> Result<Response, ForwardError> {
+    let (peers, name) = (gw.peers.clone(), name.to_owned());
+    let (peer, url) = (peer.clone(), url.to_owned());
+    let content_type = content_type.cloned();
+    let (node, at) = (peer.as_str().to_owned(), url.clone());
+    let lost = move |detail: String| ForwardError::Lost {
+        node: node.clone(),
+        url: at.clone(),
+        detail,
+    };
+    let lost_here = lost.clone();
+    let forwarded = gw.relay.spawn(&gw.io, async move {
+        let response = peers
+            .forward(&peer, &url, &name, input, content_type.as_ref(), moved)
+            .await?;
+        let (parts, body) = response.into_parts();
+        let body = body
+            .collect()
+            .await
+            .map_err(|e| lost(format!("reading its answer: {e}")))?;
+        Ok(Response::from_parts(parts, Body::from(body.to_bytes())))
+    });
+    forwarded.await.map_err(|e| lost_here(e.to_string()))?
 }
 
 /// Runs a call this node handed to the peer `to` before it started: forwarded there, once. If
@@ -191,6 +234,7 @@ async fn invoke_routed(
 /// did not run there and runs here, where it no longer moves.
 async fn run_moved(
     gw: &Gateway,
+    reader: &Reader,
     name: &str,
     headers: &HeaderMap,
     input: Bytes,
@@ -200,19 +244,15 @@ async fn run_moved(
         let peer = NodeName::from(to);
         gw.peers.moving_to(to, name);
         let content_type = headers.get(header::CONTENT_TYPE);
-        match gw
-            .peers
-            .forward(&peer, &url, name, input.clone(), content_type, true)
-            .await
-        {
-            Ok(response) => return Ok(response.map(Body::new)),
+        match forward(gw, &peer, &url, name, input.clone(), content_type, true).await {
+            Ok(response) => return Ok(response),
             Err(e @ (ForwardError::NotDeployed { .. } | ForwardError::Unreachable { .. })) => {
                 tracing::info!(error = %e, "a call handed to a peer runs here after all");
             }
             Err(e @ ForwardError::Lost { .. }) => return Err(ApiError::PeerFailed(e)),
         }
     }
-    let reply = gw.node.invoke_traced(name, input).await?;
+    let reply = gw.node.invoke_here(reader, name, input, false).await?;
     Ok(respond_here(gw, reply))
 }
 
@@ -254,18 +294,19 @@ fn ran_here(gw: &Gateway, mut response: Response) -> Response {
     response
 }
 
-/// Any path the API does not own: the component mounted on the most specific matching route
-/// serves it, or it is a 404.
+/// Any other path: one the API owns is served on the I/O runtime ([`Hop`]); otherwise the
+/// component mounted on the most specific matching route serves it, or it is a 404.
 pub(crate) async fn not_found(
     State(gw): State<Gateway>,
+    Extension(reader): Extension<Arc<Reader>>,
+    Extension(hop): Extension<Arc<Hop>>,
     request: axum::extract::Request,
 ) -> Response {
     let path = request.uri().path();
-    let routed = match mote_access::owned(path) {
-        true => None,
-        false => gw.node.route(path),
-    };
-    let Some(function) = routed else {
+    if mote_access::owned(path) {
+        return hop.serve(request).await;
+    }
+    let Some(function) = gw.node.route(path) else {
         return ApiError::NoRoute.into_response();
     };
     let route = function
@@ -275,5 +316,5 @@ pub(crate) async fn not_found(
         .expect("only routed functions are in the route table");
     let inner = route.strip(path).to_owned();
     let name = function.name().clone();
-    serve_component(&gw, &name, &inner, request).await
+    serve_component(&gw, &reader, &name, &inner, request).await
 }

@@ -63,6 +63,7 @@ mod invoke;
 mod jobs;
 mod listen;
 mod logs;
+mod readers;
 mod state;
 mod status;
 mod tokens;
@@ -106,8 +107,9 @@ pub struct Api {
     pub dashboard: Option<DashboardAt>,
 }
 
-/// The router that serves `api`, and the gate in front of it.
-fn router(api: Api) -> (Router, gate::Gate) {
+/// The routers that serve `api`: the one its readers serve (calls, `/healthz`, components'
+/// paths, and everything else handed to the I/O runtime), and the gate in front of it.
+fn routers(api: Api) -> (Router, gate::Gate) {
     let Api {
         node,
         peers,
@@ -125,7 +127,10 @@ fn router(api: Api) -> (Router, gate::Gate) {
         access.clone(),
         dashboard,
     );
+    let io = tokio::runtime::Handle::current();
     let gateway = Gateway(Arc::new(GatewayParts {
+        relay: node.relay().clone(),
+        io: io.clone(),
         node,
         peers,
         jobs,
@@ -134,8 +139,8 @@ fn router(api: Api) -> (Router, gate::Gate) {
         access,
         tokens,
     }));
-    let router = Router::new()
-        .route("/healthz", get(status::healthz))
+    // Served on the I/O runtime: whatever opens files, connects or writes to the store.
+    let elsewhere = Router::new()
         .route("/metrics", get(status::metrics))
         .route("/v1/functions", get(functions::list_functions))
         .route(
@@ -149,9 +154,6 @@ fn router(api: Api) -> (Router, gate::Gate) {
             post(functions::release_function),
         )
         .route("/v1/functions/{name}/logs", get(logs::function_logs))
-        .route(mote_wire::route::INVOKE, any(invoke::invoke))
-        .route("/v1/invoke/{name}/", any(invoke::invoke))
-        .route("/v1/invoke/{name}/{*path}", any(invoke::invoke_path))
         .route("/v1/node", get(status::node_status))
         .route("/v1/cluster", get(status::cluster))
         .route("/v1/jobs", post(jobs::run_job).get(jobs::list_jobs))
@@ -162,36 +164,65 @@ fn router(api: Api) -> (Router, gate::Gate) {
         .route("/v1/tokens", post(tokens::create).get(tokens::list))
         .route("/v1/tokens/{name}", axum::routing::delete(tokens::revoke))
         .merge(internal::routes())
-        .fallback(invoke::not_found)
+        .fallback(|| async { error::ApiError::NoRoute })
         .with_state(gateway.clone())
         .merge(dashboard);
+    let hop = readers::Hop {
+        router: elsewhere,
+        relay: gateway.relay.clone(),
+        io,
+    };
+    // Served on the readers.
+    let here = Router::new()
+        .route("/healthz", get(status::healthz))
+        .route(mote_wire::route::INVOKE, any(invoke::invoke))
+        .route("/v1/invoke/{name}/", any(invoke::invoke))
+        .route("/v1/invoke/{name}/{*path}", any(invoke::invoke_path))
+        .fallback(invoke::not_found)
+        .with_state(gateway.clone())
+        .layer(axum::Extension(Arc::new(hop)));
     let gate = gate::Gate::new(
         gate::Site::Api,
         gateway.access.clone(),
         gateway.peers.cluster_secret().cloned(),
         gateway.node.clone(),
     );
-    (router, gate)
+    (here, gate)
 }
 
 /// Serves the API on `listener` until `shutdown` resolves: over TLS with `tls` (a rustls
-/// server configuration, such as `mote_tls::Identity::server_config`'s), else plain HTTP.
+/// server configuration, such as `mote_tls::Identity::server_config`'s), else plain HTTP. It is
+/// served by one reader per core of the node (`readers`), confined unless the node's threads
+/// that run guest code are not (`mote up --seccomp off`); the future must run on the node's
+/// I/O runtime.
 pub async fn serve(
-    listener: tokio::net::TcpListener,
+    listener: std::net::TcpListener,
     tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     api: Api,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let logs = api.node.clone();
+    let node = api.node.clone();
     let limits = api.config.listen;
-    let shutdown = async move {
-        shutdown.await;
-        // Followed logs never end by themselves: without this the server would wait for them.
-        logs.logs().stop_following();
+    let shutdown = {
+        let node = node.clone();
+        async move {
+            shutdown.await;
+            // Followed logs never end by themselves: without this the server would wait for them.
+            node.logs().stop_following();
+        }
     };
-    let (router, gate) = router(api);
-    let tls = tls.map(tokio_rustls::TlsAcceptor::from);
-    listen::serve(listener, tls, Arc::new(gate), router, limits, shutdown).await
+    let (router, gate) = routers(api);
+    let setup = readers::Setup {
+        listener,
+        tls: tls.map(tokio_rustls::TlsAcceptor::from),
+        gate: Arc::new(gate),
+        router,
+        limits,
+        confine: node.confines(),
+        count: node.cores(),
+        node,
+    };
+    readers::serve(setup, shutdown).await
 }
 
 /// Serves the dashboard of `api` on `listener` (`mote up --ui-listen`) until `shutdown`

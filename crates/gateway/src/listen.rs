@@ -102,6 +102,7 @@ pub(crate) async fn serve(
         };
         let (tls, handshakes) = (tls.clone(), handshakes.clone());
         let (mut stopping, opened) = (stopping.clone(), opened.clone());
+        let stream = SendOnly(stream);
         tokio::spawn(async move {
             let _permit = permit;
             let _opened = opened;
@@ -132,8 +133,10 @@ where
 {
     let client = connection.client;
     let mut http = hyper::server::conn::http1::Builder::new();
+    // Each response leaves in one `send`: a reader may not `writev` (`mote_confine`).
     http.timer(TokioTimer::new())
-        .header_read_timeout(IDLE_TIMEOUT);
+        .header_read_timeout(IDLE_TIMEOUT)
+        .writev(false);
     let served = http.serve_connection(TokioIo::new(io), connection);
     let mut served = std::pin::pin!(served);
     let result = tokio::select! {
@@ -152,11 +155,11 @@ where
 /// `timeout`; `None` (logged at debug) if it failed or took too long.
 async fn shake_hands(
     acceptor: TlsAcceptor,
-    stream: TcpStream,
+    stream: SendOnly,
     handshakes: &Semaphore,
     timeout: Duration,
-) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
-    let client = stream.peer_addr().ok();
+) -> Option<tokio_rustls::server::TlsStream<SendOnly>> {
+    let client = stream.0.peer_addr().ok();
     let handshake = async {
         // The turn is taken first: a client that says nothing holds one, as in a handshake.
         let _turn = handshakes
@@ -164,8 +167,8 @@ async fn shake_hands(
             .await
             .expect("the semaphore is never closed");
         let mut first = [0u8; 1];
-        if stream.peek(&mut first).await.is_ok() && first[0].is_ascii_uppercase() {
-            answer_plain_http(stream).await;
+        if stream.0.peek(&mut first).await.is_ok() && first[0].is_ascii_uppercase() {
+            answer_plain_http(stream.0).await;
             return None;
         }
         Some(acceptor.accept(stream).await)
@@ -215,6 +218,45 @@ async fn answer_plain_http(mut stream: TcpStream) {
             Ok(0) | Err(_) => return,
             Ok(n) => drained += n,
         }
+    }
+}
+
+/// A connection's stream, written with `send` only: its vectored writes go one buffer at a
+/// time (tokio's default), so TLS records leave with `send` rather than `writev`, which a
+/// reader may not make.
+struct SendOnly(TcpStream);
+
+impl tokio::io::AsyncRead for SendOnly {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for SendOnly {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
     }
 }
 

@@ -38,6 +38,10 @@ pub(crate) struct Gateway(pub(crate) Arc<GatewayParts>);
 
 pub(crate) struct GatewayParts {
     pub(crate) node: Arc<Node>,
+    /// How readers start work on the I/O runtime.
+    pub(crate) relay: Arc<mote_confine::Relay>,
+    /// The node's I/O runtime, where readers send what they may not do.
+    pub(crate) io: tokio::runtime::Handle,
     pub(crate) peers: Arc<Peers>,
     pub(crate) jobs: Arc<JobService>,
     /// This node's name, as `mote-node` carries it.

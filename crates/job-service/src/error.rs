@@ -45,6 +45,12 @@ pub enum JobServiceError {
     /// The cluster's job records could not be read or written.
     #[error("the cluster's store could not be reached for the job records: {0}; try again")]
     Records(String),
+    /// The job engine could not be built.
+    #[error(transparent)]
+    Engine(#[from] mote_runtime::RuntimeError),
+    /// The threads that run jobs' guest code could not be confined.
+    #[error(transparent)]
+    Confine(#[from] mote_confine::ConfineError),
 }
 
 impl JobServiceError {
@@ -55,7 +61,7 @@ impl JobServiceError {
             Self::Run(e) => e.kind(),
             Self::Worker(e) => e.kind(),
             Self::NoSuchJob { .. } => ErrorKind::NotFound,
-            Self::Records(_) => ErrorKind::Unavailable,
+            Self::Records(_) | Self::Engine(_) | Self::Confine(_) => ErrorKind::Unavailable,
         }
     }
 }
@@ -96,7 +102,7 @@ pub enum CodeError {
         /// What it was doing.
         doing: &'static str,
         /// How it ended.
-        source: tokio::task::JoinError,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
 }
 

@@ -18,6 +18,7 @@ use mote_jobs::message::{Envelope, JobSpec, Report, SnapshotPlan, WorkerMessage}
 use mote_jobs::{Op, PartitionKey, PartitionMap, Program, StageKind, WorkerId};
 use mote_node::Node;
 use mote_objects::Objects;
+use mote_confine::ConfinedPool;
 use mote_runtime::{JobContext, JobEngine, JobModule};
 use mote_types::{FunctionRecord, GuestKind};
 use parking_lot::Mutex;
@@ -60,8 +61,15 @@ impl JobService {
         threads: JobThreads,
         access: &mote_tls::PeerAccess,
         records: Option<JobRecords>,
-    ) -> Result<Arc<Self>, mote_runtime::RuntimeError> {
+    ) -> Result<Arc<Self>, JobServiceError> {
         let engine = Arc::new(JobEngine::new(node.job_cores().clone())?);
+        let relay = node.relay().clone();
+        let guests = ConfinedPool::start(
+            "mote-job-guest",
+            threads.cores.max(1),
+            threads.confine.clone(),
+            relay.clone(),
+        )?;
         Ok(Arc::new(Self {
             node,
             env: WorkerEnv {
@@ -69,6 +77,8 @@ impl JobService {
                 threads,
                 transport: Arc::new(HttpTransport::new(access)),
                 objects,
+                guests: Arc::new(guests),
+                relay,
             },
             cluster,
             workers: Mutex::new(HashMap::new()),
@@ -103,7 +113,7 @@ impl JobService {
             .await
             .map_err(|source| CodeError::Panicked {
                 doing: "fetching the module",
-                source,
+                source: Box::new(source),
             })?
             .map_err(CodeError::Fetch)
     }
@@ -125,20 +135,31 @@ impl JobService {
             datasets: Arc::default(),
         };
         let sha256 = record.sha256.clone();
-        tokio::task::spawn_blocking(move || {
-            let module = engine.module(&sha256, &wasm).map_err(CodeError::Compile)?;
-            let program = engine.program(&module, &ctx).map_err(CodeError::Driver)?;
-            let ctx = JobContext {
-                datasets: program.dataset_names(),
-                ..ctx
-            };
-            Ok((module, ctx, program))
-        })
-        .await
-        .map_err(|source| CodeError::Panicked {
-            doing: "the driver's thread",
-            source,
-        })?
+        // Compiling runs no guest code (and compiles on threads of its own, which a confined
+        // thread may not start); the driver is guest code, and runs confined.
+        let compiler = engine.clone();
+        let module = tokio::task::spawn_blocking(move || compiler.module(&sha256, &wasm))
+            .await
+            .map_err(|source| CodeError::Panicked {
+                doing: "compiling the job",
+                source: Box::new(source),
+            })?
+            .map_err(CodeError::Compile)?;
+        self.env
+            .guests
+            .run(move || {
+                let program = engine.program(&module, &ctx).map_err(CodeError::Driver)?;
+                let ctx = JobContext {
+                    datasets: program.dataset_names(),
+                    ..ctx
+                };
+                Ok((module, ctx, program))
+            })
+            .await
+            .map_err(|source| CodeError::Panicked {
+                doing: "the driver's thread",
+                source: Box::new(source),
+            })?
     }
 
     fn choose(&self, choice: Option<&WorkerChoice>) -> Result<Vec<NodeInfo>, RunError> {
@@ -460,22 +481,22 @@ impl JobService {
         }
         let env = self.env.clone();
         let id = spec.id.clone();
-        let handle = tokio::runtime::Handle::current();
         let code = JobCode {
             program: Arc::new(program),
             module,
             ctx,
             log: self.node.logs().get(&spec.function),
         };
-        let worker = tokio::task::spawn_blocking(move || {
-            let _runtime = handle.enter();
-            Worker::prepare(spec, code, &env)
-        })
-        .await
-        .map_err(|source| WorkerError::Panicked {
-            doing: "the worker's start",
-            source,
-        })??;
+        let (worker, io) = self
+            .env
+            .guests
+            .run(move || Worker::prepare(spec, code, &env))
+            .await
+            .map_err(|source| WorkerError::Panicked {
+                doing: "the worker's start",
+                source: Box::new(source),
+            })??;
+        worker.start_io(io, &self.env);
         self.workers.lock().insert(id, worker);
         Ok(())
     }
@@ -502,19 +523,23 @@ impl JobService {
         match envelope.message {
             WorkerMessage::Restore(restore) => {
                 let images = self.snapshot_images(&worker, &restore).await?;
-                tokio::task::spawn_blocking(move || worker.restore(restore, images))
+                self.env
+                    .guests
+                    .run(move || worker.restore(restore, images))
                     .await
                     .map_err(|source| WorkerError::Panicked {
                         doing: "the restore",
-                        source,
+                        source: Box::new(source),
                     })??;
             }
             WorkerMessage::Arrive { .. } | WorkerMessage::Transfer(_) => {
-                tokio::task::spawn_blocking(move || worker.deliver(envelope))
+                self.env
+                    .guests
+                    .run(move || worker.deliver(envelope))
                     .await
                     .map_err(|source| WorkerError::Panicked {
                         doing: "the move",
-                        source,
+                        source: Box::new(source),
                     })??;
             }
             _ => worker.deliver(envelope)?,

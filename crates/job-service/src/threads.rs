@@ -2,7 +2,7 @@
 //! `SCHED_IDLE`. How they give their cores to calls is the job engine's
 //! (`mote_runtime::JobCores`).
 
-use mote_node::confine::ExecutorFilter;
+use mote_confine::Filter;
 use std::sync::Arc;
 
 /// How a worker's executor threads run: how many, confined how, at what priority.
@@ -11,7 +11,7 @@ pub struct JobThreads {
     /// Executor threads per worker: the node's cores.
     pub cores: usize,
     /// The seccomp allow-list they run under, when confined.
-    pub confine: Option<Arc<ExecutorFilter>>,
+    pub confine: Option<Arc<Filter>>,
     /// Run them in `SCHED_IDLE` (`--job-idle`, on by default).
     pub idle: bool,
 }

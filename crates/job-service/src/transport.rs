@@ -86,8 +86,9 @@ pub(crate) fn drain_outbox(
     worker: Weak<Worker>,
     mut outbox: mpsc::UnboundedReceiver<Outgoing>,
     transport: Arc<dyn Transport>,
+    relay: &mote_confine::Relay,
 ) {
-    tokio::spawn(async move {
+    tokio::spawn(relay.relayed(async move {
         while let Some(out) = outbox.recv().await {
             let Some(worker) = worker.upgrade() else {
                 return;
@@ -117,7 +118,7 @@ pub(crate) fn drain_outbox(
                 }
             });
         }
-    });
+    }));
 }
 
 /// Tells the controller how far the worker is, four times a second, until it ends. A worker

@@ -223,6 +223,7 @@ fn pieces_under_a_stale_map_are_held_then_forwarded_and_each_is_used_once() {
     let map_c = initial.clone();
 
     let wire = Arc::new(Wire::default());
+    let relay = Arc::new(mote_confine::Relay::start("test-relay").unwrap());
     let env = WorkerEnv {
         engine: engine.clone(),
         threads: JobThreads {
@@ -231,6 +232,8 @@ fn pieces_under_a_stale_map_are_held_then_forwarded_and_each_is_used_once() {
         },
         transport: wire.clone(),
         objects: Some(objects),
+        guests: Arc::new(mote_confine::ConfinedPool::start("test-guests", 1, None, relay.clone()).unwrap()),
+        relay,
     };
     let mut workers = Vec::new();
     for (me, map) in [(A, map_a), (B, map_b), (C, map_c)] {
@@ -258,7 +261,8 @@ fn pieces_under_a_stale_map_are_held_then_forwarded_and_each_is_used_once() {
             },
             log: None,
         };
-        let worker = Worker::prepare(spec, code, &env).unwrap();
+        let (worker, io) = Worker::prepare(spec, code, &env).unwrap();
+        worker.start_io(io, &env);
         let url = URLS[me.0 as usize].to_owned();
         wire.workers.lock().insert(url, worker.clone());
         workers.push(worker);

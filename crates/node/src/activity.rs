@@ -1,10 +1,10 @@
 //! What the dashboard reads of a node's recent work: per function, a histogram of response times
-//! and the sum of the calls' stretches ([`CallStats`]); per executor thread, the calls it ran
-//! and the time it spent running them ([`ExecutorActivity`]).
+//! and the sum of the calls' stretches ([`CallStats`]); per core, the calls run on it and the
+//! time spent running them ([`ExecutorActivity`]).
 //!
 //! Both are counted on the call path, so they are relaxed atomics only: a settled call adds one
-//! to one histogram bucket and its stretch to a sum (two `fetch_add`s on its function), and an
-//! executor thread writes only its own cache line. Readers take cumulative counts
+//! to one histogram bucket and its stretch to a sum (two `fetch_add`s on its function), and the
+//! holder of a core writes only that core's cache line. Readers take cumulative counts
 //! ([`LatencyCounts`], [`ExecutorSample`]) and difference two of them to see a window, so
 //! nothing on the call path knows about windows or resets.
 //!
@@ -151,7 +151,7 @@ impl LatencyCounts {
     }
 }
 
-/// One executor thread's counters, alone on its cache line so that threads do not share one.
+/// One core's counters, alone on its cache line so that cores do not share one.
 #[repr(align(128))]
 #[derive(Default)]
 struct Slot {
@@ -161,38 +161,35 @@ struct Slot {
     running_since: AtomicU64,
 }
 
-/// What each executor thread, and each slot of calls run on their callers' threads, has run.
+/// What each core has run, whichever thread ran it there.
 pub(crate) struct ExecutorActivity {
     origin: Instant,
-    /// The executors' slots, then the callers'.
     slots: Box<[Slot]>,
-    executors: usize,
 }
 
 impl ExecutorActivity {
-    pub(crate) fn new(executors: usize, callers: usize) -> Self {
+    pub(crate) fn new(cores: usize) -> Self {
         Self {
             origin: Instant::now(),
-            slots: (0..executors + callers).map(|_| Slot::default()).collect(),
-            executors,
+            slots: (0..cores).map(|_| Slot::default()).collect(),
         }
     }
 
-    /// Executor `i` started a call at `started`.
+    /// A call started on core `i` at `started`.
     #[inline]
     pub(crate) fn start(&self, i: usize, started: Instant) {
         let since = started.saturating_duration_since(self.origin).as_nanos() as u64 + 1;
         self.slots[i].running_since.store(since, Ordering::Relaxed);
     }
 
-    /// Executor `i` ended a call that ran for `processing`.
+    /// A call that ran for `processing` ended on core `i`.
     #[inline]
     pub(crate) fn end(&self, i: usize, processing: Duration) {
         let slot = &self.slots[i];
         slot.running_since.store(0, Ordering::Relaxed);
-        // One thread at a time writes slot `i` (executor `i`, or the caller that took the slot,
-        // which the slot's release and take order), so a load and a store count without the
-        // locked read-modify-write a `fetch_add` costs on every call.
+        // One thread at a time writes slot `i`, the one that holds core `i` (a core's hand-off
+        // orders its holders), so a load and a store count without the locked
+        // read-modify-write a `fetch_add` costs on every call.
         let calls = slot.calls.load(Ordering::Relaxed);
         slot.calls.store(calls + 1, Ordering::Relaxed);
         let busy = slot.busy_ns.load(Ordering::Relaxed);
@@ -200,7 +197,7 @@ impl ExecutorActivity {
             .store(busy + processing.as_nanos() as u64, Ordering::Relaxed);
     }
 
-    /// Every executor's counters now; a running call counts as busy up to now.
+    /// Every core's counters now; a running call counts as busy up to now.
     pub(crate) fn sample(&self) -> Vec<ExecutorSample> {
         let now = self.origin.elapsed().as_nanos() as u64 + 1;
         self.slots
@@ -215,10 +212,6 @@ impl ExecutorActivity {
                 };
                 ExecutorSample {
                     index,
-                    runs_on: match index < self.executors {
-                        true => RunsOn::Executor,
-                        false => RunsOn::Caller,
-                    },
                     running,
                     calls: slot.calls.load(Ordering::Relaxed),
                     busy_ns: slot.busy_ns.load(Ordering::Relaxed) + ongoing,
@@ -228,26 +221,12 @@ impl ExecutorActivity {
     }
 }
 
-/// The threads a node's calls run on.
-#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum RunsOn {
-    /// An executor thread, or under preemption a core passed between executor threads.
-    Executor,
-    /// The thread that read the call, while it runs the call to completion on a core it
-    /// borrowed (`--inline-below-us`): one such slot per core, as each such call holds one.
-    Caller,
-}
-
-/// One executor thread's counters since the node started, or one slot's of the calls run on
-/// their callers' threads.
+/// One core's counters since the node started: the calls run on it, by executors and by the
+/// readers that ran calls where they read them.
 #[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
 pub struct ExecutorSample {
-    /// Its index among all: thread `mote-exec-INDEX`, or under preemption, where a core passes
-    /// between threads, the core's; callers' slots come after the executors.
+    /// The core's index.
     pub index: usize,
-    /// Whether an executor or callers' threads ran these calls.
-    pub runs_on: RunsOn,
     /// Whether it is running a call now.
     pub running: bool,
     /// Calls it ran.
@@ -326,8 +305,8 @@ mod tests {
     }
 
     #[test]
-    fn executors_count_their_calls_and_busy_time() {
-        let activity = ExecutorActivity::new(2, 1);
+    fn cores_count_their_calls_and_busy_time() {
+        let activity = ExecutorActivity::new(3);
         activity.start(1, Instant::now());
         let sample = activity.sample();
         assert!(!sample[0].running && sample[1].running);
@@ -339,10 +318,6 @@ mod tests {
         assert!(!sample[1].running);
         assert_eq!(sample[1].busy_ns, 3_000_000);
         assert_eq!(sample[0].calls, 0);
-        assert_eq!(
-            sample.iter().map(|s| s.runs_on).collect::<Vec<_>>(),
-            [RunsOn::Executor, RunsOn::Executor, RunsOn::Caller]
-        );
         assert_eq!((sample[2].index, sample[2].calls), (2, 1));
     }
 }

@@ -66,9 +66,9 @@ pub enum DeployError {
     /// The WebAssembly runtime could not be set up.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
-    /// Executor threads could not be confined.
+    /// The threads that run guest code could not be confined.
     #[error(transparent)]
-    Confine(#[from] crate::confine::ConfineError),
+    Confine(#[from] mote_confine::ConfineError),
     /// A background task failed unexpectedly.
     #[error("internal error: {0}")]
     Internal(String),

@@ -30,3 +30,24 @@ pub(crate) fn fold(phase: bool) -> String {
           i64.const 8))"#
     )
 }
+
+/// Runs `calls` on a new thread made a reader as the gateway makes one: its own runtime, then
+/// confined by a reader's filter (its own runtime's eventfd allowed) before its first call.
+pub(crate) fn on_reader<T: Send + 'static>(
+    node: std::sync::Arc<crate::Node>,
+    calls: impl AsyncFnOnce(&crate::Node, &crate::Reader) -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let wakes = mote_confine::own_wakers(&runtime).unwrap();
+        mote_confine::Filter::reader(&wakes)
+            .unwrap()
+            .confine_this_thread()
+            .unwrap();
+        let reader = node.reader().unwrap();
+        runtime.block_on(calls(&node, &reader))
+    })
+}

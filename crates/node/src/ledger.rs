@@ -69,8 +69,9 @@ impl Ledger {
         CallId(self.calls.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
-    /// Settles a call of `function` that arrived at `arrival`, started at `started` and ended
-    /// now with `result`, having logged `log`, and returns its reply.
+    /// Settles a call of `function` that arrived at `arrival` (`here`: and started at once,
+    /// never queued), started at `started` and ended now with `result`, having logged `log`,
+    /// and returns its reply.
     #[inline]
     pub(crate) fn settle(
         &self,
@@ -79,6 +80,7 @@ impl Ledger {
         log: GuestLog,
         arrival: Instant,
         started: Instant,
+        here: bool,
     ) -> Reply {
         let now = Instant::now();
         let processing = now.saturating_duration_since(started);
@@ -89,11 +91,13 @@ impl Ledger {
         };
         let error = result.as_ref().err().map(|e| e as &dyn std::fmt::Display);
         self.keep_log(function, call, outcome, error, log);
+        let arrived = here.then_some(arrival);
         self.book(
             function,
             outcome,
             now.saturating_duration_since(arrival),
             processing,
+            arrived,
         );
         Reply {
             result,
@@ -113,6 +117,7 @@ impl Ledger {
         error: InvokeError,
         arrival: Instant,
         started: Instant,
+        here: bool,
     ) -> Reply {
         let now = Instant::now();
         let processing = now.saturating_duration_since(started);
@@ -125,7 +130,13 @@ impl Ledger {
             Some(&error),
             GuestLog::default(),
         );
-        self.book(function, Outcome::Internal, response, processing);
+        self.book(
+            function,
+            Outcome::Internal,
+            response,
+            processing,
+            here.then_some(arrival),
+        );
         Reply {
             result: Err(error),
             call: Some(call),
@@ -155,14 +166,16 @@ impl Ledger {
     }
 
     /// Counts a call that ended with `outcome`, `response` after it arrived and `processing`
-    /// after it started, and tells its quarantine and history. A request to a component is
-    /// settled here directly: its reply (the response) left before it ended.
+    /// after it started (and arrived at `arrived` if it was never queued), and tells its
+    /// quarantine and history. A request to a component is settled here directly: its reply
+    /// (the response) left before it ended.
     pub(crate) fn book(
         &self,
         function: &Deployed,
         outcome: Outcome,
         response: Duration,
         processing: Duration,
+        arrived: Option<Instant>,
     ) {
         function.count(outcome);
         function.observe_duration(processing);
@@ -174,6 +187,9 @@ impl Ledger {
                 "function quarantined: its calls keep running past their budget"
             );
         }
-        function.set_expected(self.run_times.complete(function.key(), processing));
+        let expected = self
+            .run_times
+            .complete(function.key(), processing, arrived);
+        function.set_expected(expected);
     }
 }

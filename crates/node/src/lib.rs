@@ -1,22 +1,28 @@
-//! A mote node: takes calls for deployed functions and runs each on one of its executor cores.
+//! A mote node: takes calls for deployed functions and runs each on one of its cores.
 //!
-//! The call path is [`Node::invoke`] (or [`Node::submit`] for a caller that may block) →
-//! [`Registry`] lookup (lock-free) → the function's resident code, or a cold load on a thread
-//! that may block → on an idle core, with nothing waiting and a function known to be short,
-//! [`mote_runtime::Runtime::call_then`] right on the caller's thread (run-to-completion);
-//! otherwise [`Executors`] (the policy queue) → an executor thread → `call_then` → the
-//! `ledger` settles the call → reply over a oneshot channel, sent before the instance is torn
-//! down. The control path is
+//! The call path is [`Node::invoke_here`] (a reader, for the request it read) or
+//! [`Node::invoke`] / [`Node::submit`] (any other caller) → [`Registry`] lookup (lock-free) →
+//! the function's resident code, or a cold load on the I/O runtime → a core: on a reader, if
+//! one is free and nothing waits, the call runs right there as a future (`run`, through
+//! [`mote_runtime::Runtime::call_async`], preemptible at its epoch ticks); otherwise it waits in
+//! `pending` by the policy and an executor runs it (`call_then`, preemptible by parking its
+//! thread) → the `ledger` settles the call → the reply, sent before the instance is torn down
+//! (through the relay, since the executor is confined). The control path is
 //! `Node::deploy`/`Node::remove` → compile and check → write (module blob, compiled artefact) →
 //! commit the record → publish to the registry.
 //!
-//! - [`Executors`]: one thread per core, at most one running call each (no oversubscription),
-//!   fed from the waiting calls of `pending` (lock-free under arrival order, a
-//!   [`mote_sched::CallQueue`] heap under the ranking policies, which also keeps each
-//!   function's run-time history). Under `--preempt on` its `preempt` module suspends a call
-//!   that a better-ranked one outranks after its quantum, parking its thread, and passes the
-//!   cores between threads. Its `inline` module lends an idle executor's core (`cores`) to the
-//!   caller's thread for a call the policy would run next anyway.
+//! - `cores`: the one type that says "this runs on a core" (`OnCore`), and how a core passes
+//!   between threads: to waiting work when its holder is done, to a spare executor with a call,
+//!   back to a suspended call (a parked thread, or a task woken through the relay). At most one
+//!   running call per core, whichever thread runs it. The decisions are
+//!   [`mote_sched::CoreSet`]'s, checked with loom.
+//! - `run`: the one function that runs a call on a core, for every thread that does; how calls
+//!   differ (blocking or a future, how they are preempted, when they reply) is the entry it is
+//!   given.
+//! - [`Executors`]: threads, each confined before its first call, that park as spares until a
+//!   core and a call are handed to them, `cores + max_suspended` under preemption, whose
+//!   `preempt` module suspends a blocking call that a better-ranked one outranks after its
+//!   quantum by parking its thread.
 //! - [`Microtasks`]: calls of functions that declare phases (`docs/abi.md`) skip the executors:
 //!   they run as futures on their own per-core threads, admitted per share class by the
 //!   `microtask` module's gate (the microtask paper), or task-based under `--microtasks off`.
@@ -31,30 +37,33 @@
 //! - `logs`: each function's [`LogRing`] ([`FunctionLogs`]), bounded in bytes: the lines its
 //!   calls wrote and why failing calls failed, each under its call's [`CallId`], written by the
 //!   ledger when the call settles, read and followed by the gateway.
+//! - `component`: a request to a `wasi:http` component, on the reader that read it, holding a
+//!   core only while its guest computes.
 //! - `schedule`: what `GET /v1/node` shows ([`ScheduleSnapshot`]); [`NodeMetrics`]: the
-//!   Prometheus metrics; [`confine`]: the seccomp allow-list executor threads run under;
-//!   [`priority`]: how object I/O threads (and by default a job's) give way to calls
-//!   by the kernel's priorities.
+//!   Prometheus metrics; [`priority`]: how object I/O threads (and by default a job's) give way
+//!   to calls by the kernel's priorities.
 //!
 //! The [`Node`] (`node`) ties these together: its call path (`node::call`), control path
 //! (`node::control`) and what it reports (`node::status`); [`NodeConfig`] (`config`) sets it up.
 //!
 //! Modules depend one way; each uses only those on the lines above it (`#[cfg(test)]` modules
 //! aside, which may drive a module through a [`Node`]):
-//! - `activity`, `metrics`, `pending`, `quarantine`, `confine`, `priority`: nothing
-//! - `error` -> confine; `logs`, `resident` -> metrics
+//! - `activity`, `metrics`, `pending`, `quarantine`, `priority`: nothing
+//! - `error`; `logs`, `resident` -> metrics
 //! - `registry` -> activity, error, logs, metrics, quarantine, resident
 //! - `ledger` -> error, logs, metrics, pending, registry
-//! - `executor` (`call` <- `preempt` <- `mod`) -> activity, confine, error, ledger, metrics,
-//!   pending, registry
-//! - `microtask` (`config` <- `gate` <- `pool` <- `http`) -> confine, error, executor, ledger,
-//!   metrics, priority, registry
+//! - `cores` (`seat`, `waiter` <- `mod`) and `run` -> activity, error, ledger, metrics,
+//!   pending, registry, and each other's types; `executor` (`call` <- `preempt` <- `mod`) ->
+//!   cores, run, and the rest of the above
+//! - `microtask` (`config` <- `gate` <- `pool`) -> error, executor, ledger, metrics, priority,
+//!   registry; `component` -> cores, error, ledger, metrics, registry
 //! - `schedule` -> microtask, pending, registry; `config` -> executor, logs, microtask
 //! - `node` (`mod` <- `call`, `control`, `status`) -> everything above
 
 mod activity;
+mod component;
 mod config;
-pub mod confine;
+mod cores;
 mod error;
 mod executor;
 #[cfg(test)]
@@ -69,9 +78,10 @@ pub mod priority;
 mod quarantine;
 mod registry;
 mod resident;
+mod run;
 mod schedule;
 
-pub use activity::{BUCKETS, CallStats, ExecutorSample, LatencyCounts, RunsOn};
+pub use activity::{BUCKETS, CallStats, ExecutorSample, LatencyCounts};
 pub use config::NodeConfig;
 pub use error::{DeployError, InvokeError};
 pub use executor::{Executors, ExecutorsConfig, PreemptConfig};
@@ -85,7 +95,7 @@ pub use microtask::{ClassSnapshot, MicrotaskConfig, MicrotaskMode, Microtasks};
 /// The share of the cores jobs keep (`NodeConfig::job_share`); the count calls and jobs take
 /// cores from is `mote_runtime::JobCores`.
 pub use mote_runtime::{JobShare, MAX_JOB_SHARE, ShareOutOfRange};
-pub use node::{Followed, Node, NodeLoad, PendingCall};
+pub use node::{Followed, Node, NodeLoad, NotAReader, PendingCall, Reader};
 pub use registry::{Deployed, RECORD_PREFIX, Registry};
 pub use resident::ModuleSource;
 pub use schedule::{FunctionSchedule, PreemptSnapshot, ScheduleSnapshot};

@@ -1,4 +1,5 @@
-//! The calls waiting for an executor, and how idle executors sleep and are woken.
+//! The work waiting for a core, in the policy's order (who hands a core to it is
+//! [`crate::cores`]'s).
 //!
 //! Under an arrival-order policy (`fifo` and `baseline`) calls wait in a lock-free queue
 //! (crossbeam's `SegQueue`, which allocates one block per 31 calls), so a submitter and an
@@ -11,15 +12,9 @@
 //!   before it enqueues and an executor decrements it after it dequeues, so it may be ahead of
 //!   the queue for an instant: a taker that sees it above zero and finds nothing tries again.
 //!   It is the `mote_queue_length` gauge's own atomic, so the metric costs nothing extra.
-//! - An executor about to sleep increments `sleepers` while it holds `sleep_lock`, then rereads
-//!   `waiting`; a submitter increments `waiting`, then reads `sleepers`. All four are
-//!   sequentially consistent, so one side sees the other: the executor sees the call and stays
-//!   awake, or the submitter sees the sleeper and notifies it under `sleep_lock`, which the
-//!   sleeper holds until it is waiting on `available`. No call is left with every executor
-//!   asleep.
-//! - The submitter that wakes a sleeper notes its CPU in `woken_from` under `sleep_lock`, so the
-//!   sleeper can tell whether its poll was keeping that submitter off its CPU ([`Found`]). Only
-//!   wake-ups pay for it: a submitter that finds no sleeper reads no CPU.
+//! - A submitter increments `waiting` (sequentially consistent) before it enqueues, which is
+//!   what a core's releaser reads after it frees its core ([`Pending::is_empty`]): one of them
+//!   sees the other (`mote_sched::cores`).
 //! - Under arrival order, run times are kept in `histories` (for `GET /v1/node` and the
 //!   expected-time gauge); only the threads that finish calls (executors, microtask threads)
 //!   take that lock, never a submitter.
@@ -31,22 +26,39 @@
 
 use crossbeam_queue::SegQueue;
 use mote_sched::{CallQueue, FunctionHistory, FunctionKey, Histories, Policy, RankBasis};
-use parking_lot::{Condvar, Mutex};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Where finished calls' processing times are recorded: the histories the ranking policies
 /// read, kept with the queue they rank.
 pub(crate) trait RunTimes: Send + Sync {
-    /// Records that a call of `function` ran for `processing`; returns its new expected time.
-    fn complete(&self, function: FunctionKey, processing: Duration) -> Duration;
+    /// Records that a call of `function` ran for `processing`, and that it arrived at `arrived`
+    /// if it was never queued (it ran where it was read); returns its new expected time.
+    fn complete(
+        &self,
+        function: FunctionKey,
+        processing: Duration,
+        arrived: Option<Instant>,
+    ) -> Duration;
 }
 
 impl<T: Send> RunTimes for Pending<T> {
-    fn complete(&self, function: FunctionKey, processing: Duration) -> Duration {
+    fn complete(
+        &self,
+        function: FunctionKey,
+        processing: Duration,
+        arrived: Option<Instant>,
+    ) -> Duration {
         match &self.order {
             Order::Arrival { histories, .. } => histories.lock().complete(function, processing),
-            Order::Ranked(queue) => queue.lock().complete(function, processing),
+            Order::Ranked(queue) => {
+                let mut queue = queue.lock();
+                if let Some(arrival) = arrived {
+                    queue.arrive(function, arrival);
+                }
+                queue.complete(function, processing)
+            }
         }
     }
 }
@@ -74,7 +86,7 @@ enum Order<T> {
     Ranked(Mutex<CallQueue<T>>),
 }
 
-/// Waiting calls in their policy's order, and the executors that sleep until there are some.
+/// Waiting work in its policy's order.
 pub(crate) struct Pending<T> {
     order: Order<T>,
     /// The rank of the best waiting call under preemption; `u64::MAX` when none waits.
@@ -83,31 +95,7 @@ pub(crate) struct Pending<T> {
     preemptive: bool,
     waiting: prometheus_client::metrics::gauge::Gauge,
     limit: usize,
-    sleepers: AtomicUsize,
-    sleep_lock: Mutex<()>,
-    available: Condvar,
-    /// The CPU of the submitter that last woke a sleeper (-1: none, or unknown).
-    woken_from: AtomicI32,
     shutdown: AtomicBool,
-}
-
-/// How [`Pending::take`] came by its call, for the taker to tune how long it polls next.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Found {
-    /// Without being woken: while polling, or just after.
-    Polling,
-    /// Woken by a submitter on the taker's own CPU: a longer poll would only have kept that
-    /// submitter off the CPU (a node pinned to fewer CPUs than it runs threads).
-    WokenHere,
-    /// Woken by a submitter on another CPU: a longer poll would have found the call without
-    /// the wake-up.
-    WokenElsewhere,
-}
-
-/// The CPU this thread runs on now (-1 if the system cannot say).
-fn this_cpu() -> i32 {
-    // SAFETY: `sched_getcpu` takes nothing and only reads the calling thread's state.
-    unsafe { libc::sched_getcpu() }
 }
 
 impl<T> Pending<T> {
@@ -137,10 +125,6 @@ impl<T> Pending<T> {
             best: AtomicU64::new(u64::MAX),
             waiting,
             limit,
-            sleepers: AtomicUsize::new(0),
-            sleep_lock: Mutex::new(()),
-            available: Condvar::new(),
-            woken_from: AtomicI32::new(-1),
             shutdown: AtomicBool::new(false),
         }
     }
@@ -149,8 +133,8 @@ impl<T> Pending<T> {
         self.waiting.inner()
     }
 
-    /// Queues `call` of `function`, which arrived at `arrival`, and wakes an executor if all
-    /// are asleep. A refused call is handed back with the reason.
+    /// Queues `call` of `function`, which arrived at `arrival`. A refused call is handed back
+    /// with the reason.
     pub(crate) fn push(
         &self,
         function: FunctionKey,
@@ -170,6 +154,27 @@ impl<T> Pending<T> {
             };
             return Err((full, call));
         }
+        self.enqueue(function, arrival, call);
+        Ok(())
+    }
+
+    /// Queues `call`, which was accepted already (a call that waited before), beyond the bound
+    /// on waiting calls: as [`Pending::push`] otherwise. Hands it back once shut down.
+    pub(crate) fn push_accepted(
+        &self,
+        function: FunctionKey,
+        arrival: Instant,
+        call: T,
+    ) -> Result<(), T> {
+        if self.shutdown.load(Ordering::Acquire) {
+            return Err(call);
+        }
+        self.waiting().fetch_add(1, Ordering::SeqCst);
+        self.enqueue(function, arrival, call);
+        Ok(())
+    }
+
+    fn enqueue(&self, function: FunctionKey, arrival: Instant, call: T) {
         match &self.order {
             Order::Arrival { calls, .. } => calls.push(call),
             Order::Ranked(queue) => {
@@ -177,16 +182,6 @@ impl<T> Pending<T> {
                 queue.push(function, arrival, call);
                 self.publish_best(&queue);
             }
-        }
-        self.wake_one();
-        Ok(())
-    }
-
-    fn wake_one(&self) {
-        if self.sleepers.load(Ordering::SeqCst) > 0 {
-            let _sleep = self.sleep_lock.lock();
-            self.woken_from.store(this_cpu(), Ordering::Relaxed);
-            self.available.notify_one();
         }
     }
 
@@ -201,6 +196,15 @@ impl<T> Pending<T> {
     #[inline]
     pub(crate) fn best_rank(&self) -> u64 {
         self.best.load(Ordering::Relaxed)
+    }
+
+    /// What a call of `function` that arrived at `arrival` and started at once is ranked from
+    /// while it runs, under a preemptive ranking policy (`None` otherwise).
+    pub(crate) fn basis_now(&self, function: FunctionKey, arrival: Instant) -> Option<RankBasis> {
+        match &self.order {
+            Order::Ranked(queue) if self.preemptive => queue.lock().basis(function, arrival),
+            _ => None,
+        }
     }
 
     /// Takes the call that should run next, if one is waiting.
@@ -235,12 +239,9 @@ impl<T> Pending<T> {
             return Err(work);
         }
         self.waiting().fetch_add(1, Ordering::SeqCst);
-        {
-            let mut queue = queue.lock();
-            queue.requeue(basis, attained_ns, work);
-            self.publish_best(&queue);
-        }
-        self.wake_one();
+        let mut queue = queue.lock();
+        queue.requeue(basis, attained_ns, work);
+        self.publish_best(&queue);
         Ok(())
     }
 
@@ -269,52 +270,6 @@ impl<T> Pending<T> {
             work: taken.call,
             basis: Some(taken.basis),
         })
-    }
-
-    /// Takes the next call, polling for up to `spin` and then sleeping until one is queued, and
-    /// says how it found it; `None` once the queue is shut down, even if calls are still queued
-    /// (they are for the owner to drain and answer).
-    pub(crate) fn take(&self, spin: Duration) -> Option<(Next<T>, Found)> {
-        let spin_until = Instant::now() + spin;
-        let mut polls = 0u32;
-        loop {
-            // Reading the clock costs as much as a poll, so check it (and shutdown) every 16th.
-            if polls.is_multiple_of(16) {
-                if self.shutdown.load(Ordering::Acquire) {
-                    return None;
-                }
-                if Instant::now() >= spin_until {
-                    break;
-                }
-            }
-            if let Some(call) = self.try_take() {
-                return Some((call, Found::Polling));
-            }
-            polls = polls.wrapping_add(1);
-            std::hint::spin_loop();
-        }
-        let mut sleep = self.sleep_lock.lock();
-        let mut found = Found::Polling;
-        loop {
-            if self.shutdown.load(Ordering::Acquire) {
-                return None;
-            }
-            if let Some(call) = self.try_take() {
-                return Some((call, found));
-            }
-            self.sleepers.fetch_add(1, Ordering::SeqCst);
-            if self.waiting().load(Ordering::SeqCst) <= 0 && !self.shutdown.load(Ordering::SeqCst) {
-                self.available.wait(&mut sleep);
-                // Written under `sleep_lock` by the submitter that woke this thread, or by a
-                // later one: either kept this thread's CPU busy or not while it polled.
-                let from = self.woken_from.load(Ordering::Relaxed);
-                found = match from >= 0 && from == this_cpu() {
-                    true => Found::WokenHere,
-                    false => Found::WokenElsewhere,
-                };
-            }
-            self.sleepers.fetch_sub(1, Ordering::SeqCst);
-        }
     }
 
     /// Drops the history of a function that is gone.
@@ -377,17 +332,21 @@ impl<T> Pending<T> {
         usize::try_from(self.waiting().load(Ordering::Acquire)).unwrap_or(0)
     }
 
+    /// Whether nothing waits (or is about to be queued): sequentially consistent, for the
+    /// hand-off protocol.
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.waiting().load(Ordering::SeqCst) <= 0
+    }
+
     /// Whether [`Pending::shut_down`] was called.
     pub(crate) fn is_shut_down(&self) -> bool {
         self.shutdown.load(Ordering::Acquire)
     }
 
-    /// Refuses new calls and wakes every sleeping executor so that it can stop; calls already
-    /// queued stay until [`Pending::try_take`] drains them.
+    /// Refuses new calls; calls already queued stay until [`Pending::try_take`] drains them.
     pub(crate) fn shut_down(&self) {
-        let _sleep = self.sleep_lock.lock();
         self.shutdown.store(true, Ordering::SeqCst);
-        self.available.notify_all();
     }
 }
 
@@ -405,65 +364,6 @@ mod tests {
             Default::default(),
             None,
         )
-    }
-
-    /// The CPUs this thread may run on.
-    fn allowed_cpus() -> Vec<usize> {
-        // SAFETY: a zeroed set, filled by the kernel for this thread and read within its size.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            assert_eq!(
-                libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set),
-                0
-            );
-            (0..libc::CPU_SETSIZE as usize)
-                .filter(|&cpu| libc::CPU_ISSET(cpu, &set))
-                .collect()
-        }
-    }
-
-    /// Keeps this thread on `cpu`.
-    fn pin_to(cpu: usize) {
-        // SAFETY: a zeroed set with one CPU added, passed with its own size, for this thread.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            assert_eq!(
-                libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set),
-                0
-            );
-        }
-    }
-
-    /// A sleeper tells a wake-up by a submitter on its own CPU from one by a submitter on
-    /// another CPU (this half needs two CPUs).
-    #[test]
-    fn a_sleeper_knows_whether_its_waker_ran_on_its_cpu() {
-        let cpus = allowed_cpus();
-        let mut cases = vec![(cpus[0], Found::WokenHere)];
-        cases.extend(cpus.get(1).map(|&other| (other, Found::WokenElsewhere)));
-        for (waker_cpu, expected) in cases {
-            let q = Arc::new(pending(Policy::Fifo, usize::MAX));
-            let sleeper = {
-                let (q, cpu) = (q.clone(), cpus[0]);
-                std::thread::spawn(move || {
-                    pin_to(cpu);
-                    q.take(Duration::ZERO).map(|(n, found)| (n.work, found))
-                })
-            };
-            while q.sleepers.load(Ordering::SeqCst) == 0 {
-                std::thread::yield_now();
-            }
-            let waker = {
-                let q = q.clone();
-                std::thread::spawn(move || {
-                    pin_to(waker_cpu);
-                    q.push(1, Instant::now(), (1, 0)).unwrap();
-                })
-            };
-            waker.join().unwrap();
-            assert_eq!(sleeper.join().unwrap(), Some(((1, 0), expected)));
-        }
     }
 
     #[test]
@@ -498,16 +398,16 @@ mod tests {
             Err((Refused::ShuttingDown, (1, 1)))
         );
         assert_eq!(q.try_take().map(|n| n.work), Some((1, 0)));
-        assert_eq!(q.take(Duration::ZERO).map(|(n, _)| n.work), None);
+        assert_eq!(q.push_accepted(1, Instant::now(), (1, 2)), Err((1, 2)));
     }
 
     #[test]
     fn histories_are_kept_under_every_policy() {
         for policy in Policy::ALL {
             let q = pending(policy, 8);
-            q.complete(7, Duration::from_micros(10));
+            q.complete(7, Duration::from_micros(10), None);
             assert_eq!(
-                q.complete(7, Duration::from_micros(30)),
+                q.complete(7, Duration::from_micros(30), None),
                 Duration::from_micros(20)
             );
             assert_eq!(q.history(7, |h| h.map(|h| h.expected_ns())), Some(20_000));
@@ -546,8 +446,8 @@ mod tests {
         assert_eq!(q.best_rank(), u64::MAX);
     }
 
-    /// Producers and sleeping consumers on real threads: every call is taken exactly once, each
-    /// producer's calls in the order it sent them, and no consumer sleeps through a call.
+    /// Producers and consumers on real threads: every call is taken exactly once, each
+    /// producer's calls in the order it sent them.
     #[test]
     fn no_call_is_lost_or_repeated_across_threads() {
         for policy in [Policy::Fifo, Policy::Sept] {
@@ -556,10 +456,15 @@ mod tests {
             let consumers: Vec<_> = (0..2)
                 .map(|_| {
                     let q = q.clone();
-                    // A zero spin sends consumers to sleep whenever the queue runs dry.
                     std::thread::spawn(move || {
-                        std::iter::from_fn(|| q.take(Duration::ZERO).map(|(n, _)| n.work))
-                            .collect::<Vec<_>>()
+                        let mut taken = Vec::new();
+                        loop {
+                            match q.try_take() {
+                                Some(n) => taken.push(n.work),
+                                None if q.is_shut_down() && q.is_empty() => return taken,
+                                None => std::thread::yield_now(),
+                            }
+                        }
                     })
                 })
                 .collect();

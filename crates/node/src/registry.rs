@@ -50,10 +50,10 @@ pub struct Deployed {
     stats: CallStats,
     /// Shared with the deployments before it of the same name.
     logs: Arc<LogRing>,
-    /// Whether its calls may run on an async runtime's worker thread: cleared once one could
-    /// not (its guest called WASI preview1, whose synchronous host functions block on an async
-    /// runtime, which a worker may not do).
-    on_workers: std::sync::atomic::AtomicBool,
+    /// Whether its calls may run on the reader that read them: cleared once one could not (its
+    /// guest called WASI preview1, whose synchronous host functions block on an async runtime,
+    /// which a reader's own thread may not do).
+    on_readers: std::sync::atomic::AtomicBool,
 }
 
 impl Deployed {
@@ -90,19 +90,19 @@ impl Deployed {
             duration,
             stats: CallStats::default(),
             logs,
-            on_workers: std::sync::atomic::AtomicBool::new(true),
+            on_readers: std::sync::atomic::AtomicBool::new(true),
         }
     }
 
-    /// Whether its calls may run on an async runtime's worker thread.
+    /// Whether its calls may run on the reader that read them (see `crate::run`).
     #[inline]
-    pub(crate) fn runs_on_workers(&self) -> bool {
-        self.on_workers.load(std::sync::atomic::Ordering::Relaxed)
+    pub(crate) fn runs_on_readers(&self) -> bool {
+        self.on_readers.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Its calls may not run on an async runtime's worker thread.
-    pub(crate) fn keep_off_workers(&self) {
-        self.on_workers
+    /// Its calls may not run on readers: one called WASI's synchronous host functions there.
+    pub(crate) fn keep_off_readers(&self) {
+        self.on_readers
             .store(false, std::sync::atomic::Ordering::Relaxed);
     }
 
@@ -294,16 +294,27 @@ impl Registry {
     }
 
     /// Loads the code of `function`, which was not resident when a call arrived at `arrival`,
-    /// on a thread of the async runtime's blocking pool, so the caller's thread stays free.
+    /// on a thread of `io`'s blocking pool, started through `relay`: the caller's thread stays
+    /// free, and may be one that opens no files (a reader).
     pub(crate) async fn load_aside(
         &self,
         function: &Arc<Deployed>,
         arrival: Instant,
+        relay: &mote_confine::Relay,
+        io: &tokio::runtime::Handle,
     ) -> Result<Code, InvokeError> {
         let (residency, function) = (self.residency.clone(), function.clone());
-        tokio::task::spawn_blocking(move || load(&residency, &function, arrival))
+        // Started on `io`, by the relay's thread: `spawn_blocking` starts a thread.
+        let load =
+            async move { tokio::task::spawn_blocking(move || load(&residency, &function, arrival)).await };
+        let lost = |e: &dyn std::fmt::Display| {
+            InvokeError::Internal(format!("the code loader failed: {e}"))
+        };
+        relay
+            .spawn(io, load)
             .await
-            .map_err(|e| InvokeError::Internal(format!("the code loader failed: {e}")))?
+            .map_err(|e| lost(&e))?
+            .map_err(|e| lost(&e))?
     }
 
     /// Evicts the least recently called functions if the resident set is over its budget;

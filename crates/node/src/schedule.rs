@@ -7,7 +7,6 @@ use crate::registry::Deployed;
 use mote_sched::Policy;
 use serde::Serialize;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// A function's scheduling state, for `GET /v1/node`.
 #[derive(Clone, Debug, Serialize)]
@@ -46,9 +45,9 @@ pub struct ScheduleSnapshot {
     pub cores: usize,
     /// Executor threads (more than cores under `baseline` and under preemption).
     pub executor_threads: usize,
-    /// Calls of functions expected under this many µs run on the thread that read them
-    /// (`--inline-below-us`; 0: every call waits for an executor).
-    pub inline_below_us: u64,
+    /// Whether a call runs on the thread that read it when a core is free and nothing waits
+    /// (`--inline`; false: every call waits for an executor).
+    pub inline: bool,
     /// Preemption, if the executors preempt (`null`: every call runs to its end).
     pub preempt: Option<PreemptSnapshot>,
     /// Calls waiting (preempted calls included).
@@ -66,7 +65,7 @@ pub(crate) struct Sources<'a, T> {
     pub policy: Policy,
     pub cores: usize,
     pub executor_threads: usize,
-    pub inline_below: Duration,
+    pub inline: bool,
     pub preempt: Option<PreemptSnapshot>,
     pub pending: &'a Pending<T>,
     pub microtasks: &'a Microtasks,
@@ -94,7 +93,7 @@ pub(crate) fn snapshot<T>(from: Sources<'_, T>) -> ScheduleSnapshot {
         policy: from.policy.as_str(),
         cores: from.cores,
         executor_threads: from.executor_threads,
-        inline_below_us: from.inline_below.as_micros() as u64,
+        inline: from.inline,
         preempt: from.preempt,
         queue_length: from.pending.len(),
         microtasks: from.microtasks.mode().as_str(),

@@ -50,11 +50,12 @@ pub struct PlatformConfig {
     pub baseline_cap: Option<usize>,
     /// Preemption under the ranking policies; `None` runs every call to its end.
     pub preempt: Option<PreemptConfig>,
-    /// Confine executor and job threads with the seccomp allow-list (Linux).
+    /// Confine every thread that runs guest code (readers, executors, microtask and job
+    /// threads) with its seccomp allow-list (Linux).
     pub seccomp: bool,
-    /// Calls of functions expected to run under this run on the thread that received them when
-    /// a core is idle and nothing waits (run-to-completion); zero queues every call.
-    pub inline_below: Duration,
+    /// Run a call on the reader that read it when a core is free and nothing waits; off queues
+    /// every call for an executor.
+    pub inline: bool,
     /// Most calls that may wait for a core; more are refused with 503.
     pub max_queue: usize,
     /// Quarantine a function after this many budget kills in a row (0: never).
@@ -124,7 +125,7 @@ impl PlatformConfig {
                 quarantine_after: self.quarantine_after,
                 seccomp: self.seccomp,
                 preempt: self.preempt,
-                inline_below: self.inline_below,
+                inline: self.inline,
                 ..ExecutorsConfig::new(cores)
             },
             resident_mb: self.resident_mb,
@@ -159,7 +160,7 @@ impl Default for PlatformConfig {
             baseline_cap: None,
             preempt: executors.preempt,
             seccomp: executors.seccomp,
-            inline_below: executors.inline_below,
+            inline: executors.inline,
             max_queue: executors.max_queue,
             quarantine_after: executors.quarantine_after,
             resident_mb: NodeConfig::DEFAULT_RESIDENT_MB,

@@ -93,10 +93,10 @@ pub enum PlatformError {
     },
     /// Job threads could not be confined.
     #[error("confining job threads (or start with --seccomp off)")]
-    Confine(#[source] mote_node::confine::ConfineError),
+    Confine(#[source] mote_confine::ConfineError),
     /// The job engine could not start.
     #[error("starting the job engine")]
-    Jobs(#[source] mote_runtime::RuntimeError),
+    Jobs(#[source] mote_job_service::JobServiceError),
     /// An example function could not be deployed.
     #[error("deploying the example `{name}`")]
     Example {

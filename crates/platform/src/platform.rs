@@ -259,7 +259,8 @@ impl Platform {
             .map_err(PlatformError::Join)?;
         let confine = match config.seccomp {
             true => Some(Arc::new(
-                mote_node::confine::ExecutorFilter::new().map_err(PlatformError::Confine)?,
+                mote_confine::Filter::new(mote_confine::Role::Guest)
+                    .map_err(PlatformError::Confine)?,
             )),
             false => None,
         };
@@ -438,6 +439,10 @@ async fn serve(
         // An error means the platform is gone: stop too.
         let _ = closed.wait_for(|closed| *closed).await;
     };
+    let listener = listener.into_std().map_err(|source| PlatformError::Serve {
+        what: "API",
+        source,
+    })?;
     let server = mote_gateway::serve(listener, tls.clone(), api.clone(), until(closed.clone()));
     let server = async {
         server.await.map_err(|source| PlatformError::Serve {

@@ -1,6 +1,6 @@
 //! Running one call: a fresh `Store` and instance from the pool, the deadline armed, the entry
 //! path (`entry`) run on the calling thread ([`Runtime::call_then`]) or as a future
-//! ([`Runtime::call_microtask`]), and the outcome settled by the same code for both.
+//! ([`Runtime::call_async`]), and the outcome settled by the same code for both.
 //!
 //! The store and instance are dropped when the call returns, whatever happened, which returns
 //! the instance's slot (and its memory) to the pool: no state survives from one call to the next.
@@ -55,23 +55,28 @@ impl Runtime {
             started: Instant::now(),
             input,
         };
-        self.call_then(call, |result, _log| result)
+        self.call_then(call, None, |result, _log| result)
     }
 
     /// Runs `call` on the current thread and gives the result and what the guest logged to
     /// `finish` before the instance is torn down, so a reply sent from `finish` does not wait
-    /// for the memory reset.
+    /// for the memory reset. `preemption` is how the thread may take its core back at the
+    /// call's epoch ticks and around its sleeps (`None`: it runs to its end).
     pub fn call_then<R>(
         &self,
         call: Call<'_>,
+        preemption: Option<&dyn crate::Preemption>,
         finish: impl FnOnce(Result<CallOutput, CallError>, GuestLog) -> R,
     ) -> R {
         assert!(
             !call.function.is_microtask(),
-            "{} declares microtasks; run it with Runtime::call_microtask",
+            "{} declares microtasks; run it with Runtime::call_async",
             call.name
         );
-        let mut store = self.new_store(&call, None);
+        // SAFETY: the store is dropped at the end of this function, on this thread, while the
+        // preemption is still borrowed.
+        let preemption = preemption.map(|p| unsafe { gate::Lent::new(p) });
+        let mut store = self.new_store(&call, None, preemption);
         let _running = self.arm_deadline(&mut store, call.limits, false);
         let result = entry::run_blocking(call.function, &mut store, call.input);
         let (result, log) = entry::finish(call.function, call.limits, &mut store, result);
@@ -80,23 +85,23 @@ impl Runtime {
         value
     }
 
-    /// Runs `call`, of a microtask function (see [`Function::is_microtask`]), in a fresh
-    /// instance, its phases and waits going through `gate` and its object calls through `io`.
-    /// The future must be polled on a Tokio runtime with its timer enabled; the budget covers
-    /// waits. Dropping the future cancels the call. It resolves to the result and what the
-    /// guest logged.
-    pub async fn call_microtask(
+    /// Runs `call` as a future, in a fresh instance: when it may run (each phase of a microtask
+    /// function, see [`Function::is_microtask`], after each wait, after each epoch tick) is
+    /// `gate`'s to say (lent for the call: the caller reads it afterwards), and a microtask function's object calls go through `io` (which it
+    /// needs; another function makes none). The future must be polled on a Tokio runtime with
+    /// its timer enabled; the budget covers waits. Dropping the future cancels the call. The
+    /// result and what the guest logged go to `finish` before the instance is torn down.
+    pub async fn call_async<R>(
         &self,
         call: Call<'_>,
-        gate: Box<dyn PhaseGate>,
-        io: HostIo,
-    ) -> (Result<CallOutput, CallError>, GuestLog) {
-        assert!(
-            call.function.is_microtask(),
-            "{} declares no microtasks; run it with Runtime::call_then",
-            call.name
-        );
-        let mut store = self.new_store(&call, Some(MicrotaskState { gate, io }));
+        gate: &mut (dyn PhaseGate + '_),
+        io: Option<HostIo>,
+        finish: impl FnOnce(Result<CallOutput, CallError>, GuestLog) -> R,
+    ) -> R {
+        // SAFETY: the store is dropped at the end of this future, which borrows `gate`
+        // mutably for its whole life.
+        let gate = unsafe { gate::LentGate::new(gate) };
+        let mut store = self.new_store(&call, Some(MicrotaskState { gate, io }), None);
         let _running = self.arm_deadline(&mut store, call.limits, true);
         let deadline = tokio::time::Instant::from_std(store.data().deadline);
         let run = entry::run::<Fiber>(call.function, &mut store, call.input);
@@ -110,11 +115,19 @@ impl Runtime {
                 }))
             }
         };
-        entry::finish(call.function, call.limits, &mut store, result)
+        let (result, log) = entry::finish(call.function, call.limits, &mut store, result);
+        let value = finish(result, log);
+        drop(store);
+        value
     }
 
     /// A store for `call`, with its limits; the caller arms the deadline.
-    fn new_store(&self, call: &Call<'_>, microtask: Option<MicrotaskState>) -> Store<CallState> {
+    fn new_store(
+        &self,
+        call: &Call<'_>,
+        microtask: Option<MicrotaskState>,
+        preemption: Option<gate::Lent>,
+    ) -> Store<CallState> {
         let stdin = match call.function.entry() {
             Some(Entry::WasiCommand { .. }) => Bytes::copy_from_slice(call.input),
             _ => Bytes::new(),
@@ -126,6 +139,7 @@ impl Runtime {
             stdin,
             self.max_response_bytes(),
             microtask,
+            preemption,
         );
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
@@ -133,8 +147,7 @@ impl Runtime {
     }
 
     /// Checks the call's wall-clock deadline at every epoch tick and stops the guest past it.
-    /// A call on the calling thread may then be suspended by the thread's
-    /// [`crate::Preemption`]; with `yield_each_tick` (calls that are futures: microtask calls,
+    /// A blocking call may then be suspended by the [`crate::Preemption`] it was lent; with `yield_each_tick` (calls that are futures: microtask calls,
     /// requests to components) the guest instead yields to other calls at every tick, and waits
     /// without running if its gate preempted it. The ticker ticks while the answer is held:
     /// for as long as the guest may run.
@@ -155,7 +168,7 @@ impl Runtime {
                 return Err(Trap::Interrupt.into());
             }
             if !yield_each_tick {
-                if gate::tick(now, state.deadline()) == Resumed::Expired {
+                if gate::tick(state.preemption(), now, state.deadline()) == Resumed::Expired {
                     state.time_out();
                     return Err(Trap::Interrupt.into());
                 }
@@ -239,7 +252,7 @@ mod tests {
             started: before,
             input: b"",
         };
-        let (entered, finished, second) = rt.call_then(call, |r, _log| {
+        let (entered, finished, second) = rt.call_then(call, None, |r, _log| {
             let second = rt.call(&f, &name, Limits::default(), b"");
             (r.unwrap().entered, Instant::now(), second)
         });
@@ -305,26 +318,23 @@ mod tests {
         }
     }
 
-    /// Calls `f` with `input` on a thread of its own whose calls `at` preempts; returns the
-    /// answer and how many ticks `at` saw.
+    /// Calls `f` with `input`, lending it `at` to preempt it; returns the answer and how many
+    /// ticks `at` saw.
     fn preemptible(
         rt: &Runtime,
         f: &Function,
         input: &[u8],
         at: SleepAtTicks,
     ) -> (Result<Vec<u8>, CallError>, u32) {
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let at = std::rc::Rc::new(at);
-                crate::preempt_calls_on_this_thread(at.clone());
-                let answer = rt
-                    .call(f, &Arc::from("t"), Limits::default(), input)
-                    .map(|o| o.body);
-                (answer, at.ticks.get())
-            })
-            .join()
-            .unwrap()
-        })
+        let call = Call {
+            function: f,
+            name: &Arc::from("t"),
+            limits: Limits::default(),
+            started: Instant::now(),
+            input,
+        };
+        let answer = rt.call_then(call, Some(&at), |result, _log| result.map(|o| o.body));
+        (answer, at.ticks.get())
     }
 
     #[test]

@@ -77,7 +77,7 @@ impl ProxyState {
                 function: function.clone(),
                 http: http.clone(),
                 egress: io.egress.clone(),
-                io: io.io.clone(),
+                io: io.clone(),
                 deadline,
             },
             limiter: CallLimiter {
@@ -126,7 +126,7 @@ struct Outbound {
     function: Arc<str>,
     http: Arc<HttpSettings>,
     egress: Arc<Egress>,
-    io: tokio::runtime::Handle,
+    io: HostIo,
     deadline: Instant,
 }
 
@@ -170,13 +170,14 @@ impl WasiHttpHooks for Outbound {
                     .send(&function, &http.allow_outbound, request, waits)
                     .await
             });
-            let lost = |e: tokio::task::JoinError| {
+            let lost = |e: mote_confine::Lost| {
                 wasmtime_wasi_http::Error::InternalError(Some(format!(
                     "the outbound request's task ended: {e}"
                 )))
             };
             let (response, connection) = send.await.map_err(lost)??;
-            // The connection reads and writes its socket, so it runs where sockets are allowed.
+            // The connection reads and writes its socket, so it runs where sockets are allowed;
+            // relayed, since the guest feeds and drains it from a confined thread.
             let connection = io.spawn(Box::into_pin(connection));
             let connection: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send> =
                 Box::new(async move { connection.await.map_err(lost)? });

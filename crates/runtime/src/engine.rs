@@ -21,7 +21,8 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, Linker, PoolingAlloca
 pub struct RuntimeConfig {
     /// Where compiled artefacts are cached.
     pub artifact_dir: PathBuf,
-    /// Instance slots in the pooling allocator for calls that run to completion on an executor.
+    /// Instance slots in the pooling allocator for calls of modules without phases, blocking or
+    /// run as futures where they were read.
     pub instance_slots: u32,
     /// The most memory any function may be given, in MiB; the pool reserves address space for it.
     pub max_memory_mb: u32,
@@ -260,7 +261,9 @@ fn build_engine(config: &RuntimeConfig) -> wasmtime::Result<Engine> {
     .total_memories(slots.saturating_add(proxies.saturating_mul(MEMORIES_PER_PROXY)))
     .total_tables(slots.saturating_add(proxies.saturating_mul(CORE_INSTANCES_PER_PROXY)))
     .total_component_instances(proxies)
-    .total_stacks(config.microtask_slots.saturating_add(proxies))
+    // Every call may run as a future on a fiber: one run where it was read, a microtask
+    // function's, a request to a component.
+    .total_stacks(slots.saturating_add(proxies))
     .max_memory_size((config.max_memory_mb as usize) << 20)
     // Between calls, reset only the pages a call dirtied (found with the PAGEMAP_SCAN
     // ioctl on Linux 6.7+) by rewriting them in place, up to this many bytes. Unmapping

@@ -167,7 +167,7 @@ impl Function {
     }
 
     /// Whether it declares microtasks (imports `mote.phase`, `mote.sleep_us` or an object
-    /// function): its calls run through [`crate::Runtime::call_microtask`].
+    /// function): its calls run through [`crate::Runtime::call_async`].
     pub fn is_microtask(&self) -> bool {
         self.microtask
     }

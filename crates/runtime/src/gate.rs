@@ -1,6 +1,7 @@
-//! What a call needs from the node that runs it: a call of a microtask function, a
-//! [`PhaseGate`] that decides when each of its phases may run and the [`HostIo`] its object calls
-//! run on; the calls of an executor thread that may be preempted, the thread's [`Preemption`].
+//! What a call needs from the node that runs it: a call that is a future (a microtask
+//! function's, or any call run where it was read), a [`PhaseGate`] that decides when it may run
+//! (each phase, after each wait, after each tick) and the [`HostIo`] its object calls run on; a
+//! blocking call that may be preempted, the [`Preemption`] its thread lends it.
 //!
 //! The runtime does not decide who runs. Every phase change, wait and resumption of a call goes
 //! through its gate, which admits the call to the share class of its current phase (and may make
@@ -10,18 +11,18 @@
 //! the threads that run guest code may be confined by seccomp and hold no sockets.
 
 use crate::outbound::Egress;
+use mote_confine::Relay;
 use mote_objects::Objects;
-use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
-use std::rc::Rc;
+use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// How an executor may take its core back from the calls it runs, registered once per executor
-/// thread with [`preempt_calls_on_this_thread`].
+/// How the thread that runs a blocking call may take its core back from it, lent to the call
+/// by [`crate::Runtime::call_then`].
 ///
-/// The runtime asks at every epoch tick of a call on that thread, after the budget check, and
+/// The runtime asks at every epoch tick of a call run with one, after the budget check, and
 /// around a host call that may wait for a long time (WASI `poll_oneoff` on clocks only: a sleep).
 /// The node decides (the runtime knows nothing of queues or ranks) and suspends a call by
 /// blocking the thread: the call keeps its instance, its stack and its place in the guest, and
@@ -50,33 +51,55 @@ pub enum Resumed {
     Expired,
 }
 
-thread_local! {
-    static PREEMPTION: RefCell<Option<Rc<dyn Preemption>>> = const { RefCell::new(None) };
+/// The [`Preemption`] a call was lent, kept in its store. Only [`crate::Runtime::call_then`]
+/// makes one, from the `&dyn Preemption` its caller lends for the call, and the store it lives
+/// in is dropped before `call_then` returns.
+#[derive(Clone, Copy)]
+pub(crate) struct Lent(NonNull<dyn Preemption + 'static>);
+
+// SAFETY: a `Lent` is only dereferenced by the epoch callback and the host functions of the
+// call's own store, which run on the thread inside `call_then` (a blocking call is never a
+// future, so its store does not move between threads while the call runs).
+unsafe impl Send for Lent {}
+// SAFETY: as above: nothing dereferences it from another thread.
+unsafe impl Sync for Lent {}
+
+impl Lent {
+    /// Lends `preemption` for as long as the store that keeps the returned value.
+    ///
+    /// # Safety
+    /// The store must be dropped before `preemption`'s borrow ends, and only used on this
+    /// thread meanwhile.
+    pub(crate) unsafe fn new(preemption: &dyn Preemption) -> Self {
+        // SAFETY: the caller promises the store (and with it this pointer) ends first; the
+        // lifetime is erased only to keep the pointer in a `'static` store.
+        let erased: &'static dyn Preemption = unsafe { std::mem::transmute(preemption) };
+        Self(NonNull::from(erased))
+    }
+
+    fn get(&self) -> &dyn Preemption {
+        // SAFETY: `Lent::new`'s caller keeps the preemption alive while the store lives.
+        unsafe { self.0.as_ref() }
+    }
 }
 
-/// Makes every call run on this thread from now on preemptible by `preemption`.
-pub fn preempt_calls_on_this_thread(preemption: Rc<dyn Preemption>) {
-    PREEMPTION.with(|p| *p.borrow_mut() = Some(preemption));
+/// [`Preemption::tick`] for a call lent `preemption`.
+pub(crate) fn tick(preemption: Option<Lent>, now: Instant, deadline: Instant) -> Resumed {
+    preemption.map_or(Resumed::Running, |p| p.get().tick(now, deadline))
 }
 
-/// This thread's preemption, if its calls are preemptible.
-fn current() -> Option<Rc<dyn Preemption>> {
-    PREEMPTION.with(|p| p.borrow().clone())
-}
-
-/// [`Preemption::tick`] for the call running on this thread.
-pub(crate) fn tick(now: Instant, deadline: Instant) -> Resumed {
-    current().map_or(Resumed::Running, |p| p.tick(now, deadline))
-}
-
-/// Runs `wait`, a host call that may wait a long time, with the core given up meanwhile if this
-/// thread's calls are preemptible; `Err` if the call's budget ran out before it got a core back.
-pub(crate) fn waiting<R>(deadline: Instant, wait: impl FnOnce() -> R) -> Result<R, Expired> {
-    let Some(preemption) = current().filter(|p| p.release_for_wait()) else {
+/// Runs `wait`, a host call that may wait a long time, with the core given up meanwhile if the
+/// call was lent a `preemption`; `Err` if the call's budget ran out before it got a core back.
+pub(crate) fn waiting<R>(
+    preemption: Option<Lent>,
+    deadline: Instant,
+    wait: impl FnOnce() -> R,
+) -> Result<R, Expired> {
+    let Some(preemption) = preemption.filter(|p| p.get().release_for_wait()) else {
         return Ok(wait());
     };
     let waited = wait();
-    match preemption.wait_ended(deadline) {
+    match preemption.get().wait_ended(deadline) {
         Resumed::Running => Ok(waited),
         Resumed::Expired => Err(Expired),
     }
@@ -109,33 +132,88 @@ pub trait PhaseGate: Send {
 }
 
 /// What guests' host I/O runs on: the object storage, the node's side of outbound requests,
-/// and the Tokio runtime that drives both.
+/// the Tokio runtime that drives both, and the relay that starts work there for the confined
+/// threads guests run on (which may not wake that runtime themselves).
 #[derive(Clone)]
 pub struct HostIo {
     pub(crate) objects: Option<Arc<Objects>>,
     pub(crate) egress: Arc<Egress>,
     pub(crate) io: tokio::runtime::Handle,
+    pub(crate) relay: Arc<Relay>,
 }
 
 impl HostIo {
     /// Host I/O over `objects` (none: object calls fail and say storage is not configured) and
     /// `egress` (where components' outbound requests may go), run on `io`, a runtime with I/O
-    /// enabled.
+    /// enabled, through `relay`.
     pub fn new(
         objects: Option<Arc<Objects>>,
         egress: Arc<Egress>,
         io: tokio::runtime::Handle,
+        relay: Arc<Relay>,
     ) -> Self {
         Self {
             objects,
             egress,
             io,
+            relay,
         }
+    }
+
+    /// Runs `future` on the I/O runtime, relayed, for a confined thread: its output, or
+    /// [`mote_confine::Lost`] if it panicked.
+    pub(crate) fn spawn<F>(&self, future: F) -> mote_confine::Spawned<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.relay.spawn(&self.io, future)
     }
 }
 
-/// The microtask part of a call's state: its gate and its I/O.
+/// The part of a call's state that only a call run as a future has: its gate, and its I/O
+/// (a microtask function's; none for another function, which has no object calls).
 pub(crate) struct MicrotaskState {
-    pub(crate) gate: Box<dyn PhaseGate>,
-    pub(crate) io: HostIo,
+    pub(crate) gate: LentGate,
+    pub(crate) io: Option<HostIo>,
+}
+
+/// The [`PhaseGate`] a call run as a future was lent: [`crate::Runtime::call_async`] borrows
+/// it mutably for as long as its future lives, and the store that keeps this pointer is
+/// dropped inside that future, so the node keeps its gate (no allocation per call, and it can
+/// read it afterwards) and the runtime reaches it while the call runs.
+pub(crate) struct LentGate(NonNull<dyn PhaseGate + 'static>);
+
+// SAFETY: the gate is `Send` (`PhaseGate: Send`) and mutably borrowed by the call's future,
+// which is what moves between threads; only that future's store dereferences the pointer.
+unsafe impl Send for LentGate {}
+
+impl LentGate {
+    /// Lends `gate` to a store.
+    ///
+    /// # Safety
+    /// The store must be dropped before `gate`'s mutable borrow ends, and nothing else may use
+    /// the gate meanwhile.
+    pub(crate) unsafe fn new(gate: &mut (dyn PhaseGate + '_)) -> Self {
+        // SAFETY: the caller promises the store (and with it this pointer) ends first; the
+        // lifetime is erased only to keep the pointer in a `'static` store.
+        let erased: &'static mut dyn PhaseGate = unsafe { std::mem::transmute(gate) };
+        Self(NonNull::from(erased))
+    }
+}
+
+impl std::ops::Deref for LentGate {
+    type Target = dyn PhaseGate;
+
+    fn deref(&self) -> &Self::Target {
+        // SAFETY: `LentGate::new`'s caller keeps the gate borrowed for the store's life.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl std::ops::DerefMut for LentGate {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        // SAFETY: as above, and the store's `&mut` access is the only one meanwhile.
+        unsafe { self.0.as_mut() }
+    }
 }

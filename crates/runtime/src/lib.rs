@@ -10,13 +10,13 @@
 //! - [`Function`] is a compiled, linked module ready to instantiate (`InstancePre`), with its
 //!   detected [`GuestKind`](mote_types::GuestKind) and export handles resolved once at deploy.
 //! - A [`Call`] runs through one entry path (`entry`) whatever the guest kind:
-//!   [`Runtime::call_then`] blocks the calling thread (one of the node's executors); on a thread
-//!   that registered a [`Preemption`] it asks at every epoch tick, and around a sleep, whether to
-//!   suspend the call there (by blocking the thread) and give its core to another;
-//!   [`Runtime::call_microtask`] is a future, for functions that declare microtasks (they import
-//!   `mote.phase`, `mote.sleep_us` or an object storage function), whose phase changes and waits
-//!   go through the node's [`PhaseGate`] and whose object I/O runs on the node's [`HostIo`].
-//!   Every other function keeps the blocking path and pays nothing for this.
+//!   [`Runtime::call_then`] blocks the calling thread (one of the node's executors); given a
+//!   [`Preemption`] it asks at every epoch tick, and around a sleep, whether to suspend the call
+//!   there (by blocking the thread) and give its core to another;
+//!   [`Runtime::call_async`] is a future on a fiber, whose every wait and tick go through the
+//!   node's [`PhaseGate`]: the calls of functions that declare microtasks (they import
+//!   `mote.phase`, `mote.sleep_us` or an object storage function, whose object I/O runs on the
+//!   node's [`HostIo`]), and calls run on the thread that read them.
 //! - A `wasi:http` proxy component ([`Function::is_proxy`]) serves one HTTP request per call
 //!   with [`Runtime::serve_http`] (`serve`): a fresh component instance from the same pool, the
 //!   request's body and the response's streaming while the guest runs. `component` links it and
@@ -73,7 +73,7 @@ pub use engine::{KEEP_RESIDENT_BYTES, Runtime, RuntimeConfig, TABLE_KEEP_RESIDEN
 pub use entry::CallOutput;
 pub use error::{CallError, CompileError, JobError, RuntimeError};
 pub use function::Function;
-pub use gate::{GateFuture, HostIo, PhaseGate, Preemption, Resumed, preempt_calls_on_this_thread};
+pub use gate::{GateFuture, HostIo, PhaseGate, Preemption, Resumed};
 pub use guest_log::{GuestLog, LogLine, LogStream, MAX_LINE_BYTES, MAX_LINES, cut_line};
 pub use job::{
     CallInFlight, JobCores, JobEngine, JobInstance, JobModule, JobShare, MAX_JOB_SHARE,

@@ -107,6 +107,11 @@ impl FunctionHistory {
         self.next = (self.next + 1) % HISTORY_LEN;
     }
 
+    /// When the last call of this function counted here arrived, if one did.
+    pub(crate) fn last_arrival_ns(&self) -> Option<u64> {
+        self.previous_arrival
+    }
+
     /// Records an arrival at `now_ns` in a window of `window_ns` (the same for every call).
     /// Returns when the previous call of this function arrived (this one's time if it is the
     /// first).

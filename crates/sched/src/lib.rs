@@ -22,10 +22,15 @@
 //!   [`ClassAdmission`] admits microtasks to the classes: a policy-ordered [`CallQueue`] per
 //!   class, as many running in each as its cores hold, never more shares than the node's cores.
 //!
+//! - [`cores`]: the node's cores as calls hold them ([`CoreSet`]) and the protocol by which a
+//!   core passes to waiting work, lock-free and checked with loom. It is the one place that
+//!   decides whether a call may run where it is, or waits.
+//!
 //! Modules depend one way: `history` <- `policy` <- `preempt` <- `queue`; `split`;
-//! `admission` (on `queue`, `preempt`, `split`).
+//! `admission` (on `queue`, `preempt`, `split`); `cores`.
 
 mod admission;
+pub mod cores;
 mod history;
 mod policy;
 pub mod preempt;
@@ -33,6 +38,7 @@ mod queue;
 mod split;
 
 pub use admission::ClassAdmission;
+pub use cores::{CoreSet, Waiting};
 pub use history::{FunctionHistory, FunctionKey, HISTORY_LEN, Histories};
 pub use policy::{Eect, FairChoice, Fifo, Policy, PriorityPolicy, Rect, Sept, UnknownPolicy};
 pub use preempt::{DEFAULT_AGING, RankBasis, remaining_ns, should_yield};

@@ -132,6 +132,37 @@ impl<T> CallQueue<T> {
         priority
     }
 
+    /// Counts the arrival of a call of `function` at `arrival` that started at once, without
+    /// waiting here (it ran where it was read): the policies' histories see every call.
+    pub fn arrive(&mut self, function: FunctionKey, arrival: Instant) {
+        let arrival_ns = self.nanos(arrival);
+        self.histories
+            .entry(function)
+            .arrive(arrival_ns, self.window_ns);
+    }
+
+    /// What a call of `function` that arrived at `arrival` and started at once is ranked from,
+    /// to compare it with waiting calls while it runs; `None` in a queue that does not
+    /// preempt.
+    pub fn basis(&mut self, function: FunctionKey, arrival: Instant) -> Option<RankBasis> {
+        let aging = self.aging?;
+        let arrival_ns = self.nanos(arrival);
+        let history = self.histories.entry(function);
+        // Its own arrival is counted when it ends: it is counted in here.
+        let recent_calls = match self.policy {
+            Policy::Fc => history.recent_calls() + 1,
+            _ => 1,
+        };
+        Some(RankBasis::new(
+            self.policy,
+            arrival_ns,
+            history.last_arrival_ns().unwrap_or(arrival_ns),
+            history.expected_ns(),
+            recent_calls,
+            aging,
+        ))
+    }
+
     /// Queues again a call that was preempted after running for `attained_ns`, ranked from
     /// `basis` (what [`CallQueue::pop_ranked`] handed out with it); returns its new rank.
     pub fn requeue(&mut self, basis: RankBasis, attained_ns: u64, call: T) -> u64 {

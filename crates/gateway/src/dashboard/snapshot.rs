@@ -3,7 +3,7 @@
 //! against the oldest, so nothing on the call path knows about windows.
 
 use mote_job_service::{JobService, JobStatus};
-use mote_node::{ClassSnapshot, ExecutorSample, LatencyCounts, Node, Outcome, RunsOn};
+use mote_node::{ClassSnapshot, ExecutorSample, LatencyCounts, Node, Outcome};
 use mote_peers::{Forwarded, MemberView, Peers, ReplicaLag, StoreView};
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -78,7 +78,6 @@ impl Snapshot {
                 let calls = e.calls - then.map_or(0, |b| b.calls.min(e.calls));
                 ExecutorRow {
                     index: e.index,
-                    runs_on: e.runs_on,
                     running: e.running,
                     calls: e.calls,
                     calls_per_s: rate(calls),
@@ -193,7 +192,6 @@ pub struct FunctionRow {
 #[derive(Debug, Serialize)]
 pub struct ExecutorRow {
     index: usize,
-    runs_on: RunsOn,
     running: bool,
     calls: u64,
     calls_per_s: f64,

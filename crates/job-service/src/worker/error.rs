@@ -5,7 +5,7 @@
 
 use crate::input::InputError;
 use mote_jobs::{PartitionKey, WorkerId};
-use mote_node::confine::ConfineError;
+use mote_confine::ConfineError;
 use mote_objects::ObjectError;
 use mote_runtime::JobError;
 
@@ -190,6 +190,6 @@ pub enum WorkerError {
         /// What it was doing.
         doing: &'static str,
         /// How it ended.
-        source: tokio::task::JoinError,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
 }

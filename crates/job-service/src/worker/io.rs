@@ -16,8 +16,9 @@ pub(crate) fn serve_io(
     worker: Weak<Worker>,
     mut requests: mpsc::UnboundedReceiver<IoRequest>,
     objects: Option<Arc<Objects>>,
+    relay: &mote_confine::Relay,
 ) {
-    tokio::spawn(async move {
+    tokio::spawn(relay.relayed(async move {
         while let Some(request) = requests.recv().await {
             let Some(worker) = worker.upgrade() else {
                 return;
@@ -138,5 +139,5 @@ pub(crate) fn serve_io(
                 }
             });
         }
-    });
+    }));
 }

@@ -37,15 +37,21 @@ impl Outbox for Mail {
     }
 }
 
+/// A prepared worker's queues, whose tasks [`Worker::start_io`] starts.
+pub struct WorkerIo {
+    outbox: mpsc::UnboundedReceiver<Outgoing>,
+    io: mpsc::UnboundedReceiver<super::IoRequest>,
+}
+
 impl Worker {
-    /// Instantiates the partitions `spec` gives this worker and starts its I/O tasks (on the
-    /// current Tokio runtime); it takes messages from now on, and runs tasks after
-    /// [`Worker::run`].
+    /// Instantiates the partitions `spec` gives this worker (running guest code: on a confined
+    /// thread); it takes messages once its I/O is started ([`Worker::start_io`]), and runs
+    /// tasks after [`Worker::run`].
     pub fn prepare(
         spec: JobSpec,
         code: JobCode,
         env: &WorkerEnv,
-    ) -> Result<Arc<Self>, WorkerError> {
+    ) -> Result<(Arc<Self>, WorkerIo), WorkerError> {
         let JobCode {
             program,
             module,
@@ -111,9 +117,20 @@ impl Worker {
             io,
             storing: AtomicUsize::new(0),
         });
-        drain_outbox(Arc::downgrade(&worker), outbox_rx, env.transport.clone());
-        serve_io(Arc::downgrade(&worker), io_rx, env.objects.clone());
-        Ok(worker)
+        let io = WorkerIo {
+            outbox: outbox_rx,
+            io: io_rx,
+        };
+        Ok((worker, io))
+    }
+
+    /// Starts the tasks that send the worker's outbox and serve its loads and stores, on the
+    /// current Tokio runtime (the node's I/O runtime), relayed: the executor threads that feed
+    /// them are confined.
+    pub fn start_io(self: &Arc<Self>, io: WorkerIo, env: &WorkerEnv) {
+        let outbox = env.relay.clone();
+        drain_outbox(Arc::downgrade(self), io.outbox, env.transport.clone(), &outbox);
+        serve_io(Arc::downgrade(self), io.io, env.objects.clone(), &env.relay);
     }
 
     /// Starts the executor threads, once every worker of the job is prepared: a worker that
@@ -134,9 +151,14 @@ impl Worker {
                     if idle && let Err(e) = mote_node::priority::run_this_thread_idle() {
                         tracing::warn!(error = %e, "a job thread could not go to SCHED_IDLE");
                     }
-                    if let Some(filter) = confine
-                        && let Err(e) = filter.confine_this_thread()
-                    {
+                    let confined = match confine {
+                        Some(filter) => filter.confine_this_thread(),
+                        None => {
+                            mote_confine::waive(mote_confine::Role::Guest);
+                            Ok(())
+                        }
+                    };
+                    if let Err(e) = confined {
                         w.fail(WorkerError::Confine(e));
                         return;
                     }

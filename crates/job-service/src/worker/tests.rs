@@ -90,6 +90,7 @@ fn worker(runtime: &tokio::runtime::Runtime) -> Arc<Worker> {
         live: vec![true; 2],
         snapshots: None,
     };
+    let relay = Arc::new(mote_confine::Relay::start("test-relay").unwrap());
     let env = WorkerEnv {
         engine,
         threads: JobThreads {
@@ -98,6 +99,8 @@ fn worker(runtime: &tokio::runtime::Runtime) -> Arc<Worker> {
         },
         transport: Arc::new(Reports::default()),
         objects: None,
+        guests: Arc::new(mote_confine::ConfinedPool::start("test-guests", 1, None, relay.clone()).unwrap()),
+        relay,
     };
     let code = JobCode {
         program,
@@ -105,7 +108,9 @@ fn worker(runtime: &tokio::runtime::Runtime) -> Arc<Worker> {
         ctx,
         log: None,
     };
-    Worker::prepare(spec, code, &env).unwrap()
+    let (worker, io) = Worker::prepare(spec, code, &env).unwrap();
+    worker.start_io(io, &env);
+    worker
 }
 
 /// A partition worker 1 holds, and the entry that moves it to worker 0.

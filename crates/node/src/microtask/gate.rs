@@ -5,7 +5,6 @@
 //!   admission to the call that waits for it; under `--preempt on` it takes a share back for a
 //!   better-ranked microtask in the same class.
 //! - [`CallGate`]: one call's hold on the gate, handed to the runtime as its [`PhaseGate`].
-//! - [`gated`]: polls a call only while it holds a share (requests to components).
 
 use super::config::MicrotaskMode;
 use crate::executor::{ExecutorsConfig, PreemptConfig};
@@ -355,30 +354,6 @@ impl Drop for CallGate {
     }
 }
 
-/// Polls `call` only while holding a share of a core: between polls, while the guest waits on
-/// a body or an outbound response, the share goes back to the gate, and the call queues for it
-/// again when its wait is over. (Under `--microtasks off` the call keeps its core throughout.)
-pub(super) async fn gated<F: std::future::Future>(mut gate: CallGate, call: F) -> F::Output {
-    let mut call = std::pin::pin!(call);
-    loop {
-        gate.resume().await;
-        let polled =
-            std::future::poll_fn(|cx| std::task::Poll::Ready(call.as_mut().poll(cx))).await;
-        match polled {
-            std::task::Poll::Ready(output) => return output,
-            std::task::Poll::Pending => gate.suspend(),
-        }
-        // The call registered this task's waker for what it waits on: the next poll of this
-        // task is that wake (or a spurious one, which costs one more turn of the loop).
-        let mut waited = false;
-        std::future::poll_fn(|_| match std::mem::replace(&mut waited, true) {
-            true => std::task::Poll::Ready(()),
-            false => std::task::Poll::Pending,
-        })
-        .await;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -492,36 +467,6 @@ mod tests {
         );
         drop(a);
         assert!(futures_poll_once(&mut queued).is_ready());
-    }
-
-    #[tokio::test]
-    async fn a_gated_call_holds_its_core_only_while_it_is_polled_and_ready_to_run() {
-        let gate = gate(1, MicrotaskMode::On(SplitMode::Dynamic));
-        let mut a = call(&gate);
-        a.acquire().await;
-        let (tx, rx) = oneshot::channel::<u32>();
-        let mut gated_call = Box::pin(gated(a, async move { rx.await.unwrap() + 1 }));
-        // Waiting on its channel, the call gives the only core back...
-        assert!(futures_poll_once(&mut gated_call).is_pending());
-        assert_eq!(running(&gate), [0, 0, 0, 0]);
-        // ...which another call takes meanwhile.
-        let mut b = call(&gate);
-        b.acquire().await;
-        tx.send(41).unwrap();
-        // Woken, it queues for the core again and runs once b gives it back.
-        assert!(futures_poll_once(&mut gated_call).is_pending());
-        assert!(futures_poll_once(&mut gated_call).is_pending());
-        assert_eq!(gate.snapshot()[0].waiting, 1);
-        drop(b);
-        match futures_poll_once(&mut gated_call) {
-            std::task::Poll::Ready(v) => assert_eq!(v, 42),
-            std::task::Poll::Pending => panic!("the call did not run once the core was free"),
-        }
-        assert_eq!(
-            running(&gate),
-            [0, 0, 0, 0],
-            "the finished call holds nothing"
-        );
     }
 
     #[tokio::test]

@@ -23,12 +23,11 @@
 //! - `--microtasks off` is task-based scheduling for comparison: one class of whole cores, a
 //!   call holds its core from start to end, waits included, and phases change nothing.
 //! - [`Microtasks`]: the threads that poll these calls, one per core (a Tokio runtime with its
-//!   timer and no I/O driver, confined by seccomp like the executors). Many calls share a
+//!   timer and no I/O driver, confined like the executors). Many calls share a
 //!   thread: each runs until it waits, and yields at every epoch tick. Instance slots bound how
 //!   many calls are alive at once.
-//! - Requests to `wasi:http` components run here too, on the same threads, behind the same
-//!   gate and slots: the call holds a whole core while the guest computes and gives it up
-//!   while it waits on a body or an outbound response (`gate::gated`, `http`).
+//! - The object I/O threads also carry components' outbound requests (`crate::component`);
+//!   what a confined thread starts there goes through the relay.
 //! - Object I/O runs on threads of its own at a lower CPU priority (nice
 //!   `pool::OBJECT_IO_NICE`). The gate grants shares of the cores to guests, but a call waiting on
 //!   storage holds no share while its transfer is received, hashed and copied; at normal
@@ -38,11 +37,10 @@
 //!
 //! Modules, each using only those before it: `config` (the mode and its settings), `gate`
 //! (the admission and each call's hold on it), `pool` ([`Microtasks`]: the threads, slots and
-//! object I/O), `http` (requests to components).
+//! object I/O).
 
 mod config;
 mod gate;
-mod http;
 mod pool;
 
 pub use config::{MicrotaskConfig, MicrotaskMode};

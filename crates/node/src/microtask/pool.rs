@@ -1,31 +1,30 @@
 //! The threads that run calls of functions with phases, one per core (a Tokio runtime with its
-//! timer and no I/O driver, confined by seccomp like the executors), and the object I/O threads
-//! beside them. Many calls share a thread: each runs until it waits, and yields at every epoch
+//! timer and no I/O driver, confined like the executors; what they start on the object I/O
+//! threads goes through the relay), and the object I/O threads beside them. Many calls share a thread: each runs until it waits, and yields at every epoch
 //! tick. Instance slots bound how many calls are alive at once; a call waits for a slot, then
 //! for a whole core from the [`ClassGate`], before it starts.
 
 use super::config::{MicrotaskConfig, MicrotaskMode};
 use super::gate::{CallGate, ClassGate, ClassSnapshot};
-use crate::confine::ExecutorFilter;
 use crate::error::{DeployError, InvokeError};
-use crate::executor::ExecutorsConfig;
-use crate::ledger::{Ledger, Reply};
+use crate::executor::{ExecutorsConfig, confine};
+use crate::ledger::Reply;
 use crate::metrics::Outcome;
 use crate::registry::Deployed;
 use bytes::Bytes;
-use mote_runtime::{Call, Egress, Function, HostIo, Runtime};
+use crate::run::{CallRef, Entry, Runner};
+use mote_runtime::{Egress, Function, HostIo};
 use mote_sched::FunctionKey;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 use tokio::sync::{Semaphore, oneshot};
 
-/// What the threads' calls share: the gate, the runtime, host I/O, the ledger and the bounds.
+/// What the threads' calls share: the gate, what runs calls, host I/O and the bounds.
 pub(super) struct Shared {
     gate: Arc<ClassGate>,
-    pub(super) runtime: Arc<Runtime>,
+    runner: Arc<Runner>,
     pub(super) host: HostIo,
-    pub(super) ledger: Arc<Ledger>,
     alive: Semaphore,
     /// Calls submitted and not yet answered.
     submitted: AtomicUsize,
@@ -47,30 +46,25 @@ impl Microtasks {
     /// Starts one thread per core for guests and as many for object I/O (and components'
     /// outbound requests, through `egress`).
     pub(crate) fn start(
-        runtime: Arc<Runtime>,
-        ledger: Arc<Ledger>,
+        runner: Arc<Runner>,
         executors: &ExecutorsConfig,
         config: MicrotaskConfig,
         egress: Arc<Egress>,
+        relay: Arc<mote_confine::Relay>,
     ) -> Result<Self, DeployError> {
         let gate = Arc::new(
             ClassGate::new(executors, config.mode)
                 .map_err(|e| DeployError::Config(format!("--core-split: {e}")))?,
         );
-        let filter = match executors.seccomp {
-            true => Some(Arc::new(ExecutorFilter::new()?)),
-            false => None,
-        };
+        let filter = executors.filter(mote_confine::Role::Guest)?;
         let threads = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(executors.cores)
             .thread_name("mote-microtask")
             .enable_time()
             .on_thread_start(move || {
-                if let Some(filter) = &filter
-                    && let Err(e) = filter.confine_this_thread()
-                {
-                    // The executors were confined by the same filter a moment earlier, so
-                    // this does not happen; if it does, guest code must not run unconfined.
+                if let Err(e) = confine(filter.as_deref(), mote_confine::Role::Guest) {
+                    // The same filter was compiled and tried a moment earlier, so this does
+                    // not happen; if it does, guest code must not run unconfined.
                     tracing::error!(error = %e, "cannot confine a microtask thread");
                     std::process::abort();
                 }
@@ -90,9 +84,8 @@ impl Microtasks {
             })?;
         let shared = Arc::new(Shared {
             gate,
-            runtime,
-            host: HostIo::new(config.objects, egress, object_io.handle().clone()),
-            ledger,
+            runner,
+            host: HostIo::new(config.objects, egress, object_io.handle().clone(), relay),
             alive: Semaphore::new(config.max_alive),
             submitted: AtomicUsize::new(0),
             max_waiting: executors.max_queue,
@@ -147,6 +140,11 @@ impl Microtasks {
             shared.submitted.fetch_sub(1, Ordering::Relaxed);
         });
         Ok(())
+    }
+
+    /// Where guests' host I/O runs: object storage, and components' outbound requests.
+    pub(crate) fn host_io(&self) -> &HostIo {
+        &self.shared.host
     }
 
     /// Drops what the classes know about a function that was replaced or removed.
@@ -221,7 +219,7 @@ impl Shared {
         mut reply: oneshot::Sender<Reply>,
         arrival: Instant,
     ) {
-        let (_slot, gate) = match self.admit(&function, arrival, &mut reply).await {
+        let (_slot, mut gate) = match self.admit(&function, arrival, &mut reply).await {
             Ok(admitted) => admitted,
             Err(Some(e)) => {
                 let _ = reply.send(Reply::unstarted(Err(e)));
@@ -229,25 +227,34 @@ impl Shared {
             }
             Err(None) => return,
         };
-        let started = Instant::now();
-        let call = Call {
-            function: &code,
-            name: function.name(),
-            limits: function.record().limits,
-            started,
+        let call = CallRef {
+            function: &function,
+            code: &code,
             input: &input,
+            arrival,
         };
-        let call = self
-            .runtime
-            .call_microtask(call, Box::new(gate), self.host.clone());
-        let (result, log) = tokio::select! {
-            result = call => result,
+        let entry = Entry::Gated {
+            gate: &mut gate,
+            io: self.host.clone(),
+        };
+        let (settled_tx, mut settled) = oneshot::channel();
+        let run = self.runner.run(call, entry, |r| {
+            let _ = settled_tx.send(r);
+        });
+        let ran = tokio::select! {
+            biased;
+            _ = run => true,
             () = reply.closed() => {
                 // The caller went away: stop the call rather than let it hold its share.
                 function.count(Outcome::Cancelled);
-                return;
+                false
             }
         };
-        let _ = reply.send(self.ledger.settle(&function, result, log, arrival, started));
+        // Answered once its share is back, so a caller that sees the answer sees the classes as
+        // they are after the call.
+        drop(gate);
+        if let (true, Ok(answered)) = (ran, settled.try_recv()) {
+            let _ = reply.send(answered);
+        }
     }
 }

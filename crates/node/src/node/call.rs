@@ -1,41 +1,46 @@
-//! The call path: [`Node::invoke`] (async), [`Node::submit`] (for callers that may block) and
-//! [`Node::serve_http`] (requests to components): a lock-free lookup, the function's resident
-//! code or a cold load, then the call on this thread (run-to-completion, when a core is idle
-//! and the policy would run it next anyway), the executors or the microtask threads; the
-//! caller holds a [`PendingCall`] until the reply.
+//! The call path: where each call runs.
+//!
+//! - [`Node::invoke_here`] (a reader, for the request it read): a lock-free lookup, the
+//!   function's resident code (or a cold load on the I/O runtime), then, if a core is free,
+//!   nothing waits and the reader runs no call of its own, the call right there as a future
+//!   ([`crate::run`], `Entry::Reader`); otherwise the executors. Requests to components take
+//!   [`Node::serve_http`], on the reader too, holding a core only while they compute.
+//! - [`Node::invoke`] and the like (any other async caller) and [`Node::submit`] (a caller
+//!   that may block): the executors, or the microtask threads for a function with phases; the
+//!   caller holds a [`PendingCall`] until the reply, which it is woken for through the relay
+//!   (the thread that replies is confined).
+//!
+//! A function with phases always takes the microtask threads, a WASI command (and a function
+//! whose call called WASI on a reader before) always the executors.
 
-use super::Node;
+use super::{Node, Reader};
 use crate::error::InvokeError;
 use crate::ledger::Reply;
 use crate::registry::Deployed;
 use crate::resident::Code;
+use crate::run::{CallRef, Entry, Ran};
 use bytes::Bytes;
+use mote_confine::{Relay, RelaySlot};
 use mote_runtime::{CallError, CallInFlight, Function, ProxyResponse};
 use mote_types::GuestKind;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot::{self, error::TryRecvError};
 
-/// A call that has been queued, or has already run on the caller's thread; [`PendingCall::wait`]
-/// or `.await` gives its reply.
+/// A call that has been queued; [`PendingCall::wait`] or `.await` gives its reply.
 #[derive(Debug)]
 pub struct PendingCall {
-    reply: Answer,
+    reply: oneshot::Receiver<Reply>,
+    /// How an awaiting task is woken: through the relay, made at its first poll.
+    woken: Option<RelaySlot>,
+    relay: Arc<Relay>,
     cold_start: Option<Duration>,
     /// Code this call's cold start evicted: unmapped when the call is done, not while it starts.
-    evicted: Vec<Arc<Function>>,
+    _evicted: Vec<Arc<Function>>,
     /// A call with phases: jobs' tasks give it a core until it is answered. (An executor's
-    /// call hands its count to the executors, which keep it until its executor is free.)
+    /// call lets its count go when it starts, on a core that counts itself.)
     _in_flight: Option<CallInFlight>,
-}
-
-/// Where a call's reply comes from.
-#[derive(Debug)]
-enum Answer {
-    /// The call ran on the caller's thread; taken once.
-    Ready(Option<Reply>),
-    /// An executor or a microtask thread will send it.
-    Waiting(oneshot::Receiver<Reply>),
 }
 
 impl PendingCall {
@@ -44,19 +49,10 @@ impl PendingCall {
     /// futex wake-up that dominates a microsecond call.
     pub fn wait(self, spin: Duration) -> Result<Reply, InvokeError> {
         let Self {
-            reply,
+            mut reply,
             cold_start,
-            evicted: _evicted,
-            _in_flight,
+            ..
         } = self;
-        let mut reply = match reply {
-            Answer::Ready(reply) => {
-                return reply
-                    .map(|reply| Self::complete(cold_start, reply))
-                    .ok_or_else(dropped);
-            }
-            Answer::Waiting(reply) => reply,
-        };
         let until = Instant::now() + spin;
         let reply = loop {
             match reply.try_recv() {
@@ -66,15 +62,15 @@ impl PendingCall {
                 Err(TryRecvError::Empty) => break reply.blocking_recv().map_err(|_| dropped())?,
             }
         };
-        Ok(Self::complete(cold_start, reply))
+        Ok(complete(cold_start, reply))
     }
+}
 
-    /// The executor's reply with what only the submitting side knows: the cold start.
-    fn complete(cold_start: Option<Duration>, reply: Reply) -> Reply {
-        Reply {
-            cold_start,
-            ..reply
-        }
+/// The executor's reply with what only the submitting side knows: the cold start.
+fn complete(cold_start: Option<Duration>, reply: Reply) -> Reply {
+    Reply {
+        cold_start,
+        ..reply
     }
 }
 
@@ -84,20 +80,13 @@ impl std::future::Future for PendingCall {
     fn poll(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
-        let cold_start = self.cold_start;
-        match &mut self.reply {
-            Answer::Ready(reply) => std::task::Poll::Ready(
-                reply
-                    .take()
-                    .map(|reply| Self::complete(cold_start, reply))
-                    .ok_or_else(dropped),
-            ),
-            Answer::Waiting(reply) => std::pin::Pin::new(reply).poll(cx).map(|r| {
-                r.map(|reply| Self::complete(cold_start, reply))
-                    .map_err(|_| dropped())
-            }),
-        }
+    ) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let woken = this.woken.get_or_insert_with(|| this.relay.slot());
+        let reply = &mut this.reply;
+        woken
+            .poll(cx, |cx| std::pin::Pin::new(reply).poll(cx))
+            .map(|r| r.map(|reply| complete(this.cold_start, reply)).map_err(|_| dropped()))
     }
 }
 
@@ -108,8 +97,8 @@ impl Node {
     }
 
     /// Like [`Node::invoke`], and also says how long the call waited and ran. If the function is
-    /// not resident its code is loaded first on the blocking pool of the async runtime this is
-    /// polled on (a cold start), never on the caller's own thread.
+    /// not resident its code is loaded first on the I/O runtime's blocking pool (a cold
+    /// start), never on the caller's own thread.
     pub async fn invoke_traced(&self, name: &str, input: Bytes) -> Result<Reply, InvokeError> {
         self.invoke_queued(name, input, false).await
     }
@@ -119,10 +108,7 @@ impl Node {
     /// [`InvokeError::Moved`] naming that node, and the call did not run here.
     pub async fn invoke_movable(&self, name: &str, input: Bytes) -> Result<Reply, InvokeError> {
         let reply = self.invoke_queued(name, input, true).await?;
-        match reply.result {
-            Err(InvokeError::Moved { to }) => Err(InvokeError::Moved { to }),
-            result => Ok(Reply { result, ..reply }),
-        }
+        moved(reply)
     }
 
     async fn invoke_queued(
@@ -133,21 +119,74 @@ impl Node {
     ) -> Result<Reply, InvokeError> {
         let arrival = Instant::now();
         let function = self.lookup(name)?;
-        let code = match self.registry.warm(&function, arrival) {
-            Some(code) => Code {
-                function: code,
-                cold_start: None,
-            },
-            None => self.registry.load_aside(&function, arrival).await?,
-        };
+        let code = self.code(&function, arrival).await?;
         self.queue(function, code, input, arrival, movable)?.await
     }
 
-    /// Serves `request` with `name`, a `wasi:http` component: resolves to the response as soon
-    /// as the guest sets it (its body streams while the guest runs) or to why there is none. A
-    /// component that is not resident is loaded first on the blocking pool (a cold start).
-    pub async fn serve_http<B>(
+    /// Runs `name` with `input` for `reader`, the thread that read the request: right there
+    /// if a core is free and nothing waits (see the module's doc), else queued; `movable` as
+    /// for [`Node::invoke_movable`].
+    pub async fn invoke_here(
         &self,
+        reader: &Reader,
+        name: &str,
+        input: Bytes,
+        movable: bool,
+    ) -> Result<Reply, InvokeError> {
+        let arrival = Instant::now();
+        let function = self.lookup(name)?;
+        let code = self.code(&function, arrival).await?;
+        if let Some(reply) = self.run_here(reader, &function, &code, &input, arrival).await {
+            return Ok(complete(code.cold_start, reply));
+        }
+        let reply = self.queue(function, code, input, arrival, movable)?.await?;
+        match movable {
+            true => moved(reply),
+            false => Ok(reply),
+        }
+    }
+
+    /// Runs the call on `reader` now, if it may (see the module's doc): its reply, or `None`
+    /// if it must be queued (untouched).
+    async fn run_here(
+        &self,
+        reader: &Reader,
+        function: &Deployed,
+        code: &Code,
+        input: &[u8],
+        arrival: Instant,
+    ) -> Option<Reply> {
+        let may = self.executors.runs_inline()
+            && function.record().kind == GuestKind::MoteAbiV1
+            && !code.function.is_microtask()
+            && function.runs_on_readers()
+            && mote_confine::role() == Some(mote_confine::Role::Reader);
+        if !may {
+            return None;
+        }
+        let _turn = reader.take_turn()?;
+        let on = self.cores.take_if_idle()?;
+        let call = CallRef {
+            function,
+            code: &code.function,
+            input,
+            arrival,
+        };
+        let mut reply = None;
+        let entry = Entry::Reader { on };
+        match self.runner.run(call, entry, |r| reply = Some(r)).await {
+            Ran::Answered(_) => reply,
+            Ran::Elsewhere => None,
+        }
+    }
+
+    /// Serves `request` with `name`, a `wasi:http` component, on `reader`: resolves to the
+    /// response as soon as the guest sets it (its body streams while the guest runs) or to why
+    /// there is none. The request holds a core only while its guest computes. A component that
+    /// is not resident is loaded first on the I/O runtime (a cold start).
+    pub async fn serve_http<B>(
+        self: &Arc<Self>,
+        reader: &Reader,
         name: &str,
         request: http::Request<B>,
     ) -> Result<ProxyResponse, InvokeError>
@@ -157,22 +196,36 @@ impl Node {
     {
         let arrival = Instant::now();
         let function = self.lookup(name)?;
-        let code = match self.registry.warm(&function, arrival) {
-            Some(code) => code,
-            None => {
-                let code = self.registry.load_aside(&function, arrival).await?.function;
-                drop(self.registry.sweep(&function));
-                code
-            }
-        };
+        let code = self.code(&function, arrival).await?.function;
         if !code.is_proxy() {
             return Err(InvokeError::Call(CallError::NotProxy));
         }
-        let _in_flight = self.job_cores.call();
-        let reply = self
-            .microtasks
-            .submit_http(function, code, request, arrival)?;
-        reply.await.map_err(|_| InvokeError::ShuttingDown)?
+        if mote_confine::role() != Some(mote_confine::Role::Reader) {
+            return Err(InvokeError::Internal(
+                "a request to a component reached a thread that was not confined to run guest code; it was not run".into(),
+            ));
+        }
+        let _ = reader;
+        crate::component::serve(self, function, code, request, arrival).await
+    }
+
+    /// The code of `function`, resident or loaded for a call that arrived at `arrival` (a cold
+    /// start, on the I/O runtime's blocking pool, reached through the relay: the caller may be
+    /// a reader, which may not open files).
+    async fn code(&self, function: &Arc<Deployed>, arrival: Instant) -> Result<Code, InvokeError> {
+        if let Some(code) = self.registry.warm(function, arrival) {
+            return Ok(Code {
+                function: code,
+                cold_start: None,
+            });
+        }
+        let code = self
+            .registry
+            .load_aside(function, arrival, &self.relay, &self.io)
+            .await?;
+        // Only a cold load can push the resident set over budget.
+        drop(self.registry.sweep(function));
+        Ok(code)
     }
 
     /// The kind of the function deployed as `name`, if there is one; a lookup without locks.
@@ -213,7 +266,7 @@ impl Node {
             .ok_or_else(|| InvokeError::NotFound(name.to_owned()))
     }
 
-    /// Hands a call of `function` running `code` to the path its kind takes.
+    /// Queues a call of `function` running `code` on the path its kind takes.
     #[inline]
     fn queue(
         &self,
@@ -226,33 +279,26 @@ impl Node {
         // Only a cold load can push the resident set over budget; a warm call skips the clone.
         let loaded = code.cold_start.is_some().then(|| function.clone());
         // Counted from the moment it is queued, so that jobs' tasks have given its core up by
-        // the time its thread wakes (`mote_runtime::JobCores`).
+        // the time it starts (`mote_runtime::JobCores`).
         let in_flight = self.job_cores.call();
         let (reply, in_flight) = match code.function.is_microtask() {
             true => {
                 let reply = self
                     .microtasks
                     .submit(function, code.function, input, arrival)?;
-                (Answer::Waiting(reply), Some(in_flight))
+                (reply, Some(in_flight))
             }
-            false => match self
-                .executors
-                .run_here(&function, &code.function, &input, arrival)
-            {
-                // It ran while `in_flight` counted its core; jobs' tasks may have it back.
-                Some(reply) => (Answer::Ready(Some(reply?)), None),
-                None => {
-                    let reply = self.executors.submit(
-                        function,
-                        code.function,
-                        input,
-                        arrival,
-                        in_flight,
-                        movable,
-                    )?;
-                    (Answer::Waiting(reply), None)
-                }
-            },
+            false => {
+                let reply = self.executors.submit(
+                    function,
+                    code.function,
+                    input,
+                    arrival,
+                    in_flight,
+                    movable,
+                )?;
+                (reply, None)
+            }
         };
         let evicted = match loaded {
             Some(loaded) => self.registry.sweep(&loaded),
@@ -260,8 +306,10 @@ impl Node {
         };
         Ok(PendingCall {
             reply,
+            woken: None,
+            relay: self.relay.clone(),
             cold_start: code.cold_start,
-            evicted,
+            _evicted: evicted,
             _in_flight: in_flight,
         })
     }
@@ -282,6 +330,14 @@ impl Node {
         spin: Duration,
     ) -> Result<Reply, InvokeError> {
         self.submit(name, input)?.wait(spin)
+    }
+}
+
+/// A movable call's reply: [`InvokeError::Moved`] as the error if it was handed to a peer.
+fn moved(reply: Reply) -> Result<Reply, InvokeError> {
+    match reply.result {
+        Err(InvokeError::Moved { to }) => Err(InvokeError::Moved { to }),
+        result => Ok(Reply { result, ..reply }),
     }
 }
 

@@ -66,7 +66,7 @@ impl Node {
 
     /// Drops what the schedulers learned of a function that was replaced or removed.
     fn forget(&self, function: &Deployed) {
-        self.pending.forget(function.key());
+        self.cores.pending().forget(function.key());
         self.microtasks.forget(function.key());
     }
 
@@ -87,7 +87,7 @@ impl Node {
                     self.forget(&old);
                 }
                 if self.registry.has_room()
-                    && let Err(e) = self.registry.load_aside(&adopted, Instant::now()).await
+                    && let Err(e) = self.registry.load_aside(&adopted, Instant::now(), &self.relay, &self.io).await
                 {
                     tracing::warn!(function = name, error = %e, "cannot load an adopted function yet; its first call tries again");
                 }

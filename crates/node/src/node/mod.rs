@@ -2,9 +2,10 @@
 //! their calls, started together ([`Node::start`]) and stopped together when dropped. Its
 //! methods are split by what they serve:
 //!
-//! - `call`: the call path ([`Node::invoke`], [`Node::submit`], [`Node::serve_http`]): lookup,
-//!   warm or cold code, then the executors or the microtask threads; [`PendingCall`]; calls
-//!   that have not started handed to another node ([`Node::hand_over`]).
+//! - `call`: the call path ([`Node::invoke_here`] and [`Node::serve_http`] for a [`Reader`],
+//!   [`Node::invoke`] and [`Node::submit`] for any other caller): lookup, warm or cold code,
+//!   then the reader's own thread, the executors or the microtask threads; [`PendingCall`];
+//!   calls that have not started handed to another node ([`Node::hand_over`]).
 //! - `control`: the control path: deploy, remove, follow another node's records, fetch
 //!   modules, release from quarantine.
 //! - `status`: what the node reports of itself: load ([`NodeLoad`]), records, the schedule,
@@ -15,7 +16,7 @@ mod control;
 #[cfg(test)]
 mod hand_over_tests;
 #[cfg(test)]
-mod inline_tests;
+mod reader_tests;
 mod status;
 #[cfg(test)]
 mod tests;
@@ -25,33 +26,77 @@ pub use control::Followed;
 pub use status::NodeLoad;
 
 use crate::config::NodeConfig;
+use crate::cores::{Cores, Work};
 use crate::error::DeployError;
-use crate::executor::{Executors, Work};
+use crate::executor::Executors;
 use crate::ledger::Ledger;
 use crate::logs::FunctionLogs;
 use crate::metrics::NodeMetrics;
 use crate::microtask::Microtasks;
 use crate::pending::Pending;
 use crate::registry::Registry;
+use crate::run::Runner;
+use mote_confine::{Relay, Role};
 use mote_runtime::{Egress, JobCores, Runtime, RuntimeConfig};
 use mote_state::{EmbeddedStore, ModuleBlobs, StateError, StateStore};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-/// One node: a registry of functions and the executors that run their calls.
+/// One node: a registry of functions, its cores, and the threads that run calls on them.
 pub struct Node {
     registry: Registry,
-    /// Calls waiting for an executor, and the functions' run-time histories.
-    pending: Arc<Pending<Work>>,
+    /// The cores, and the work waiting for them with the functions' run-time histories.
+    pub(crate) cores: Arc<Cores>,
+    pub(crate) runner: Arc<Runner>,
     executors: Executors,
-    microtasks: Microtasks,
+    pub(crate) microtasks: Microtasks,
     /// Where components' outbound requests may go: its ceiling also bounds deploys.
     egress: Arc<Egress>,
     metrics: Arc<NodeMetrics>,
     logs: Arc<FunctionLogs>,
     /// The cores as calls and jobs' tasks take them: every call counts in while in flight.
-    job_cores: Arc<JobCores>,
+    pub(crate) job_cores: Arc<JobCores>,
+    /// Wakes and spawns for the confined threads.
+    pub(crate) relay: Arc<Relay>,
+    /// The runtime the node was started on: cold loads and components' outbound requests run
+    /// there.
+    io: tokio::runtime::Handle,
+    /// Requests to components in flight, at most `MicrotaskConfig::max_alive` (each holds an
+    /// instance).
+    pub(crate) components: Arc<tokio::sync::Semaphore>,
 }
+
+/// A thread that reads requests and may run their calls where it read them: made by
+/// [`Node::reader`] on a thread confined as a reader (or waived, `--seccomp off`), used for
+/// the requests it reads. At most one call runs on it at a time (others go to the executors).
+#[derive(Debug, Default)]
+pub struct Reader {
+    busy: AtomicBool,
+}
+
+impl Reader {
+    /// The reader's turn to run a call, if no call of its own runs now.
+    fn take_turn(&self) -> Option<Turn<'_>> {
+        (!self.busy.swap(true, Ordering::Acquire)).then_some(Turn(self))
+    }
+}
+
+/// A call running on a reader; the reader is free again when it drops.
+struct Turn<'a>(&'a Reader);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.0.busy.store(false, Ordering::Release);
+    }
+}
+
+/// A thread asked to be a reader without being confined as one.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "this thread is not confined as a reader, so it may not run calls; confine it with mote_confine::Filter::new(Role::Reader)"
+)]
+pub struct NotAReader;
 
 fn create_dir(dir: &Path) -> Result<(), StateError> {
     std::fs::create_dir_all(dir).map_err(|source| StateError::Blob {
@@ -61,7 +106,29 @@ fn create_dir(dir: &Path) -> Result<(), StateError> {
 }
 
 impl Node {
-    /// Starts the executors and loads every function recorded in `store`.
+    /// The calling thread's standing as a reader: it must be confined as one.
+    pub fn reader(&self) -> Result<Reader, NotAReader> {
+        match mote_confine::role() {
+            Some(Role::Reader) => Ok(Reader::default()),
+            _ => Err(NotAReader),
+        }
+    }
+
+    /// Whether the threads that run guest code are confined (else the operator turned
+    /// confinement off, `mote up --seccomp off`): readers are confined by a filter of their
+    /// own ([`mote_confine::Filter::reader`]), made once their runtime is.
+    pub fn confines(&self) -> bool {
+        self.executors.confines()
+    }
+
+    /// The relay through which the node's confined threads wake tasks and reach the I/O
+    /// runtime.
+    pub fn relay(&self) -> &Arc<Relay> {
+        &self.relay
+    }
+
+    /// Starts the executors and loads every function recorded in `store`. The runtime it is
+    /// called on is the node's I/O runtime (cold loads, outbound requests).
     pub async fn start(
         runtime: Arc<Runtime>,
         store: Arc<dyn StateStore>,
@@ -81,39 +148,62 @@ impl Node {
             logs.clone(),
         );
         registry.load_all().await?;
-        let pending = Arc::new(Pending::new(
-            config.executors.policy,
-            config.executors.fc_window,
-            config.executors.max_queue,
+        let relay = Arc::new(
+            Relay::start("mote-relay")
+                .map_err(|e| DeployError::Internal(format!("cannot start the relay: {e}")))?,
+        );
+        let io = tokio::runtime::Handle::current();
+        let executors_config = &config.executors;
+        let preempt = executors_config.preemption();
+        let pending: Arc<Pending<Work>> = Arc::new(Pending::new(
+            executors_config.policy,
+            executors_config.fc_window,
+            executors_config.max_queue,
             metrics.queue_length.clone(),
-            config.executors.preemption().map(|p| p.aging),
+            preempt.map(|p| p.aging),
         ));
         let ledger = Arc::new(Ledger::new(pending.clone()));
         let egress = Arc::new(Egress::new(config.outbound_ceiling));
-        let job_cores = Arc::new(JobCores::new(config.executors.cores, config.job_share));
+        let job_cores = Arc::new(JobCores::new(executors_config.cores, config.job_share));
+        metrics.executors.set(executors_config.slots() as i64);
+        metrics.set_policy(executors_config.policy);
+        let cores = Arc::new(Cores::new(
+            executors_config.slots(),
+            preempt.map_or(0, |p| p.max_suspended),
+            pending,
+            job_cores.clone(),
+            relay.clone(),
+            metrics.clone(),
+        ));
+        let runner = Arc::new(Runner::new(
+            runtime,
+            ledger,
+            metrics.clone(),
+            cores.clone(),
+            preempt,
+        ));
+        let components = Arc::new(tokio::sync::Semaphore::new(config.microtasks.max_alive));
         let microtasks = Microtasks::start(
-            runtime.clone(),
-            ledger.clone(),
-            &config.executors,
+            runner.clone(),
+            executors_config,
             config.microtasks,
             egress.clone(),
+            relay.clone(),
         )?;
-        let executors = Executors::start(
-            runtime,
-            metrics.clone(),
-            pending.clone(),
-            ledger,
-            config.executors,
-        )?;
+        let executors = Executors::start(runner.clone(), cores.clone(), config.executors)?;
         Ok(Self {
             registry,
-            pending,
+            cores,
+            runner,
             executors,
             microtasks,
             egress,
             metrics,
             logs,
             job_cores,
+            relay,
+            io,
+            components,
         })
     }
 
@@ -137,18 +227,14 @@ impl Node {
     ) -> Result<Self, DeployError> {
         let config = config.into();
         create_dir(data)?;
-        let threads = Executors::threads_for(&config.executors);
-        let mut runtime_config = match config.executors.preemption() {
-            // Slots for the calls running on the cores, as without preemption, and one more
-            // for each call that may be suspended.
-            Some(preempt) => {
-                let mut c = RuntimeConfig::new(data.join("artifacts"), config.executors.cores);
-                let suspended = u32::try_from(preempt.max_suspended).unwrap_or(u32::MAX);
-                c.instance_slots = c.instance_slots.saturating_add(suspended);
-                c
-            }
-            None => RuntimeConfig::new(data.join("artifacts"), threads),
-        };
+        // Slots for the calls running on the cores, and one more for each call that may be
+        // suspended.
+        let executors = &config.executors;
+        let mut runtime_config = RuntimeConfig::new(data.join("artifacts"), executors.slots());
+        let suspended = executors.preemption().map_or(0, |p| p.max_suspended);
+        runtime_config.instance_slots = runtime_config
+            .instance_slots
+            .saturating_add(u32::try_from(suspended).unwrap_or(u32::MAX));
         // Every call that declares phases holds an instance while it is alive.
         runtime_config.microtask_slots =
             u32::try_from(config.microtasks.max_alive).unwrap_or(u32::MAX);

@@ -35,9 +35,9 @@ pub struct NodeLoad {
 }
 
 impl Node {
-    /// Calls waiting for an executor core (a lock-free read, for callers on the call path).
+    /// Calls waiting for a core (a lock-free read, for callers on the call path).
     pub fn queued(&self) -> usize {
-        self.pending.len()
+        self.cores.pending().len()
     }
 
     /// How busy the node is now.
@@ -67,7 +67,7 @@ impl Node {
             queued,
             work: Duration::from_secs_f64(mean * (running + queued) as f64),
             mean_expected: Duration::from_secs_f64(mean),
-            waiting_work: self.pending.waiting_work(),
+            waiting_work: self.cores.pending().waiting_work(),
             quantum: self.executors.preemption().map(|p| p.quantum),
         }
     }
@@ -97,7 +97,7 @@ impl Node {
             policy: self.executors.policy(),
             cores: self.executors.cores(),
             executor_threads: self.executors.threads(),
-            inline_below: self.executors.inline_below(),
+            inline: self.executors.runs_inline(),
             preempt: self.executors.preemption().map(|p| PreemptSnapshot {
                 quantum_us: p.quantum.as_micros() as u64,
                 max_suspended: p.max_suspended,
@@ -105,7 +105,7 @@ impl Node {
                 preemptions: self.metrics.preemptions.get(),
                 refused_at_bound: self.metrics.preemptions_refused.get(),
             }),
-            pending: &self.pending,
+            pending: self.cores.pending(),
             microtasks: &self.microtasks,
             functions: &self.registry.functions(),
         })
@@ -116,9 +116,9 @@ impl Node {
         self.registry.functions()
     }
 
-    /// What each executor thread has run so far.
+    /// What each core has run so far.
     pub fn executors_activity(&self) -> Vec<ExecutorSample> {
-        self.executors.activity()
+        self.runner.activity().sample()
     }
 
     /// Every function's log (`GET /v1/functions/NAME/logs`).
@@ -142,8 +142,8 @@ impl Node {
         &self.job_cores
     }
 
-    /// Executors running a call or tearing its instance down; a dispatcher that sends work
-    /// only to free cores waits for this to fall below [`Node::cores`].
+    /// Cores running a call or tearing its instance down; a dispatcher that sends work only to
+    /// free cores waits for this to fall below [`Node::cores`].
     pub fn busy_executors(&self) -> usize {
         usize::try_from(self.metrics.busy_executors.get()).unwrap_or(0)
     }

@@ -9,7 +9,7 @@ mod job;
 pub use job::JobContext;
 pub(crate) use job::{JobState, Mode, TaskIo};
 
-use crate::gate::{GateFuture, MicrotaskState};
+use crate::gate::{GateFuture, Lent, MicrotaskState};
 use crate::guest_log::GuestLog;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -35,6 +35,10 @@ pub(crate) trait Deadline {
     fn preempted(&mut self, _now: Instant) -> Option<GateFuture<'static>> {
         None
     }
+    /// The preemption a blocking call was lent, if any.
+    fn preemption(&self) -> Option<Lent> {
+        None
+    }
 }
 
 impl Deadline for CallState {
@@ -48,6 +52,10 @@ impl Deadline for CallState {
 
     fn preempted(&mut self, now: Instant) -> Option<GateFuture<'static>> {
         self.microtask.as_mut()?.gate.preempt(now)
+    }
+
+    fn preemption(&self) -> Option<Lent> {
+        self.preemption
     }
 }
 
@@ -67,8 +75,10 @@ pub(crate) struct CallState {
     /// Created on the guest's first WASI call: most mote ABI guests import WASI (Rust's standard
     /// library does) but never call it, and building a context costs more than the whole call.
     wasi: Option<(WasiP1Ctx, Stdio)>,
-    /// The gate and host I/O of a microtask function's call; `None` on the synchronous path.
+    /// The gate and host I/O of a call run as a future; `None` on the blocking path.
     pub(crate) microtask: Option<MicrotaskState>,
+    /// What a blocking call's thread lent it to preempt it; `None` if nothing may.
+    pub(crate) preemption: Option<Lent>,
 }
 
 /// The guest's stdio pipes when it uses WASI; read after the call.
@@ -87,6 +97,7 @@ impl CallState {
         stdin: Bytes,
         max_response_bytes: usize,
         microtask: Option<MicrotaskState>,
+        preemption: Option<Lent>,
     ) -> Self {
         Self {
             limiter: CallLimiter {
@@ -101,6 +112,7 @@ impl CallState {
             max_response_bytes,
             wasi: None,
             microtask,
+            preemption,
         }
     }
 

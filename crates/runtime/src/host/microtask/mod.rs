@@ -5,7 +5,7 @@
 //! `mote_alloc`, with a status code (`mote_types::abi::OBJECT_*`) and, on failure, a message
 //! naming the bucket, key or server.
 
-use crate::gate::{HostIo, MicrotaskState};
+use crate::gate::MicrotaskState;
 use crate::state::CallState;
 use bytes::Bytes;
 use mote_objects::ObjectError;
@@ -118,7 +118,7 @@ fn microtask<'a>(caller: &'a mut Caller<'_, CallState>) -> &'a mut MicrotaskStat
         .data_mut()
         .microtask
         .as_mut()
-        .expect("microtask functions only run through Runtime::call_microtask")
+        .expect("microtask functions only run through Runtime::call_async")
 }
 
 /// What an object call does once its arguments are read, run on the I/O runtime.
@@ -145,14 +145,16 @@ async fn object_call(
     op: ObjectOp,
     out: i32,
 ) -> wasmtime::Result<i32> {
-    let HostIo { objects, io, .. } = microtask(caller).io.clone();
-    let Some(objects) = objects else {
+    let io = microtask(caller).io.clone();
+    let Some((io, objects)) = io.and_then(|io| io.objects.clone().map(|objects| (io, objects)))
+    else {
         let message =
             "this node has no object storage; start it with --objects-dir or --s3-endpoint";
         write_out(caller, import, out, message.as_bytes()).await?;
         return Ok(abi::OBJECT_FAILED);
     };
     microtask(caller).gate.suspend();
+    // The call runs on a confined thread: the relay starts the transfer where sockets are.
     let task = io.spawn(async move {
         match op {
             ObjectOp::Get { max_bytes } => objects.get(&bucket, &key, max_bytes).await,

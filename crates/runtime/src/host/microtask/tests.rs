@@ -1,6 +1,7 @@
 //! The microtask host functions, through whole calls on a runtime: phases and waits through
 //! the gate, object calls on a directory, budgets over waits, logs of stopped calls.
 
+use crate::HostIo;
 use super::*;
 use crate::error::CallError;
 use crate::gate::{GateFuture, PhaseGate};
@@ -55,6 +56,7 @@ fn setup() -> Setup {
             Some(Arc::new(objects)),
             Arc::new(crate::Egress::new(mote_types::OutboundCeiling::none())),
             tokio::runtime::Handle::current(),
+            Arc::new(mote_confine::Relay::start("test-relay").unwrap()),
         ),
         objects_dir,
         _artifacts: artifacts,
@@ -94,7 +96,7 @@ async fn run(s: &Setup, wasm: &[u8], limits: Limits) -> (Result<Vec<u8>, CallErr
     let f = s.rt.compile(wasm).unwrap();
     assert!(f.is_microtask());
     let events = Arc::new(Mutex::new(Vec::new()));
-    let gate = Box::new(RecordingGate(events.clone()));
+    let mut gate = RecordingGate(events.clone());
     let name = Arc::from("t");
     let call = Call {
         function: &f,
@@ -103,7 +105,10 @@ async fn run(s: &Setup, wasm: &[u8], limits: Limits) -> (Result<Vec<u8>, CallErr
         started: Instant::now(),
         input: b"",
     };
-    let (result, _log) = s.rt.call_microtask(call, gate, s.io.clone()).await;
+    let (result, _log) = s
+        .rt
+        .call_async(call, &mut gate, Some(s.io.clone()), |r, log| (r, log))
+        .await;
     let result = result.map(|o| o.body);
     let events = events.lock().clone();
     (result, events)
