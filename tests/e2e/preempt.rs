@@ -179,3 +179,60 @@ fn preemption_flags_are_checked_and_fifo_never_preempts() {
     assert!(node["preempt"].is_null(), "{node}");
     assert_eq!(node["executor_threads"], 1);
 }
+
+/// A function whose calls were short three times runs its fourth, which loops to its 4 s
+/// budget, on the thread that read it (a one-core node, the default policy): `hello`, called
+/// 50 times one after another meanwhile, takes the core from it after its quantum each time,
+/// and nothing waits for the loop's budget. (The floor on `hello`'s p99, 10 ms, is measured by
+/// `mote bench preempt`; a test on a shared machine checks the mechanism, not the figure.)
+#[test]
+fn a_call_that_turns_long_where_it_was_read_gives_its_core_to_short_ones() {
+    let p = Platform::start(&["--cores", "1"]);
+    p.deploy("hello", mote_guests::HELLO.wasm, &DeployParams::default());
+    let four_seconds = DeployParams {
+        timeout_ms: Some(4000),
+        ..DeployParams::default()
+    };
+    p.deploy("turncoat", &crate::fixtures::turncoat(), &four_seconds);
+    for _ in 0..3 {
+        assert_eq!(p.invoke("turncoat", b"").status, 200);
+        assert_eq!(p.invoke("hello", b"x").status, 200);
+    }
+    let inline = |p: &Platform| -> u64 {
+        let m = p.get("/metrics").text();
+        m.lines()
+            .find_map(|l| l.strip_prefix("mote_inline_calls_total ")?.parse().ok())
+            .unwrap_or_else(|| panic!("no mote_inline_calls_total in\n{m}"))
+    };
+    let before = inline(&p);
+    let p = &p;
+    let (answers, long) = std::thread::scope(|s| {
+        let long = s.spawn(move || p.invoke("turncoat", b"now long").status);
+        while busy_executors(p) == 0 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let answers: Vec<Duration> = (0..50)
+            .map(|_| {
+                let asked = Instant::now();
+                assert_eq!(p.invoke("hello", b"x").status, 200);
+                asked.elapsed()
+            })
+            .collect();
+        (answers, long.join().unwrap())
+    });
+    assert_eq!(long, 504, "the loop ran to its budget");
+    let slowest = answers.iter().max().unwrap();
+    assert!(
+        *slowest < Duration::from_secs(1),
+        "a call of hello waited {slowest:?} behind the loop"
+    );
+    assert!(
+        inline(p) > before,
+        "the loop did not start where it was read"
+    );
+    let node = p.get("/v1/node").json();
+    assert!(
+        node["preempt"]["preemptions"].as_u64().unwrap() >= 50,
+        "{node}"
+    );
+}

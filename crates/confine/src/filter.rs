@@ -188,7 +188,10 @@ impl Filter {
                 .and_then(SeccompRule::new)
                 .map_err(|e| fail(&e))
         };
-        let wakes = wakes.iter().map(|&fd| wake(fd)).collect::<Result<Vec<_>, _>>()?;
+        let wakes = wakes
+            .iter()
+            .map(|&fd| wake(fd))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut writes = log_fds.clone();
         writes.extend(wakes.iter().cloned());
         rules.insert(libc::SYS_write, writes);

@@ -4,11 +4,12 @@
 
 use crate::filter::{ConfineError, Filter};
 use crate::relay::{Relay, Relayed};
+use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::thread::JoinHandle;
 use tokio::sync::oneshot;
@@ -95,7 +96,7 @@ impl ConfinedPool {
                 }
             };
         });
-        let mut jobs = self.queue.jobs.lock().expect("the pool's lock is never poisoned");
+        let mut jobs = self.queue.jobs.lock();
         jobs.0.push_back(job);
         drop(jobs);
         self.queue.ready.notify_one();
@@ -107,9 +108,7 @@ impl ConfinedPool {
 
 impl Drop for ConfinedPool {
     fn drop(&mut self) {
-        if let Ok(mut jobs) = self.queue.jobs.lock() {
-            jobs.1 = true;
-        }
+        self.queue.jobs.lock().1 = true;
         self.queue.ready.notify_all();
         for t in self.threads.drain(..) {
             let _ = t.join();
@@ -121,7 +120,7 @@ impl Drop for ConfinedPool {
 fn serve(queue: &Queue) {
     loop {
         let job = {
-            let mut jobs = queue.jobs.lock().expect("the pool's lock is never poisoned");
+            let mut jobs = queue.jobs.lock();
             loop {
                 if let Some(job) = jobs.0.pop_front() {
                     break job;
@@ -129,7 +128,7 @@ fn serve(queue: &Queue) {
                 if jobs.1 {
                     return;
                 }
-                jobs = queue.ready.wait(jobs).expect("the pool's lock is never poisoned");
+                queue.ready.wait(&mut jobs);
             }
         };
         job();

@@ -246,7 +246,9 @@ pub struct Spawned<T> {
 /// A future started by [`Relay::spawn`] ended without an output: it panicked, or its runtime
 /// shut down first.
 #[derive(Debug, thiserror::Error)]
-#[error("a task started on the node's I/O runtime ended without an answer (it panicked or the runtime stopped)")]
+#[error(
+    "a task started on the node's I/O runtime ended without an answer (it panicked or the runtime stopped)"
+)]
 pub struct Lost;
 
 impl<T> Future for Spawned<T> {

@@ -26,7 +26,9 @@ pub fn own_wakers(runtime: &tokio::runtime::Runtime) -> std::io::Result<Vec<RawF
     let probe = unsafe { OwnedFd::from_raw_fd(raw) };
     let registered = {
         let _entered = runtime.enter();
-        tokio::io::unix::AsyncFd::new(probe)?
+        // SAFETY: `probe` owns its descriptor, which stays open (and the same) until the
+        // `AsyncFd` that owns `probe` is dropped.
+        unsafe { tokio::io::unix::AsyncFd::register(probe) }.map_err(std::io::Error::other)?
     };
     let probe = registered.as_raw_fd();
     let mut wakers = BTreeSet::new();

@@ -17,13 +17,13 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use mote_cluster::{NodeName, Origin};
 use http_body_util::BodyExt;
+use mote_cluster::{NodeName, Origin};
 use mote_node::{CallId, InvokeError, Reader};
-use std::sync::Arc;
 use mote_peers::{FORWARDED_BY, ForwardError, NOT_DEPLOYED_HERE, Route};
 use mote_types::GuestKind;
 use mote_wire::MOVED;
+use std::sync::Arc;
 
 /// The header that names the node that ran a call.
 pub const MOTE_NODE: &str = "mote-node";

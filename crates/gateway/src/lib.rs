@@ -74,6 +74,7 @@ pub use error::ApiError;
 pub use invoke::MOTE_NODE;
 pub use listen::{IDLE_TIMEOUT, ListenLimits};
 pub use logs::{LOGS_MISSING, MOTE_CALL_ID};
+pub use readers::Readers;
 pub use state::GatewayConfig;
 
 use axum::Router;
@@ -190,30 +191,21 @@ fn routers(api: Api) -> (Router, gate::Gate) {
     (here, gate)
 }
 
-/// Serves the API on `listener` until `shutdown` resolves: over TLS with `tls` (a rustls
-/// server configuration, such as `mote_tls::Identity::server_config`'s), else plain HTTP. It is
-/// served by one reader per core of the node (`readers`), confined unless the node's threads
-/// that run guest code are not (`mote up --seccomp off`); the future must run on the node's
-/// I/O runtime.
-pub async fn serve(
+/// Starts serving the API on `listener`: over TLS with `tls` (a rustls server configuration,
+/// such as `mote_tls::Identity::server_config`'s), else plain HTTP, by one reader per core of
+/// the node (`readers`), each confined (unless the operator turned that off, `mote up --seccomp
+/// off`) and serving when this returns; [`Readers::serve_until`] stops them. Must be called on
+/// the node's I/O runtime.
+pub fn serve(
     listener: std::net::TcpListener,
     tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     api: Api,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
+) -> std::io::Result<Readers> {
     let node = api.node.clone();
     let limits = api.config.listen;
-    let shutdown = {
-        let node = node.clone();
-        async move {
-            shutdown.await;
-            // Followed logs never end by themselves: without this the server would wait for them.
-            node.logs().stop_following();
-        }
-    };
     let (router, gate) = routers(api);
     let setup = readers::Setup {
-        listener,
+        listener: Some(listener),
         tls: tls.map(tokio_rustls::TlsAcceptor::from),
         gate: Arc::new(gate),
         router,
@@ -222,7 +214,7 @@ pub async fn serve(
         count: node.cores(),
         node,
     };
-    readers::serve(setup, shutdown).await
+    readers::start(setup)
 }
 
 /// Serves the dashboard of `api` on `listener` (`mote up --ui-listen`) until `shutdown`

@@ -35,8 +35,8 @@ use tower::ServiceExt;
 
 /// What every reader serves with.
 pub(crate) struct Setup {
-    /// The API's listening socket, shared by the readers.
-    pub(crate) listener: std::net::TcpListener,
+    /// The API's listening socket, shared by the readers (each takes a copy as it starts).
+    pub(crate) listener: Option<std::net::TcpListener>,
     pub(crate) tls: Option<TlsAcceptor>,
     pub(crate) gate: Arc<Gate>,
     /// The routes served on a reader; the rest reach the I/O runtime through its fallback.
@@ -59,40 +59,53 @@ enum Stop {
     Forced,
 }
 
-/// The readers' threads; dropping this stops them at once.
-struct Readers {
+/// The readers' threads, serving; dropping this stops them at once.
+pub struct Readers {
     threads: Vec<JoinHandle<()>>,
     stop: watch::Sender<Stop>,
     /// Held until every reader has ended: the node's last reference goes with an I/O thread.
     node: Option<Arc<Node>>,
 }
 
-/// Serves the API on `setup.count` readers until `shutdown` resolves, then lets their open
-/// requests finish, and returns once every reader has ended. Fails if a reader could not start
-/// or be confined.
-pub(crate) async fn serve(
-    setup: Setup,
-    shutdown: impl std::future::Future<Output = ()>,
-) -> std::io::Result<()> {
-    let mut readers = start(setup)?;
-    shutdown.await;
-    readers.stop.send_replace(Stop::Graceful);
-    let threads = std::mem::take(&mut readers.threads);
-    let node = readers.node.take();
-    tokio::task::spawn_blocking(move || {
-        for thread in threads {
-            let _ = thread.join();
+impl Readers {
+    /// Serves until `shutdown` resolves, then lets the open requests finish, and returns once
+    /// every reader has ended.
+    pub async fn serve_until(
+        mut self,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> std::io::Result<()> {
+        shutdown.await;
+        if let Some(node) = &self.node {
+            // Followed logs never end by themselves: without this the readers would wait.
+            node.logs().stop_following();
         }
-        drop(node);
-    })
-    .await
-    .map_err(std::io::Error::other)
+        self.stop.send_replace(Stop::Graceful);
+        let threads = std::mem::take(&mut self.threads);
+        let node = self.node.take();
+        tokio::task::spawn_blocking(move || {
+            for thread in threads {
+                let _ = thread.join();
+            }
+            drop(node);
+        })
+        .await
+        .map_err(std::io::Error::other)
+    }
 }
 
-fn start(setup: Setup) -> std::io::Result<Readers> {
+/// Starts `setup.count` readers, each confined and serving once this returns. Fails if a
+/// reader could not start or be confined.
+pub(crate) fn start(mut setup: Setup) -> std::io::Result<Readers> {
     let (stop, stopping) = watch::channel(Stop::Serving);
     let node = setup.node.clone();
     let count = setup.count.max(1);
+    // Each reader gets a copy of the listening socket; the original closes as this returns, so
+    // that the port closes once the readers drop theirs (a drain refuses new connections).
+    let original = setup.listener.take().expect("the API's listening socket");
+    let copies = (0..count)
+        .map(|_| original.try_clone())
+        .collect::<std::io::Result<Vec<_>>>()?;
+    drop(original);
     let setup = Arc::new(setup);
     let (started_tx, started) = std::sync::mpsc::channel();
     let mut readers = Readers {
@@ -100,11 +113,11 @@ fn start(setup: Setup) -> std::io::Result<Readers> {
         stop,
         node: Some(node),
     };
-    for i in 0..count {
+    for (i, listener) in copies.into_iter().enumerate() {
         let (setup, stopping, started) = (setup.clone(), stopping.clone(), started_tx.clone());
         let thread = std::thread::Builder::new()
             .name(format!("mote-reader-{i}"))
-            .spawn(move || run(&setup, count, stopping, started))?;
+            .spawn(move || run(&setup, listener, count, stopping, started))?;
         readers.threads.push(thread);
     }
     drop(started_tx);
@@ -139,6 +152,7 @@ impl Drop for Readers {
 /// confined; then it serves until told to stop.
 fn run(
     setup: &Setup,
+    listener: std::net::TcpListener,
     count: usize,
     mut stopping: watch::Receiver<Stop>,
     started: std::sync::mpsc::Sender<std::io::Result<()>>,
@@ -149,7 +163,6 @@ fn run(
                 .enable_all()
                 .build()
         };
-        let listener = setup.listener.try_clone()?;
         listener.set_nonblocking(true)?;
         let runtime = match setup.confine {
             true => {
@@ -200,7 +213,14 @@ fn run(
         let shutdown = async move {
             let _ = graceful.wait_for(|s| *s >= Stop::Graceful).await;
         };
-        let serving = listen::serve(tcp, setup.tls.clone(), setup.gate.clone(), router, limits, shutdown);
+        let serving = listen::serve(
+            tcp,
+            setup.tls.clone(),
+            setup.gate.clone(),
+            router,
+            limits,
+            shutdown,
+        );
         tokio::select! {
             served = serving => {
                 if let Err(e) = served {
@@ -245,10 +265,10 @@ impl Hop {
         });
         match served.await {
             Ok(response) => response,
-            Err(lost) => crate::error::ApiError::Invoke(mote_node::InvokeError::Internal(
-                lost.to_string(),
-            ))
-            .into_response(),
+            Err(lost) => {
+                crate::error::ApiError::Invoke(mote_node::InvokeError::Internal(lost.to_string()))
+                    .into_response()
+            }
         }
     }
 }

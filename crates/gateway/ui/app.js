@@ -323,16 +323,11 @@ function renderFunctions(snap) {
 function renderExecutors(snap) {
   $("#cores-count").textContent = `(${snap.cores} cores, ${snap.executor_threads} threads)`;
   $("#executors").dataset.cores = String(snap.cores);
-  const executors = snap.executors.filter((e) => e.runs_on === "executor").length;
+  // One row per core: what ran on it, whether on an executor or on the reader that read it.
   const rows = snap.executors.map((e) => {
     const pct = Math.round(e.busy_share * 100);
-    // Calls run to completion on the thread that read them hold a core too, but not one
-    // executor's: they are shown by slot, one per core, after the executors.
-    const [attr, label] = e.runs_on === "executor"
-      ? [`data-executor="${e.index}"`, `${e.index}`]
-      : [`data-caller="${e.index - executors}"`, `caller ${e.index - executors}`];
-    return `<tr ${attr}>
-      <th scope="row">${label}</th>
+    return `<tr data-core="${e.index}">
+      <th scope="row">${e.index}</th>
       <td data-field="state"><span class="dot" data-on="${e.running}"></span>${e.running ? "running" : "idle"}</td>
       <td class="num" data-field="calls">${e.calls}</td>
       <td class="num" data-field="calls_per_s">${fmtRate(e.calls_per_s)}</td>

@@ -14,11 +14,11 @@ use crate::threads::JobThreads;
 use crate::transport::HttpTransport;
 use crate::worker::{JobCode, Worker, WorkerError};
 use mote_api::{RunRequest, WorkerChoice};
+use mote_confine::ConfinedPool;
 use mote_jobs::message::{Envelope, JobSpec, Report, SnapshotPlan, WorkerMessage};
 use mote_jobs::{Op, PartitionKey, PartitionMap, Program, StageKind, WorkerId};
 use mote_node::Node;
 use mote_objects::Objects;
-use mote_confine::ConfinedPool;
 use mote_runtime::{JobContext, JobEngine, JobModule};
 use mote_types::{FunctionRecord, GuestKind};
 use parking_lot::Mutex;
@@ -65,7 +65,7 @@ impl JobService {
         let engine = Arc::new(JobEngine::new(node.job_cores().clone())?);
         let relay = node.relay().clone();
         let guests = ConfinedPool::start(
-            "mote-job-guest",
+            "mote-driver",
             threads.cores.max(1),
             threads.confine.clone(),
             relay.clone(),

@@ -232,7 +232,9 @@ fn pieces_under_a_stale_map_are_held_then_forwarded_and_each_is_used_once() {
         },
         transport: wire.clone(),
         objects: Some(objects),
-        guests: Arc::new(mote_confine::ConfinedPool::start("test-guests", 1, None, relay.clone()).unwrap()),
+        guests: Arc::new(
+            mote_confine::ConfinedPool::start("test-guests", 1, None, relay.clone()).unwrap(),
+        ),
         relay,
     };
     let mut workers = Vec::new();

@@ -187,9 +187,7 @@ impl Ledger {
                 "function quarantined: its calls keep running past their budget"
             );
         }
-        let expected = self
-            .run_times
-            .complete(function.key(), processing, arrived);
+        let expected = self.run_times.complete(function.key(), processing, arrived);
         function.set_expected(expected);
     }
 }

@@ -165,7 +165,7 @@ impl NodeMetrics {
         );
         registry.register(
             "executors_busy",
-            "Executors running a call",
+            "Cores held by a running call (or its teardown), on an executor or where the call was read",
             busy_executors.clone(),
         );
         registry.register(
@@ -220,7 +220,7 @@ impl NodeMetrics {
         );
         registry.register(
             "inline_calls",
-            "Calls run on the thread that received them, on an idle core, without queueing (--inline-below-us)",
+            "Calls run on the thread that read them, on a free core, without queueing (--inline)",
             inline_calls.clone(),
         );
         registry.register(

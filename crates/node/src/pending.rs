@@ -482,7 +482,7 @@ mod tests {
                 })
                 .collect();
             senders.into_iter().for_each(|s| s.join().unwrap());
-            while q.len() > 0 {
+            while !q.is_empty() {
                 std::thread::sleep(Duration::from_millis(1));
             }
             q.shut_down();

@@ -305,8 +305,9 @@ impl Registry {
     ) -> Result<Code, InvokeError> {
         let (residency, function) = (self.residency.clone(), function.clone());
         // Started on `io`, by the relay's thread: `spawn_blocking` starts a thread.
-        let load =
-            async move { tokio::task::spawn_blocking(move || load(&residency, &function, arrival)).await };
+        let load = async move {
+            tokio::task::spawn_blocking(move || load(&residency, &function, arrival)).await
+        };
         let lost = |e: &dyn std::fmt::Display| {
             InvokeError::Internal(format!("the code loader failed: {e}"))
         };

@@ -23,7 +23,7 @@
 //! the process's panic hook stays quiet about it ([`quiet_panics`]).
 
 use crate::activity::ExecutorActivity;
-use crate::cores::{CoreGate, Cores, OnCore, Seat};
+use crate::cores::{CoreGate, Cores, OnCore, Seat, Tally};
 use crate::error::InvokeError;
 use crate::executor::{ParkPreemption, PreemptConfig};
 use crate::ledger::{Ledger, Reply};
@@ -37,7 +37,6 @@ use mote_sched::RankBasis;
 use std::cell::Cell;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// What runs calls on cores: the runtime, where calls are settled and counted, and the cores.
@@ -86,35 +85,6 @@ pub(crate) enum Ran {
     Answered(Option<OnCore>),
     /// It must run again on an executor, untouched (see the module's doc).
     Elsewhere,
-}
-
-/// Where a call's preemption or gate notes which core it runs on and how long it was
-/// suspended, for the run function to read as the call settles.
-#[derive(Default)]
-pub(crate) struct Tally {
-    core: AtomicUsize,
-    suspended_ns: AtomicU64,
-}
-
-impl Tally {
-    /// The call runs on `core` from now.
-    pub(crate) fn on_core(&self, core: usize) {
-        self.core.store(core, Ordering::Relaxed);
-    }
-
-    /// The call was suspended for `d` more.
-    pub(crate) fn suspended(&self, d: Duration) {
-        self.suspended_ns
-            .fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
-    }
-
-    fn core(&self) -> usize {
-        self.core.load(Ordering::Relaxed)
-    }
-
-    fn suspended_for(&self) -> Duration {
-        Duration::from_nanos(self.suspended_ns.load(Ordering::Relaxed))
-    }
 }
 
 impl Runner {
@@ -275,11 +245,15 @@ impl Runner {
             }
             Entry::Reader { on } => {
                 let key = function.key();
-                let mut gate = CoreGate::new(&self.cores, on, key, arrival, started, quantum, tally);
+                let mut gate =
+                    CoreGate::new(&self.cores, on, key, arrival, started, quantum, tally);
                 let call = self
                     .runtime
                     .call_async(runtime_call, &mut gate, None, &mut ran);
-                (Quiet::new(AssertUnwindSafe(call)).catch_unwind().await, None)
+                (
+                    Quiet::new(AssertUnwindSafe(call)).catch_unwind().await,
+                    None,
+                )
             }
             Entry::Gated { gate, io } => {
                 let call = self

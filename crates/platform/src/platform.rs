@@ -299,7 +299,19 @@ impl Platform {
             dashboard: ui_addr.map(|ui| DashboardAt::new(ui, addr, tls.is_some())),
         };
         let (closing, closed) = watch::channel(false);
-        let servers = tokio::spawn(serve(listener, ui_listener, tls, api, closed));
+        // Serving once this returns: "mote is up" means the readers take connections.
+        let listener = listener.into_std().map_err(|source| PlatformError::Serve {
+            what: "API",
+            source,
+        })?;
+        let readers =
+            mote_gateway::serve(listener, tls.clone(), api.clone()).map_err(|source| {
+                PlatformError::Serve {
+                    what: "API",
+                    source,
+                }
+            })?;
+        let servers = tokio::spawn(serve(readers, ui_listener, tls, api, closed));
         let serving = Serving {
             scheme,
             api: addr,
@@ -426,10 +438,10 @@ impl Platform {
     }
 }
 
-/// Serves the API on `listener` and the dashboard on `ui` until `closed` says so, then lets
+/// Serves the API on `readers` and the dashboard on `ui` until `closed` says so, then lets
 /// their open requests finish.
 async fn serve(
-    listener: TcpListener,
+    readers: mote_gateway::Readers,
     ui: Option<TcpListener>,
     tls: Option<Arc<mote_tls::ServerConfig>>,
     api: mote_gateway::Api,
@@ -439,11 +451,7 @@ async fn serve(
         // An error means the platform is gone: stop too.
         let _ = closed.wait_for(|closed| *closed).await;
     };
-    let listener = listener.into_std().map_err(|source| PlatformError::Serve {
-        what: "API",
-        source,
-    })?;
-    let server = mote_gateway::serve(listener, tls.clone(), api.clone(), until(closed.clone()));
+    let server = readers.serve_until(until(closed.clone()));
     let server = async {
         server.await.map_err(|source| PlatformError::Serve {
             what: "API",

@@ -174,9 +174,12 @@ impl Runtime {
                 }
                 return Ok(UpdateDeadline::Continue(1));
             }
+            // A yield that waits its turn behind the runtime's I/O: a plain wake-up would run
+            // the call again at once, and a runtime that always has it to run looks at its
+            // sockets only every few dozen polls (tokio's `event_interval`).
             Ok(match state.preempted(now) {
                 Some(wait) => UpdateDeadline::YieldCustom(1, wait),
-                None => UpdateDeadline::Yield(1),
+                None => UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now())),
             })
         });
         Some(running)

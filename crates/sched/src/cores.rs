@@ -68,7 +68,11 @@ impl CoreSet {
         let words = (0..count.div_ceil(WORD))
             .map(|w| {
                 let bits = (count - w * WORD).min(WORD);
-                AtomicU64::new(if bits == WORD { u64::MAX } else { (1 << bits) - 1 })
+                AtomicU64::new(if bits == WORD {
+                    u64::MAX
+                } else {
+                    (1 << bits) - 1
+                })
             })
             .collect();
         Self { words, count }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 /// A job module whose driver declares one partitioned dataset, `blocks`, and one compute stage
 /// (function 1) over it; `task` is the body of `mote_job_task(func, index)`, which answers 0.
-pub(super) fn compute_job(task: &str) -> Vec<u8> {
+pub(crate) fn compute_job(task: &str) -> Vec<u8> {
     wasm(&format!(
         r#"(module
             (import "mote_job" "dataset" (func $dataset (param i32 i32 i32) (result i32)))
@@ -29,7 +29,12 @@ pub(super) fn compute_job(task: &str) -> Vec<u8> {
 /// A job module whose driver is `driver`, with the `mote_job` imports it may call, and whose
 /// task does nothing.
 fn driver_job(driver: &str) -> Vec<u8> {
-    wasm(&format!(
+    wasm(&driver_job_wat(driver, ""))
+}
+
+/// The text of [`driver_job`]'s module, with `extra` among its functions.
+pub(crate) fn driver_job_wat(driver: &str, extra: &str) -> String {
+    format!(
         r#"(module
             (import "mote_job" "dataset" (func $dataset (param i32 i32 i32) (result i32)))
             (import "mote_job" "compute" (func $compute (param i32 i32 i32 i32 i32)))
@@ -42,8 +47,9 @@ fn driver_job(driver: &str) -> Vec<u8> {
             (data (i32.const 32) "input")
             (data (i32.const 48) "output")
             (func (export "mote_job_driver") {driver})
+            {extra}
             (func (export "mote_job_task") (param i32 i32) (result i32) i32.const 0))"#
-    ))
+    )
 }
 
 /// Asserts `hello` still answers.

@@ -14,6 +14,8 @@ mod nodes;
 mod recovery;
 mod reference;
 
+pub(crate) use failures::{compute_job, driver_job_wat};
+
 use crate::platform::{Platform, try_wait};
 use mote_api::{JobState, JobStatus, RunRequest, WorkerChoice};
 use std::path::{Path, PathBuf};

@@ -54,11 +54,14 @@ fn a_confined_thread_completes_a_relayed_wait_on_a_runtime_with_io() {
         tx.send(7).unwrap();
     });
     let asked = Instant::now();
-    let got = runtime.block_on(async {
-        tokio::time::timeout(Duration::from_secs(5), relay.relayed(rx)).await
-    });
+    let got = runtime
+        .block_on(async { tokio::time::timeout(Duration::from_secs(5), relay.relayed(rx)).await });
     assert_eq!(got.unwrap().unwrap(), 7);
-    assert!(asked.elapsed() < Duration::from_secs(1), "{:?}", asked.elapsed());
+    assert!(
+        asked.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        asked.elapsed()
+    );
     sender.join().expect("the confined sender panicked");
 }
 
@@ -74,13 +77,16 @@ fn without_the_relay_a_confined_thread_cannot_wake_a_runtime_with_io() {
         let _ = tx.send(7);
     });
     let asked = Instant::now();
-    let got = runtime.block_on(async {
-        tokio::time::timeout(Duration::from_millis(600), rx).await
-    });
+    let got =
+        runtime.block_on(async { tokio::time::timeout(Duration::from_millis(600), rx).await });
     assert!(sender.join().is_err(), "the confined wake-up did not fail");
     // The value was there, but only the timer woke the task to see it.
     assert_eq!(got.unwrap().unwrap(), 7);
-    assert!(asked.elapsed() >= Duration::from_millis(500), "{:?}", asked.elapsed());
+    assert!(
+        asked.elapsed() >= Duration::from_millis(500),
+        "{:?}",
+        asked.elapsed()
+    );
 }
 
 #[test]
@@ -120,9 +126,15 @@ fn a_relayed_future_is_woken_once_per_burst() {
     for _ in 0..1000 {
         waker.wake_by_ref();
     }
-    assert!(relay.shared.jobs.len() <= 1, "{} jobs", relay.shared.jobs.len());
+    assert!(
+        relay.shared.jobs.len() <= 1,
+        "{} jobs",
+        relay.shared.jobs.len()
+    );
     notify.notify_one();
     runtime.block_on(async {
-        tokio::time::timeout(Duration::from_secs(5), wait).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), wait)
+            .await
+            .unwrap();
     });
 }

@@ -4,8 +4,8 @@
 //! message, restore it) is answered to whoever asked.
 
 use crate::input::InputError;
-use mote_jobs::{PartitionKey, WorkerId};
 use mote_confine::ConfineError;
+use mote_jobs::{PartitionKey, WorkerId};
 use mote_objects::ObjectError;
 use mote_runtime::JobError;
 

@@ -129,7 +129,12 @@ impl Worker {
     /// them are confined.
     pub fn start_io(self: &Arc<Self>, io: WorkerIo, env: &WorkerEnv) {
         let outbox = env.relay.clone();
-        drain_outbox(Arc::downgrade(self), io.outbox, env.transport.clone(), &outbox);
+        drain_outbox(
+            Arc::downgrade(self),
+            io.outbox,
+            env.transport.clone(),
+            &outbox,
+        );
         serve_io(Arc::downgrade(self), io.io, env.objects.clone(), &env.relay);
     }
 

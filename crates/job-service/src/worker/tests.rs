@@ -99,7 +99,9 @@ fn worker(runtime: &tokio::runtime::Runtime) -> Arc<Worker> {
         },
         transport: Arc::new(Reports::default()),
         objects: None,
-        guests: Arc::new(mote_confine::ConfinedPool::start("test-guests", 1, None, relay.clone()).unwrap()),
+        guests: Arc::new(
+            mote_confine::ConfinedPool::start("test-guests", 1, None, relay.clone()).unwrap(),
+        ),
         relay,
     };
     let code = JobCode {

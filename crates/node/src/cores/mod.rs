@@ -40,8 +40,8 @@ use mote_runtime::{CallInFlight, JobCores};
 use mote_sched::{CoreSet, FunctionKey, RankBasis, Waiting};
 use parking_lot::Mutex;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 /// What waits for a core.
 pub(crate) enum Work {
@@ -449,6 +449,35 @@ impl Cores {
                 Work::Resume(Resumption::Thread { .. }) => {}
             }
         }
+    }
+}
+
+/// Where a call's preemption or gate notes which core it runs on and how long it was
+/// suspended, for the run function to read as the call settles.
+#[derive(Default)]
+pub(crate) struct Tally {
+    core: AtomicUsize,
+    suspended_ns: AtomicU64,
+}
+
+impl Tally {
+    /// The call runs on `core` from now.
+    pub(crate) fn on_core(&self, core: usize) {
+        self.core.store(core, Ordering::Relaxed);
+    }
+
+    /// The call was suspended for `d` more.
+    pub(crate) fn suspended(&self, d: Duration) {
+        self.suspended_ns
+            .fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn core(&self) -> usize {
+        self.core.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn suspended_for(&self) -> Duration {
+        Duration::from_nanos(self.suspended_ns.load(Ordering::Relaxed))
     }
 }
 

@@ -36,10 +36,12 @@ fn a_released_core_goes_to_the_task_that_waits_for_it_and_no_further() {
     cores
         .queue_resumption(1, Instant::now(), Resumption::Task(waiter.clone()))
         .ok()
-            .unwrap();
+        .unwrap();
     assert!(waiter.take().is_none(), "the core is still held");
     cores.release(on);
-    let (on, _) = waiter.take().expect("the released core went to the waiting task");
+    let (on, _) = waiter
+        .take()
+        .expect("the released core went to the waiting task");
     assert!(cores.take_if_idle().is_none(), "the task holds it now");
     cores.release(on);
     assert!(cores.take_if_idle().is_some(), "free again");
@@ -73,7 +75,9 @@ async fn a_gated_call_holds_its_core_only_while_it_is_polled_and_ready_to_run() 
     // Waiting on its channel, the call gives the only core back...
     assert!(poll_once(&mut call).is_pending());
     // ...which another call takes meanwhile.
-    let other = cores.take_if_idle().expect("the core was free while the call waited");
+    let other = cores
+        .take_if_idle()
+        .expect("the core was free while the call waited");
     tx.send(41).unwrap();
     // Woken, it queues for the core again and runs once the other gives it back.
     assert!(poll_once(&mut call).is_pending());
@@ -83,5 +87,8 @@ async fn a_gated_call_holds_its_core_only_while_it_is_polled_and_ready_to_run() 
         Poll::Ready(v) => assert_eq!(v, 42),
         Poll::Pending => panic!("the call did not run once the core was free"),
     }
-    assert!(cores.take_if_idle().is_some(), "the finished call holds nothing");
+    assert!(
+        cores.take_if_idle().is_some(),
+        "the finished call holds nothing"
+    );
 }

@@ -7,8 +7,7 @@
 //! hands it the core and wakes the task through the relay, since that thread may be confined
 //! (an executor, or another reader).
 
-use super::{Cores, OnCore, Resumption};
-use crate::run::Tally;
+use super::{Cores, OnCore, Resumption, Tally};
 use mote_runtime::{GateFuture, PhaseGate};
 use mote_sched::{FunctionKey, RankBasis, should_yield};
 use parking_lot::Mutex;
@@ -229,7 +228,10 @@ impl<'a> CoreGate<'a> {
         if now.saturating_duration_since(self.started) < quantum {
             return None;
         }
-        let basis = self.cores.pending().basis_now(self.function, self.arrival)?;
+        let basis = self
+            .cores
+            .pending()
+            .basis_now(self.function, self.arrival)?;
         let running = Running {
             basis,
             attained: Duration::ZERO,
@@ -288,7 +290,8 @@ impl PhaseGate for CoreGate<'_> {
                 .running
                 .map_or((None, 0), |r| (Some(r.basis), r.attained.as_nanos() as u64));
             let since = Instant::now();
-            let got = queue_for_core(self.cores, self.function, self.arrival, basis, attained).await;
+            let got =
+                queue_for_core(self.cores, self.function, self.arrival, basis, attained).await;
             if let Some((on, at)) = got {
                 self.tally.on_core(on.index());
                 self.tally.suspended(at.saturating_duration_since(since));
@@ -307,7 +310,12 @@ impl PhaseGate for CoreGate<'_> {
         let attained = (running.attained + slice).as_nanos() as u64;
         let rank = running.basis.rank(attained);
         let quantum = self.quantum?.as_nanos() as u64;
-        if !should_yield(rank, self.cores.best_rank(), slice.as_nanos() as u64, quantum) {
+        if !should_yield(
+            rank,
+            self.cores.best_rank(),
+            slice.as_nanos() as u64,
+            quantum,
+        ) {
             return None;
         }
         let on = self.on.take()?;

@@ -24,8 +24,7 @@
 //!   becomes a spare;
 //! - when the node stops, suspended calls run to their end without a core.
 
-use crate::cores::{Cores, OnCore, Resumption, Seat, Woken};
-use crate::run::Tally;
+use crate::cores::{Cores, OnCore, Resumption, Seat, Tally, Woken};
 use mote_runtime::{Preemption, Resumed};
 use mote_sched::{RankBasis, should_yield};
 use std::cell::Cell;
@@ -139,7 +138,12 @@ impl Preemption for ParkPreemption<'_> {
         let attained = (call.attained + slice).as_nanos() as u64;
         let rank = call.basis.rank(attained);
         let quantum = self.quantum.as_nanos() as u64;
-        if !should_yield(rank, self.cores.best_rank(), slice.as_nanos() as u64, quantum) {
+        if !should_yield(
+            rank,
+            self.cores.best_rank(),
+            slice.as_nanos() as u64,
+            quantum,
+        ) {
             return Resumed::Running;
         }
         let Some(on) = self.on.take() else {

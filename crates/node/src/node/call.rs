@@ -86,7 +86,10 @@ impl std::future::Future for PendingCall {
         let reply = &mut this.reply;
         woken
             .poll(cx, |cx| std::pin::Pin::new(reply).poll(cx))
-            .map(|r| r.map(|reply| complete(this.cold_start, reply)).map_err(|_| dropped()))
+            .map(|r| {
+                r.map(|reply| complete(this.cold_start, reply))
+                    .map_err(|_| dropped())
+            })
     }
 }
 
@@ -136,7 +139,10 @@ impl Node {
         let arrival = Instant::now();
         let function = self.lookup(name)?;
         let code = self.code(&function, arrival).await?;
-        if let Some(reply) = self.run_here(reader, &function, &code, &input, arrival).await {
+        if let Some(reply) = self
+            .run_here(reader, &function, &code, &input, arrival)
+            .await
+        {
             return Ok(complete(code.cold_start, reply));
         }
         let reply = self.queue(function, code, input, arrival, movable)?.await?;
@@ -185,7 +191,7 @@ impl Node {
     /// there is none. The request holds a core only while its guest computes. A component that
     /// is not resident is loaded first on the I/O runtime (a cold start).
     pub async fn serve_http<B>(
-        self: &Arc<Self>,
+        &self,
         reader: &Reader,
         name: &str,
         request: http::Request<B>,
@@ -206,7 +212,9 @@ impl Node {
             ));
         }
         let _ = reader;
-        crate::component::serve(self, function, code, request, arrival).await
+        self.components
+            .serve(function, code, request, arrival)
+            .await
     }
 
     /// The code of `function`, resident or loaded for a call that arrived at `arrival` (a cold

@@ -87,7 +87,10 @@ impl Node {
                     self.forget(&old);
                 }
                 if self.registry.has_room()
-                    && let Err(e) = self.registry.load_aside(&adopted, Instant::now(), &self.relay, &self.io).await
+                    && let Err(e) = self
+                        .registry
+                        .load_aside(&adopted, Instant::now(), &self.relay, &self.io)
+                        .await
                 {
                     tracing::warn!(function = name, error = %e, "cannot load an adopted function yet; its first call tries again");
                 }

@@ -23,7 +23,11 @@ fn spin(iterations: u32) -> Vec<u8> {
 
 async fn node_with(dir: &std::path::Path, config: ExecutorsConfig) -> Arc<Node> {
     let node = Node::start_embedded(dir, config).await.unwrap();
-    for (name, iterations) in [("slow", 300_000_000), ("short", 200_000)] {
+    for (name, iterations) in [
+        ("slow", 300_000_000),
+        ("slower", 2_000_000_000),
+        ("short", 200_000),
+    ] {
         let wasm = Bytes::from(spin(iterations));
         node.deploy(FunctionName::new(name).unwrap(), wasm, Limits::default())
             .await
@@ -118,22 +122,36 @@ async fn arrival_order_hands_nothing_over() {
 
 /// Two cores run a stream of calls while another thread keeps handing waiting ones over: every
 /// call gets one answer, and the calls that ran here are exactly those answered with a result.
+/// Both paths are taken by construction: the calls queue behind two slower ones, a hundred move
+/// before those end, and the calls that may not move run here; the hand-overs then race the
+/// executors for the rest.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_is_answered_once_whether_it_ran_or_moved() {
     let dir = tempfile::tempdir().unwrap();
-    let node = node_with(dir.path(), ExecutorsConfig::new(2)).await;
+    // Without preemption, so the calls wait behind the slower ones until those end.
+    let config = ExecutorsConfig {
+        preempt: None,
+        ..ExecutorsConfig::new(2)
+    };
+    let node = node_with(dir.path(), config).await;
+    let slow = [false, false].map(|movable| spawn_call(&node, "slower", movable));
+    until("both cores busy", || node.busy_executors() == 2).await;
     let calls: Vec<_> = (0..300)
         .map(|i| {
             let movable = i % 5 != 0;
             (movable, spawn_call(&node, "short", movable))
         })
         .collect();
+    until("every call queued", || node.queued() == 300).await;
+    let to: Arc<str> = Arc::from("n2");
+    let first = node.hand_over(100, Duration::ZERO, &to);
+    assert_eq!(first, 100, "a hundred of the 240 movable calls moved");
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mover = std::thread::spawn({
         let (node, done) = (node.clone(), done.clone());
         move || {
             let to: Arc<str> = Arc::from("n2");
-            let mut moved = 0;
+            let mut moved = first;
             while !done.load(std::sync::atomic::Ordering::Acquire) {
                 moved += node.hand_over(3, Duration::ZERO, &to);
                 std::thread::sleep(Duration::from_micros(200));
@@ -158,10 +176,13 @@ async fn a_call_is_answered_once_whether_it_ran_or_moved() {
         moved,
         "each moved call was answered once"
     );
+    for call in slow {
+        call.await.unwrap().unwrap().result.unwrap();
+    }
     assert_eq!(ran as usize + moved, 300);
     assert_eq!(ok_calls(&node, "short"), ran, "no moved call ran here");
     assert!(
-        moved > 0 && ran > 60,
+        moved >= 100 && ran >= 60,
         "ran {ran}, moved {moved}: both paths were taken"
     );
 }

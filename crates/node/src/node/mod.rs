@@ -25,6 +25,7 @@ pub use call::PendingCall;
 pub use control::Followed;
 pub use status::NodeLoad;
 
+use crate::component::Components;
 use crate::config::NodeConfig;
 use crate::cores::{Cores, Work};
 use crate::error::DeployError;
@@ -47,24 +48,23 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub struct Node {
     registry: Registry,
     /// The cores, and the work waiting for them with the functions' run-time histories.
-    pub(crate) cores: Arc<Cores>,
-    pub(crate) runner: Arc<Runner>,
+    cores: Arc<Cores>,
+    runner: Arc<Runner>,
     executors: Executors,
-    pub(crate) microtasks: Microtasks,
+    microtasks: Microtasks,
     /// Where components' outbound requests may go: its ceiling also bounds deploys.
     egress: Arc<Egress>,
     metrics: Arc<NodeMetrics>,
     logs: Arc<FunctionLogs>,
     /// The cores as calls and jobs' tasks take them: every call counts in while in flight.
-    pub(crate) job_cores: Arc<JobCores>,
+    job_cores: Arc<JobCores>,
     /// Wakes and spawns for the confined threads.
-    pub(crate) relay: Arc<Relay>,
+    relay: Arc<Relay>,
     /// The runtime the node was started on: cold loads and components' outbound requests run
     /// there.
     io: tokio::runtime::Handle,
-    /// Requests to components in flight, at most `MicrotaskConfig::max_alive` (each holds an
-    /// instance).
-    pub(crate) components: Arc<tokio::sync::Semaphore>,
+    /// What requests to components are served with.
+    components: Arc<Components>,
 }
 
 /// A thread that reads requests and may run their calls where it read them: made by
@@ -165,7 +165,9 @@ impl Node {
         let ledger = Arc::new(Ledger::new(pending.clone()));
         let egress = Arc::new(Egress::new(config.outbound_ceiling));
         let job_cores = Arc::new(JobCores::new(executors_config.cores, config.job_share));
-        metrics.executors.set(executors_config.slots() as i64);
+        metrics
+            .executors
+            .set(Executors::threads_for(executors_config) as i64);
         metrics.set_policy(executors_config.policy);
         let cores = Arc::new(Cores::new(
             executors_config.slots(),
@@ -182,7 +184,7 @@ impl Node {
             cores.clone(),
             preempt,
         ));
-        let components = Arc::new(tokio::sync::Semaphore::new(config.microtasks.max_alive));
+        let slots = Arc::new(tokio::sync::Semaphore::new(config.microtasks.max_alive));
         let microtasks = Microtasks::start(
             runner.clone(),
             executors_config,
@@ -190,6 +192,14 @@ impl Node {
             egress.clone(),
             relay.clone(),
         )?;
+        let components = Arc::new(Components {
+            cores: cores.clone(),
+            runner: runner.clone(),
+            relay: relay.clone(),
+            job_cores: job_cores.clone(),
+            slots,
+            host: microtasks.host_io().clone(),
+        });
         let executors = Executors::start(runner.clone(), cores.clone(), config.executors)?;
         Ok(Self {
             registry,

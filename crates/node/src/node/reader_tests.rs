@@ -108,9 +108,11 @@ fn a_busy_core_is_never_taken() {
     while node.metrics.busy_executors.get() == 0 {
         std::thread::sleep(Duration::from_millis(1));
     }
-    let reply = on_reader(node.clone(), async |node, reader| here(node, reader, 0).await)
-        .join()
-        .unwrap();
+    let reply = on_reader(node.clone(), async |node, reader| {
+        here(node, reader, 0).await
+    })
+    .join()
+    .unwrap();
     assert!(
         reply.queued > Duration::from_millis(100),
         "it ran after {:?}, beside the long call",
@@ -209,7 +211,11 @@ fn a_guest_that_calls_wasi_on_a_reader_runs_on_an_executor() {
     assert_eq!(inline(&node), 0, "WASI cannot run on a reader");
     assert!(!node.registry.get("writer").unwrap().runs_on_readers());
     let outcomes = node.registry.get("writer").unwrap().outcomes();
-    assert_eq!(outcomes.iter().sum::<u64>(), 3, "each call ran once: {outcomes:?}");
+    assert_eq!(
+        outcomes.iter().sum::<u64>(),
+        3,
+        "each call ran once: {outcomes:?}"
+    );
 }
 
 /// A call that started on a reader and runs long gives its core to a shorter one that waits,
@@ -261,7 +267,11 @@ fn a_call_on_a_reader_is_preempted_for_a_better_one() {
         "the short call ended after the long one ({:?} in)",
         short_done - started
     );
-    assert!(short.queued < Duration::from_millis(50), "{:?}", short.queued);
+    assert!(
+        short.queued < Duration::from_millis(50),
+        "{:?}",
+        short.queued
+    );
     assert_eq!(long.result.unwrap(), alone.result.unwrap());
     assert!(node.schedule().preempt.unwrap().preemptions >= 1);
 }

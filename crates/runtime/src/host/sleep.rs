@@ -128,9 +128,8 @@ fn clock_deadlines(
                 return None;
             }
             let timeout = Duration::from_nanos(u64_at(TIMEOUT_OFFSET));
-            let absolute = u16::from_le_bytes([bytes[FLAGS_OFFSET], bytes[FLAGS_OFFSET + 1]])
-                & ABSTIME
-                != 0;
+            let absolute =
+                u16::from_le_bytes([bytes[FLAGS_OFFSET], bytes[FLAGS_OFFSET + 1]]) & ABSTIME != 0;
             let due = match (u32_at(CLOCK_ID_OFFSET), absolute) {
                 (MONOTONIC | REALTIME, false) => now.checked_add(timeout)?,
                 (REALTIME, true) => {
@@ -149,7 +148,11 @@ fn clock_deadlines(
 
 /// Sleeps until the earliest of `wakes`, or until `deadline` if that comes first (then false).
 fn sleep_until(wakes: &[Wake], deadline: Instant) -> bool {
-    let earliest = wakes.iter().map(|w| w.at).min().unwrap_or_else(Instant::now);
+    let earliest = wakes
+        .iter()
+        .map(|w| w.at)
+        .min()
+        .unwrap_or_else(Instant::now);
     let until = earliest.min(deadline);
     if let Some(left) = until.checked_duration_since(Instant::now()) {
         std::thread::sleep(left);

@@ -67,6 +67,11 @@ impl JobEngine {
         }
         let module = Module::from_binary(&self.engine, wasm)
             .map_err(|e| CompileError::Invalid(format!("{e:#}")))?;
+        // Build the copy-on-write memory image (a memfd) here, where the module is compiled:
+        // the driver and the tasks run on confined threads, which may not create files.
+        module
+            .initialize_copy_on_write_image()
+            .map_err(|e| CompileError::Link(format!("cannot build the memory image: {e:#}")))?;
         let pre = self
             .linker
             .instantiate_pre(&module)

@@ -1,6 +1,10 @@
 //! The hand-off protocol: plain cases, a stress run on real threads, and (under `--cfg loom`,
 //! `scripts/test` runs it) every interleaving of a small model.
 
+// The model runs on loom's `Mutex`, a stand-in for std's; parking_lot's has no loom twin, and
+// this crate takes no lock outside its tests.
+#![allow(clippy::disallowed_types)]
+
 use super::*;
 
 #[cfg(loom)]
@@ -85,7 +89,11 @@ mod plain {
         assert_eq!(cores.release(held, &queue), Some((held, 7)));
         assert_eq!(cores.release(held, &queue), None);
         queue.push(8);
-        assert_eq!(cores.take_if_idle(&queue), None, "a call waits: it goes first");
+        assert_eq!(
+            cores.take_if_idle(&queue),
+            None,
+            "a call waits: it goes first"
+        );
         assert_eq!(cores.dispatch(&queue), Some((held, 8)));
     }
 

@@ -1,8 +1,8 @@
 //! The microtask host functions, through whole calls on a runtime: phases and waits through
 //! the gate, object calls on a directory, budgets over waits, logs of stopped calls.
 
-use crate::HostIo;
 use super::*;
+use crate::HostIo;
 use crate::error::CallError;
 use crate::gate::{GateFuture, PhaseGate};
 use crate::{Call, Runtime, RuntimeConfig};
@@ -105,10 +105,9 @@ async fn run(s: &Setup, wasm: &[u8], limits: Limits) -> (Result<Vec<u8>, CallErr
         started: Instant::now(),
         input: b"",
     };
-    let (result, _log) = s
-        .rt
-        .call_async(call, &mut gate, Some(s.io.clone()), |r, log| (r, log))
-        .await;
+    let (result, _log) =
+        s.rt.call_async(call, &mut gate, Some(s.io.clone()), |r, log| (r, log))
+            .await;
     let result = result.map(|o| o.body);
     let events = events.lock().clone();
     (result, events)
