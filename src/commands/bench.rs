@@ -62,6 +62,10 @@ pub enum BenchCommand {
     /// the ratios and the floor (docs/benchmarks/http.md). Writes results.json and
     /// report.md.
     Http(HttpArgs),
+    /// A call that turns long where it was read, on `mote up --cores 1`: `hello`'s response
+    /// times beside it, with `--preempt on` and, as the baseline, `off`, side by side in each
+    /// round (docs/benchmarks/http.md). Writes results.json and report.md.
+    Preempt(PreemptArgs),
     /// The process baseline's worker: answers requests on stdin (used by `bench micro`).
     #[command(hide = true)]
     ProcessWorker {
@@ -393,6 +397,7 @@ fn run_bench(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Cluster(args) => cluster::run(args),
         BenchCommand::Jobs(args) => run_jobs(args),
         BenchCommand::Http(args) => run_http(args),
+        BenchCommand::Preempt(args) => run_preempt(args),
         BenchCommand::ProcessWorker { once } => Ok(micro::process_worker(once)?),
     }
 }
@@ -491,6 +496,43 @@ fn run_http(args: HttpArgs) -> anyhow::Result<()> {
     let report = http::run(&config, out.path(), &mut progress)?;
     print_report(&report, args.json, |r| r.table())?;
     Ok(report.check()?)
+}
+
+/// Options of `mote bench preempt`.
+#[derive(Args)]
+pub struct PreemptArgs {
+    /// The `mote` binary that serves [default: this one].
+    #[arg(long)]
+    mote: Option<PathBuf>,
+    /// Calls of `hello` beside each long call.
+    #[arg(long, default_value_t = 50)]
+    calls: usize,
+    /// Rounds, each measuring both settings.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Directory for the results [default: a new directory under the system's temp dir].
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+fn run_preempt(args: PreemptArgs) -> anyhow::Result<()> {
+    let mote = match args.mote {
+        Some(mote) => mote,
+        None => std::env::current_exe().context("finding the mote binary")?,
+    };
+    let config = mote_bench::preempt::PreemptBenchConfig {
+        mote,
+        calls: args.calls.max(1),
+        rounds: args.rounds.max(1),
+        budget: Duration::from_secs(4),
+        command: command_line(),
+    };
+    let out = Results::create(args.out, false, "preempt")?;
+    let report = mote_bench::preempt::run(&config, out.path())?;
+    print_report(&report, args.json, |r| r.table())
 }
 
 fn run_call(args: CallArgs) -> anyhow::Result<()> {

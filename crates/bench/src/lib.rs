@@ -21,6 +21,8 @@
 //!   same call sent to its node; the burst sent to one node of two, against one node alone.
 //! - [`jobs`]: the Canary paper's Figures 4 and 8 on `mote up` processes: what scheduling a job's
 //!   task costs, LR iterations against partitions per core and workers, beside Ray, Dask and Spark.
+//! - [`preempt`]: a call that turns long on the reader that read it, on a one-core `mote up`,
+//!   and the response times of short calls beside it, with preemption and without.
 //! - [`http`]: the same `wasi:http` component under `mote up` and under `wasmtime serve`, real
 //!   processes driven by one keep-alive load generator at several concurrencies: requests/s and
 //!   latency percentiles, side by side.
@@ -47,6 +49,7 @@ pub mod jobs;
 pub mod micro;
 mod node_api;
 pub mod plot;
+pub mod preempt;
 pub mod results;
 pub mod sort;
 pub mod stats;
