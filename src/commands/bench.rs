@@ -684,7 +684,10 @@ mod tests {
                 Some(sub.get_name())
             })
             .collect();
-        assert_eq!(with_out, ["burst", "store", "sort", "jobs", "http"]);
+        assert_eq!(
+            with_out,
+            ["burst", "store", "sort", "jobs", "http", "preempt"]
+        );
         let Bench {
             command: BenchCommand::Burst(burst),
         } = Bench::parse_from(["bench", "burst", "--all"])

@@ -112,11 +112,7 @@ pub fn run(config: &PreemptBenchConfig, out: &std::path::Path) -> anyhow::Result
         floor_met,
         runs,
     };
-    std::fs::write(
-        out.join("results.json"),
-        serde_json::to_string_pretty(&report)? + "\n",
-    )?;
-    std::fs::write(out.join("report.md"), report.table())?;
+    crate::results::write_report(out, &report, PreemptReport::table)?;
     Ok(report)
 }
 
@@ -140,7 +136,7 @@ fn measure(
         .context("deploying hello")?;
     api.deploy("turncoat", &TURNCOAT, &budget)
         .context("deploying turncoat")?;
-    let agent = agent();
+    let agent = crate::http::agent();
     let call = |name: &str, body: &'static [u8]| -> anyhow::Result<u16> {
         let url = format!("{}/v1/invoke/{name}", server.url());
         Ok(agent.post(&url).send(body)?.status().as_u16())
@@ -197,14 +193,6 @@ static TURNCOAT: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
     )
     .expect("turncoat's WAT parses")
 });
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into()
-}
 
 /// A metric's value from the node's `/metrics`.
 fn metric(server: &Served, agent: &ureq::Agent, name: &str) -> anyhow::Result<u64> {

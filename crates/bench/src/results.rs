@@ -141,6 +141,17 @@ impl Outcome {
     }
 }
 
+/// Writes a report to `out`: all of it as `results.json`, its table for humans as `report.md`.
+pub fn write_report<R: serde::Serialize>(
+    out: &Path,
+    report: &R,
+    table: impl FnOnce(&R) -> String,
+) -> std::io::Result<()> {
+    let json = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
+    std::fs::write(out.join("results.json"), json + "\n")?;
+    std::fs::write(out.join("report.md"), table(report))
+}
+
 /// The 1, 5 and 15-minute load averages, as `/proc/loadavg` gives them.
 pub fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")

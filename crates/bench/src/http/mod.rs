@@ -48,6 +48,7 @@ pub use points::{
     NATIVE_HELLO_FLOOR, Point, Round, System,
 };
 pub use report::{HttpReport, Machine, latency, ratio};
+pub(crate) use servers::agent;
 pub use servers::{WASMTIME_VERSION, wasmtime_optimize, wasmtime_serve_flags};
 
 use crate::results::{cpu_model, load_average};
@@ -245,11 +246,7 @@ pub fn run(
         failed,
         bench_s: started.elapsed().as_secs_f64(),
     };
-    std::fs::write(
-        out.join("results.json"),
-        serde_json::to_string_pretty(&report)? + "\n",
-    )?;
-    std::fs::write(out.join("report.md"), report.table())?;
+    crate::results::write_report(out, &report, HttpReport::table)?;
     Ok(report)
 }
 

@@ -141,7 +141,7 @@ pub(super) fn wasmtime_version(wasmtime: &Path) -> anyhow::Result<String> {
     Ok(version)
 }
 
-fn agent() -> ureq::Agent {
+pub(crate) fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(30)))

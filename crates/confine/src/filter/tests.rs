@@ -6,12 +6,26 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 
-/// Runs `f` on a new thread confined to `role`, and returns what it returned.
+/// Runs `f` on a new thread confined to `role` as `mote up` confines it (a reader: its async
+/// runtime built first, and its filter allowing that runtime's eventfd), and returns what it
+/// returned.
 fn confined<R: Send + 'static>(role: Role, f: impl FnOnce() -> R + Send + 'static) -> R {
-    let filter = Filter::new(role).expect("compiling the filter");
     std::thread::spawn(move || {
-        filter.confine_this_thread().expect("installing the filter");
-        f()
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let filter = match role {
+            Role::Guest => Filter::new(Role::Guest),
+            Role::Reader => Filter::reader(&crate::own_wakers(&runtime).unwrap()),
+        };
+        filter
+            .expect("compiling the filter")
+            .confine_this_thread()
+            .expect("installing the filter");
+        let answer = f();
+        drop(runtime);
+        answer
     })
     .join()
     .unwrap()

@@ -103,27 +103,14 @@ impl Node {
     /// not resident its code is loaded first on the I/O runtime's blocking pool (a cold
     /// start), never on the caller's own thread.
     pub async fn invoke_traced(&self, name: &str, input: Bytes) -> Result<Reply, InvokeError> {
-        self.invoke_queued(name, input, false).await
+        self.call(None, name, input, false).await
     }
 
     /// Like [`Node::invoke_traced`] for a caller that can forward the call: until it starts, the
     /// call may be handed to another node ([`Node::hand_over`]), and then this resolves to
     /// [`InvokeError::Moved`] naming that node, and the call did not run here.
     pub async fn invoke_movable(&self, name: &str, input: Bytes) -> Result<Reply, InvokeError> {
-        let reply = self.invoke_queued(name, input, true).await?;
-        moved(reply)
-    }
-
-    async fn invoke_queued(
-        &self,
-        name: &str,
-        input: Bytes,
-        movable: bool,
-    ) -> Result<Reply, InvokeError> {
-        let arrival = Instant::now();
-        let function = self.lookup(name)?;
-        let code = self.code(&function, arrival).await?;
-        self.queue(function, code, input, arrival, movable)?.await
+        self.call(None, name, input, true).await
     }
 
     /// Runs `name` with `input` for `reader`, the thread that read the request: right there
@@ -136,12 +123,24 @@ impl Node {
         input: Bytes,
         movable: bool,
     ) -> Result<Reply, InvokeError> {
+        self.call(Some(reader), name, input, movable).await
+    }
+
+    /// A call of `name` with `input`: on `reader` if it may run there, else queued.
+    async fn call(
+        &self,
+        reader: Option<&Reader>,
+        name: &str,
+        input: Bytes,
+        movable: bool,
+    ) -> Result<Reply, InvokeError> {
         let arrival = Instant::now();
         let function = self.lookup(name)?;
         let code = self.code(&function, arrival).await?;
-        if let Some(reply) = self
-            .run_here(reader, &function, &code, &input, arrival)
-            .await
+        if let Some(reader) = reader
+            && let Some(reply) = self
+                .run_here(reader, &function, &code, &input, arrival)
+                .await
         {
             return Ok(complete(code.cold_start, reply));
         }

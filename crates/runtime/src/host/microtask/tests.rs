@@ -108,6 +108,8 @@ async fn run(s: &Setup, wasm: &[u8], limits: Limits) -> (Result<Vec<u8>, CallErr
     let (result, _log) =
         s.rt.call_async(call, &mut gate, Some(s.io.clone()), |r, log| (r, log))
             .await;
+    // The gate was lent for the call: its owner drops it after, which gives back what it held.
+    drop(gate);
     let result = result.map(|o| o.body);
     let events = events.lock().clone();
     (result, events)
