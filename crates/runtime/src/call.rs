@@ -147,10 +147,12 @@ impl Runtime {
     }
 
     /// Checks the call's wall-clock deadline at every epoch tick and stops the guest past it.
-    /// A blocking call may then be suspended by the [`crate::Preemption`] it was lent; with `yield_each_tick` (calls that are futures: microtask calls,
-    /// requests to components) the guest instead yields to other calls at every tick, and waits
-    /// without running if its gate preempted it. The ticker ticks while the answer is held:
-    /// for as long as the guest may run.
+    /// A blocking call may then be suspended by the [`crate::Preemption`] it was lent. With
+    /// `yield_each_tick` (calls that are futures: calls on readers, microtask calls, requests to
+    /// components) the guest instead waits without running if its gate preempted it, and
+    /// otherwise yields to its thread's other tasks at the ticks its gate asks it to
+    /// ([`crate::PhaseGate::yields`]). The ticker ticks while the answer is held: for as long as
+    /// the guest may run.
     pub(crate) fn arm_deadline<T: Deadline + 'static>(
         &self,
         store: &mut Store<T>,
@@ -179,7 +181,10 @@ impl Runtime {
             // sockets only every few dozen polls (tokio's `event_interval`).
             Ok(match state.preempted(now) {
                 Some(wait) => UpdateDeadline::YieldCustom(1, wait),
-                None => UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now())),
+                None if state.yields(now) => {
+                    UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now()))
+                }
+                None => UpdateDeadline::Continue(1),
             })
         });
         Some(running)

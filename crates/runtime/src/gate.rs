@@ -129,6 +129,12 @@ pub trait PhaseGate: Send {
     /// back for a better-ranked phase waiting in the same class, the future the call waits on
     /// (without running) until it may run again.
     fn preempt(&mut self, now: Instant) -> Option<GateFuture<'static>>;
+    /// At an epoch tick at `now` at which the call keeps its share: whether it lets its thread
+    /// run the runtime's other tasks before it goes on (by default at every tick).
+    fn yields(&mut self, now: Instant) -> bool {
+        let _ = now;
+        true
+    }
 }
 
 /// What guests' host I/O runs on: the object storage, the node's side of outbound requests,

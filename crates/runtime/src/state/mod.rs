@@ -35,6 +35,11 @@ pub(crate) trait Deadline {
     fn preempted(&mut self, _now: Instant) -> Option<GateFuture<'static>> {
         None
     }
+    /// At an epoch tick of a call that is a future and keeps its share: whether it lets its
+    /// thread run other tasks first ([`crate::PhaseGate::yields`]).
+    fn yields(&mut self, _now: Instant) -> bool {
+        true
+    }
     /// The preemption a blocking call was lent, if any.
     fn preemption(&self) -> Option<Lent> {
         None
@@ -52,6 +57,10 @@ impl Deadline for CallState {
 
     fn preempted(&mut self, now: Instant) -> Option<GateFuture<'static>> {
         self.microtask.as_mut()?.gate.preempt(now)
+    }
+
+    fn yields(&mut self, now: Instant) -> bool {
+        self.microtask.as_mut().is_none_or(|m| m.gate.yields(now))
     }
 
     fn preemption(&self) -> Option<Lent> {
