@@ -95,7 +95,7 @@ pub use microtask::{ClassSnapshot, MicrotaskConfig, MicrotaskMode, Microtasks};
 /// The share of the cores jobs keep (`NodeConfig::job_share`); the count calls and jobs take
 /// cores from is `mote_runtime::JobCores`.
 pub use mote_runtime::{JobShare, MAX_JOB_SHARE, ShareOutOfRange};
-pub use node::{Followed, Node, NodeLoad, NotAReader, PendingCall, Reader};
+pub use node::{Caller, Followed, Node, NodeLoad, NotAReader, NotConfined, PendingCall, Reader};
 pub use registry::{Deployed, RECORD_PREFIX, Registry};
 pub use resident::ModuleSource;
 pub use schedule::{FunctionSchedule, PreemptSnapshot, ScheduleSnapshot};

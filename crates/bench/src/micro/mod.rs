@@ -2,17 +2,19 @@
 //! latency, throughput) and Figure 2 (throughput against the preemption quantum), with an
 //! in-tree process-isolation baseline measured side by side in the same run.
 //!
-//! - Warm: a synchronous dispatcher thread calls `functions` resident no-op functions at random
-//!   through a node with one executor core; latency runs from the dispatcher's clock reading
-//!   before it queues the call to the moment the guest's entry point is called (a fresh instance
-//!   each time), and separately until the reply is back. As in the paper's benchmark, the
-//!   dispatcher sends a call when the executor is free (its previous instance torn down). The
-//!   same loop without that wait (back to back: each call queued as soon as the previous reply
-//!   is in, so it waits out the previous teardown) is measured beside it, and so are the
+//! - Warm: a synchronous dispatcher thread, confined to run guest code as the node's own
+//!   threads are, calls `functions` resident no-op functions at random through a node with one
+//!   core ([`Node::invoke_on`]: the call runs on the dispatcher's thread when the core is free
+//!   and nothing waits, as a call runs on the thread that read it); latency runs from the
+//!   dispatcher's clock reading before it makes the call to the moment the guest's entry point
+//!   is called (a fresh instance each time), and separately until the reply is back. As in the
+//!   paper's benchmark, the dispatcher sends a call when the core is free (its previous
+//!   instance torn down). The same loop without that wait (back to back: each call made as soon
+//!   as the previous reply is in) is measured beside it, and so are the
 //!   Fair-Choice policy's ranked queue (a heap behind a mutex, against the lock-free queue of
 //!   arrival order) and the runtime alone (instance and call on the caller's thread, no
 //!   dispatch).
-//! - Throughput: the same dispatcher keeps a window of calls queued on the one executor core.
+//! - Throughput: the same dispatcher's calls, one after another, on the one core.
 //! - Cold: `cold_functions` distinct functions are deployed under a resident budget that holds
 //!   few of them; calls in least-recently-called order each load their compiled artefact (mmap),
 //!   link, queue and instantiate. Only calls the node reports as cold are counted. The same
@@ -32,13 +34,13 @@ use crate::call_path::Latency;
 use crate::stats::median;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
-use mote_node::{ExecutorsConfig, Node, NodeConfig, PendingCall, PreemptConfig};
+use mote_confine::{Filter, Role};
+use mote_node::{Caller, ExecutorsConfig, Node, NodeConfig, PreemptConfig};
 use mote_runtime::{CallError, Runtime, RuntimeConfig, TickerPeriods};
 use mote_sched::Policy;
 use mote_testbed::KilledOnDrop;
 use mote_types::{FunctionName, Limits};
 use serde::Serialize;
-use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::process::{ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
@@ -46,8 +48,6 @@ use std::time::{Duration, Instant};
 
 /// How long the dispatcher polls for a reply before it blocks.
 const REPLY_SPIN: Duration = Duration::from_millis(1);
-/// Calls the throughput dispatcher keeps queued.
-const THROUGHPUT_WINDOW: usize = 64;
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -250,7 +250,7 @@ pub fn run(config: &MicroConfig) -> anyhow::Result<MicroReport> {
         .build()?;
     let dir = tempfile::tempdir()?;
 
-    // Warm, throughput and budgets: one executor core; the dispatcher is this thread. Arrival
+    // Warm, throughput and budgets: one core; the dispatcher is a confined thread. Arrival
     // order (the lock-free queue), named because the library's default is Fair-Choice, which
     // `warm_fair_choice` measures beside it.
     let executors = ExecutorsConfig {
@@ -260,9 +260,20 @@ pub fn run(config: &MicroConfig) -> anyhow::Result<MicroReport> {
     };
     let node = rt.block_on(Node::start_embedded(&dir.path().join("warm"), executors))?;
     let names = rt.block_on(deploy_noops(&node, config.functions, "noop"))?;
-    let (warm_start, warm_round_trip) = warm(&node, &names, config.warm_calls, Dispatch::ToFree)?;
-    let (warm_back_to_back, _) = warm(&node, &names, config.warm_calls, Dispatch::BackToBack)?;
-    let warm_calls_per_s = throughput(&node, &names, config.warm_calls)?;
+    let ((warm_start, warm_round_trip), (warm_back_to_back, _), warm_calls_per_s) =
+        on_confined_thread(&node, |caller| {
+            Ok((
+                warm(&node, caller, &names, config.warm_calls, Dispatch::ToFree)?,
+                warm(
+                    &node,
+                    caller,
+                    &names,
+                    config.warm_calls,
+                    Dispatch::BackToBack,
+                )?,
+                throughput(&node, caller, &names, config.warm_calls)?,
+            ))
+        })?;
     let budget_kill = budget_kills(&rt, &node, config.budget_runs)?;
     drop(node);
 
@@ -273,7 +284,9 @@ pub fn run(config: &MicroConfig) -> anyhow::Result<MicroReport> {
     };
     let node = rt.block_on(Node::start_embedded(&dir.path().join("ranked"), ranked))?;
     let names = rt.block_on(deploy_noops(&node, config.functions, "noop"))?;
-    let (warm_fair_choice, _) = warm(&node, &names, config.warm_calls, Dispatch::ToFree)?;
+    let (warm_fair_choice, _) = on_confined_thread(&node, |caller| {
+        warm(&node, caller, &names, config.warm_calls, Dispatch::ToFree)
+    })?;
     drop(node);
 
     let (runtime_only_start, runtime_only_calls_per_s) =
@@ -324,9 +337,29 @@ enum Dispatch {
     BackToBack,
 }
 
-/// Sequential warm calls at random over `names`: dispatcher to guest start, and round trip.
+/// Runs `dispatch` on a thread of its own, confined to run guest code, so that the calls it
+/// makes may run on it.
+fn on_confined_thread<T: Send>(
+    node: &Node,
+    dispatch: impl FnOnce(&Caller) -> anyhow::Result<T> + Send,
+) -> anyhow::Result<T> {
+    let filter = Filter::new(Role::Guest)?;
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                filter.confine_this_thread()?;
+                dispatch(&node.caller()?)
+            })
+            .join()
+            .map_err(|_| anyhow::anyhow!("the dispatcher's thread panicked"))?
+    })
+}
+
+/// Sequential warm calls at random over `names` by `caller`: dispatcher to guest start, and
+/// round trip.
 fn warm(
     node: &Node,
+    caller: &Caller,
     names: &[String],
     calls: u64,
     dispatch: Dispatch,
@@ -341,7 +374,7 @@ fn warm(
             }
         }
         let t = Instant::now();
-        let reply = node.invoke_blocking(name, Bytes::new(), REPLY_SPIN)?;
+        let reply = node.invoke_on(caller, name, Bytes::new(), REPLY_SPIN)?;
         let back = t.elapsed();
         reply.result?;
         anyhow::ensure!(reply.cold_start.is_none(), "`{name}` was not resident");
@@ -357,21 +390,14 @@ fn warm(
     Ok((start, round_trip))
 }
 
-/// Calls per second of one executor core, with the dispatcher keeping a window of calls queued.
-fn throughput(node: &Node, names: &[String], calls: u64) -> anyhow::Result<f64> {
+/// Calls per second of the one core, made one after another by `caller`.
+fn throughput(node: &Node, caller: &Caller, names: &[String], calls: u64) -> anyhow::Result<f64> {
     let mut pick = Pick(0x2545_f491_4f6c_dd1d);
-    let mut window: VecDeque<PendingCall> = VecDeque::with_capacity(THROUGHPUT_WINDOW);
     let started = Instant::now();
     for _ in 0..calls {
-        if window.len() == THROUGHPUT_WINDOW {
-            let oldest = window.pop_front().expect("the window is full");
-            oldest.wait(REPLY_SPIN)?.result?;
-        }
         let name = &names[pick.next(names.len())];
-        window.push_back(node.submit(name, Bytes::new())?);
-    }
-    for pending in window {
-        pending.wait(REPLY_SPIN)?.result?;
+        node.invoke_on(caller, name, Bytes::new(), REPLY_SPIN)?
+            .result?;
     }
     Ok(calls as f64 / started.elapsed().as_secs_f64())
 }

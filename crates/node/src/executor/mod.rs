@@ -275,6 +275,11 @@ impl Executors {
         self.shared.config.runs_inline()
     }
 
+    /// How long a thread parked on a seat polls before it sleeps.
+    pub(crate) fn spin(&self) -> Duration {
+        self.shared.config.spin
+    }
+
     /// The preemption calls run with, if any.
     pub fn preemption(&self) -> Option<PreemptConfig> {
         self.shared.runner.preemption()

@@ -5,6 +5,9 @@
 //!   nothing waits and the reader runs no call of its own, the call right there as a future
 //!   ([`crate::run`], `Entry::Reader`); otherwise the executors. Requests to components take
 //!   [`Node::serve_http`], on the reader too, holding a core only while they compute.
+//! - [`Node::invoke_on`] (a thread confined to run guest code, for a call it makes and waits
+//!   for: a benchmark's dispatcher): the same, on that thread, as a blocking call that parks
+//!   the thread while it is preempted (`Entry::Blocking`, as an executor's).
 //! - [`Node::invoke`] and the like (any other async caller) and [`Node::submit`] (a caller
 //!   that may block): the executors, or the microtask threads for a function with phases; the
 //!   caller holds a [`PendingCall`] until the reply, which it is woken for through the relay
@@ -13,7 +16,7 @@
 //! A function with phases always takes the microtask threads, a WASI command (and a function
 //! whose call called WASI on a reader before) always the executors.
 
-use super::{Node, Reader};
+use super::{Caller, Node, Reader};
 use crate::error::InvokeError;
 use crate::ledger::Reply;
 use crate::registry::Deployed;
@@ -185,6 +188,74 @@ impl Node {
         }
     }
 
+    /// Runs `name` with `input` for `caller`, a thread confined to run guest code: on this
+    /// thread if a core is free and nothing waits (as [`Node::invoke_here`] does for a
+    /// reader), else queued, waiting for the reply with a poll of up to `spin` first
+    /// ([`PendingCall::wait`]). A function that is not resident is loaded on the I/O runtime
+    /// meanwhile (this thread may not open files).
+    pub fn invoke_on(
+        &self,
+        caller: &Caller,
+        name: &str,
+        input: Bytes,
+        spin: Duration,
+    ) -> Result<Reply, InvokeError> {
+        let arrival = Instant::now();
+        let function = self.lookup(name)?;
+        let code = match self.registry.warm(&function, arrival) {
+            Some(code) => Code {
+                function: code,
+                cold_start: None,
+            },
+            None => park_on(self.code(&function, arrival))?,
+        };
+        if let Some(reply) = self.run_for(caller, &function, &code, &input, arrival) {
+            return Ok(complete(code.cold_start, reply));
+        }
+        self.queue(function, code, input, arrival, false)?
+            .wait(spin)
+    }
+
+    /// Runs the call on `caller`'s thread now, if it may: its reply, or `None` if it must be
+    /// queued (untouched).
+    fn run_for(
+        &self,
+        caller: &Caller,
+        function: &Deployed,
+        code: &Code,
+        input: &[u8],
+        arrival: Instant,
+    ) -> Option<Reply> {
+        let may = self.executors.runs_inline()
+            && !code.function.is_microtask()
+            && mote_confine::role() == Some(mote_confine::Role::Guest);
+        if !may {
+            return None;
+        }
+        let on = self.cores.take_if_idle()?;
+        // Ranked as if it had been queued and taken at once, so that it is preempted as an
+        // executor's call would be.
+        let basis = self.cores.pending().basis_now(function.key(), arrival);
+        let call = CallRef {
+            function,
+            code: &code.function,
+            input,
+            arrival,
+        };
+        let entry = Entry::Blocking {
+            seat: &caller.seat,
+            on,
+            basis,
+        };
+        let mut reply = None;
+        match crate::run::block_on(self.runner.run(call, entry, |r| reply = Some(r))) {
+            Ran::Answered(Some(on)) => self.cores.release(on),
+            Ran::Answered(None) => {}
+            Ran::Elsewhere => unreachable!("only a call on a reader runs elsewhere"),
+        }
+        reply
+    }
+
     /// Serves `request` with `name`, a `wasi:http` component, on `reader`: resolves to the
     /// response as soon as the guest sets it (its body streams while the guest runs) or to why
     /// there is none. The request holds a core only while its guest computes. A component that
@@ -337,6 +408,26 @@ impl Node {
         spin: Duration,
     ) -> Result<Reply, InvokeError> {
         self.submit(name, input)?.wait(spin)
+    }
+}
+
+/// Waits on this thread for `future`, whose wake-ups come from other threads (the relay):
+/// parks between polls, which a confined thread may (a futex).
+fn park_on<F: std::future::Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        match future.as_mut().poll(&mut cx) {
+            Poll::Ready(output) => return output,
+            Poll::Pending => std::thread::park(),
+        }
     }
 }
 

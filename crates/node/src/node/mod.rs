@@ -12,6 +12,8 @@
 //!   activity, logs and metrics.
 
 mod call;
+#[cfg(test)]
+mod caller_tests;
 mod control;
 #[cfg(test)]
 mod hand_over_tests;
@@ -27,7 +29,7 @@ pub use status::NodeLoad;
 
 use crate::component::Components;
 use crate::config::NodeConfig;
-use crate::cores::{Cores, Work};
+use crate::cores::{Cores, Seat, Work};
 use crate::error::DeployError;
 use crate::executor::Executors;
 use crate::ledger::Ledger;
@@ -91,6 +93,21 @@ impl Drop for Turn<'_> {
     }
 }
 
+/// A thread confined to run guest code that runs the calls it makes itself when a core is free
+/// and nothing waits ([`Node::invoke_on`]), as a reader does with the calls it reads: made by
+/// [`Node::caller`], used by that thread only. Its seat is where the thread parks while a call
+/// of its own is suspended (preempted), until a core is handed back to it.
+pub struct Caller {
+    seat: Arc<Seat>,
+}
+
+/// A thread asked to run calls itself without being confined to run guest code.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "this thread is not confined to run guest code, so it may not run calls itself; confine it with mote_confine::Filter::new(Role::Guest), or queue its calls with Node::submit"
+)]
+pub struct NotConfined;
+
 /// A thread asked to be a reader without being confined as one.
 #[derive(Debug, thiserror::Error)]
 #[error(
@@ -111,6 +128,17 @@ impl Node {
         match mote_confine::role() {
             Some(Role::Reader) => Ok(Reader::default()),
             _ => Err(NotAReader),
+        }
+    }
+
+    /// The calling thread's standing as a caller that runs its calls itself: it must be
+    /// confined to run guest code ([`Role::Guest`], or waived: `--seccomp off`).
+    pub fn caller(&self) -> Result<Caller, NotConfined> {
+        match mote_confine::role() {
+            Some(Role::Guest) => Ok(Caller {
+                seat: Arc::new(Seat::new(self.executors.spin())),
+            }),
+            _ => Err(NotConfined),
         }
     }
 
