@@ -51,3 +51,36 @@ pub(crate) fn on_reader<T: Send + 'static>(
         runtime.block_on(calls(&node, &reader))
     })
 }
+
+/// A node started with `config` and `modules` (name, WAT) deployed in order, on an I/O runtime
+/// of its own with `workers` threads.
+pub(crate) fn node_with(
+    config: impl Into<crate::NodeConfig>,
+    workers: usize,
+    modules: &[(&str, &str)],
+) -> (
+    std::sync::Arc<crate::Node>,
+    tempfile::TempDir,
+    tokio::runtime::Runtime,
+) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let node = runtime.block_on(async {
+        let node = crate::Node::start_embedded(dir.path(), config)
+            .await
+            .unwrap();
+        for (name, wat) in modules {
+            let wasm = bytes::Bytes::from(wat::parse_str(wat).unwrap());
+            let name = mote_types::FunctionName::new(*name).unwrap();
+            node.deploy(name, wasm, mote_types::Limits::default())
+                .await
+                .unwrap();
+        }
+        node
+    });
+    (std::sync::Arc::new(node), dir, runtime)
+}

@@ -142,7 +142,7 @@ impl Node {
         let code = self.code(&function, arrival).await?;
         if let Some(reader) = reader
             && let Some(reply) = self
-                .run_here(reader, &function, &code, &input, arrival)
+                .run_here(reader, CallRef::of(&function, &code, &input, arrival))
                 .await
         {
             return Ok(complete(code.cold_start, reply));
@@ -156,36 +156,28 @@ impl Node {
 
     /// Runs the call on `reader` now, if it may (see the module's doc): its reply, or `None`
     /// if it must be queued (untouched).
-    async fn run_here(
-        &self,
-        reader: &Reader,
-        function: &Deployed,
-        code: &Code,
-        input: &[u8],
-        arrival: Instant,
-    ) -> Option<Reply> {
+    async fn run_here(&self, reader: &Reader, call: CallRef<'_>) -> Option<Reply> {
         let may = self.executors.runs_inline()
-            && function.record().kind == GuestKind::MoteAbiV1
-            && !code.function.is_microtask()
-            && function.runs_on_readers()
+            && call.function.record().kind == GuestKind::MoteAbiV1
+            && !call.code.is_microtask()
+            && call.function.runs_on_readers()
             && mote_confine::role() == Some(mote_confine::Role::Reader);
         if !may {
             return None;
         }
         let _turn = reader.take_turn()?;
         let on = self.cores.take_if_idle()?;
-        let call = CallRef {
-            function,
-            code: &code.function,
-            input,
-            arrival,
-        };
-        let mut reply = None;
-        let entry = Entry::Reader { on };
-        match self.runner.run(call, entry, |r| reply = Some(r)).await {
-            Ran::Answered(_) => reply,
-            Ran::Elsewhere => None,
+        match self.run_taken(call, Entry::Reader { on }).await {
+            (Ran::Answered(_), reply) => reply,
+            (Ran::Elsewhere, _) => None,
         }
+    }
+
+    /// Runs `call`, which has taken a core, through `entry`: how it ended, and its reply.
+    async fn run_taken(&self, call: CallRef<'_>, entry: Entry<'_>) -> (Ran, Option<Reply>) {
+        let mut reply = None;
+        let ran = self.runner.run(call, entry, |r| reply = Some(r)).await;
+        (ran, reply)
     }
 
     /// Runs `name` with `input` for `caller`, a thread confined to run guest code: on this
@@ -209,7 +201,8 @@ impl Node {
             },
             None => park_on(self.code(&function, arrival))?,
         };
-        if let Some(reply) = self.run_for(caller, &function, &code, &input, arrival) {
+        let call = CallRef::of(&function, &code, &input, arrival);
+        if let Some(reply) = self.run_for(caller, call) {
             return Ok(complete(code.cold_start, reply));
         }
         self.queue(function, code, input, arrival, false)?
@@ -218,16 +211,9 @@ impl Node {
 
     /// Runs the call on `caller`'s thread now, if it may: its reply, or `None` if it must be
     /// queued (untouched).
-    fn run_for(
-        &self,
-        caller: &Caller,
-        function: &Deployed,
-        code: &Code,
-        input: &[u8],
-        arrival: Instant,
-    ) -> Option<Reply> {
+    fn run_for(&self, caller: &Caller, call: CallRef<'_>) -> Option<Reply> {
         let may = self.executors.runs_inline()
-            && !code.function.is_microtask()
+            && !call.code.is_microtask()
             && mote_confine::role() == Some(mote_confine::Role::Guest);
         if !may {
             return None;
@@ -235,25 +221,23 @@ impl Node {
         let on = self.cores.take_if_idle()?;
         // Ranked as if it had been queued and taken at once, so that it is preempted as an
         // executor's call would be.
-        let basis = self.cores.pending().basis_now(function.key(), arrival);
-        let call = CallRef {
-            function,
-            code: &code.function,
-            input,
-            arrival,
-        };
+        let basis = self
+            .cores
+            .pending()
+            .basis_now(call.function.key(), call.arrival);
         let entry = Entry::Blocking {
             seat: &caller.seat,
             on,
             basis,
         };
-        let mut reply = None;
-        match crate::run::block_on(self.runner.run(call, entry, |r| reply = Some(r))) {
-            Ran::Answered(Some(on)) => self.cores.release(on),
-            Ran::Answered(None) => {}
-            Ran::Elsewhere => unreachable!("only a call on a reader runs elsewhere"),
+        match crate::run::block_on(self.run_taken(call, entry)) {
+            (Ran::Answered(Some(on)), reply) => {
+                self.cores.release(on);
+                reply
+            }
+            (Ran::Answered(None), reply) => reply,
+            (Ran::Elsewhere, _) => unreachable!("only a call on a reader runs elsewhere"),
         }
-        reply
     }
 
     /// Serves `request` with `name`, a `wasi:http` component, on `reader`: resolves to the
@@ -408,6 +392,18 @@ impl Node {
         spin: Duration,
     ) -> Result<Reply, InvokeError> {
         self.submit(name, input)?.wait(spin)
+    }
+}
+
+impl<'a> CallRef<'a> {
+    /// A call of `function` running `code` with `input`, which arrived at `arrival`.
+    fn of(function: &'a Deployed, code: &'a Code, input: &'a [u8], arrival: Instant) -> Self {
+        Self {
+            function,
+            code: &code.function,
+            input,
+            arrival,
+        }
     }
 }
 

@@ -3,12 +3,11 @@
 //! not make them.
 
 use super::*;
-use crate::fixtures::fold;
+use crate::fixtures::{self, fold};
 use crate::{ExecutorsConfig, NodeConfig, PreemptConfig};
 use bytes::Bytes;
 use mote_confine::Filter;
 use mote_sched::Policy;
-use mote_types::{FunctionName, Limits};
 use std::time::{Duration, Instant};
 
 /// Answers nothing at once.
@@ -22,25 +21,7 @@ const NOOP: &str = r#"(module
 fn node_with(
     config: impl Into<NodeConfig>,
 ) -> (Arc<Node>, tempfile::TempDir, tokio::runtime::Runtime) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let node = runtime.block_on(async {
-        let node = Node::start_embedded(dir.path(), config).await.unwrap();
-        let wasm = Bytes::from(wat::parse_str(fold(false)).unwrap());
-        node.deploy(FunctionName::new("fold").unwrap(), wasm, Limits::default())
-            .await
-            .unwrap();
-        let wasm = Bytes::from(wat::parse_str(NOOP).unwrap());
-        node.deploy(FunctionName::new("noop").unwrap(), wasm, Limits::default())
-            .await
-            .unwrap();
-        node
-    });
-    (Arc::new(node), dir, runtime)
+    fixtures::node_with(config, 1, &[("fold", &fold(false)), ("noop", NOOP)])
 }
 
 /// The CPU time this thread has used.

@@ -3,7 +3,7 @@
 //! free, that they are preempted like any other, and what goes to the executors instead.
 
 use super::*;
-use crate::fixtures::{fold, on_reader};
+use crate::fixtures::{self, fold, on_reader};
 use crate::{ExecutorsConfig, PreemptConfig, Reply};
 use bytes::Bytes;
 use mote_sched::Policy;
@@ -13,21 +13,7 @@ use std::time::{Duration, Instant};
 
 /// A node with `fold` deployed, on a runtime of its own (the node's I/O runtime).
 fn node_with(config: ExecutorsConfig) -> (Arc<Node>, tempfile::TempDir, tokio::runtime::Runtime) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let node = runtime.block_on(async {
-        let node = Node::start_embedded(dir.path(), config).await.unwrap();
-        let wasm = Bytes::from(wat::parse_str(fold(false)).unwrap());
-        node.deploy(FunctionName::new("fold").unwrap(), wasm, Limits::default())
-            .await
-            .unwrap();
-        node
-    });
-    (Arc::new(node), dir, runtime)
+    fixtures::node_with(config, 2, &[("fold", &fold(false))])
 }
 
 /// `fold` for about `ms` milliseconds; 0: no work.
